@@ -1,0 +1,10 @@
+//! The Relax-style graph IR: expressions with struct info, binding blocks, graph
+//! functions, and the [`IRModule`] holding graph and primitive functions.
+
+mod expr;
+mod function;
+mod module;
+
+pub use expr::{Call, Callee, Constant, Expr, PrimValue, Var};
+pub use function::{Binding, BindingBlock, BindingValue, Function};
+pub use module::IRModule;

@@ -1,0 +1,16 @@
+//! oxrelax's language: symbolic arithmetic, the Relax-style graph IR with struct info, the
+//! op registry, tensor expressions and TIR, the BlockBuilder and nn modules, and the text
+//! form of modules.
+
+pub mod attrs;
+pub mod dtype;
+pub mod ir;
+pub mod struct_info;
+pub mod sym;
+pub mod tir;
+
+pub use attrs::{AttrValue, Attrs};
+pub use dtype::DataType;
+pub use ir::{Expr, Function, IRModule, Var};
+pub use struct_info::{StructInfo, TensorInfo, TensorShape};
+pub use sym::{SymExpr, SymVar};

@@ -1,0 +1,8 @@
+//! TIR: primitive functions as loop nests over buffers. Plain data that schedules
+//! rewrite and codegen lowers.
+
+mod expr;
+mod stmt;
+
+pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
+pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

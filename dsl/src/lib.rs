@@ -3,13 +3,16 @@
 //! form of modules.
 
 pub mod attrs;
+pub mod builder;
 pub mod dtype;
 pub mod ir;
+pub mod normalize;
 pub mod struct_info;
 pub mod sym;
 pub mod tir;
 
 pub use attrs::{AttrValue, Attrs};
+pub use builder::BlockBuilder;
 pub use dtype::DataType;
 pub use ir::{Expr, Function, IRModule, Var};
 pub use struct_info::{StructInfo, TensorInfo, TensorShape};

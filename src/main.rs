@@ -1,1 +1,73 @@
-fn main() {}
+//! The `oxrelax` command line.
+
+use clap::{Parser, Subcommand};
+use oxrelax::passes::{default_pipeline, Instrument};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A Relax-style tensor compiler for on-device LLM inference.
+#[derive(Parser)]
+#[command(name = "oxrelax", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read a module in the text form, run the front-end pipeline (normalize, legalize
+    /// ops, dead code elimination) and print the result.
+    Opt {
+        /// The module's text form.
+        file: PathBuf,
+        /// Write the module before the first pass and after each pass into this folder.
+        #[arg(long)]
+        dump_dir: Option<PathBuf>,
+        /// Print the wall time of each pass to stderr.
+        #[arg(long)]
+        time: bool,
+        /// Check well-formedness after every pass.
+        #[arg(long)]
+        verify: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            let mut source = err.source();
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Opt {
+            file,
+            dump_dir,
+            time,
+            verify,
+        } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let module = oxrelax_dsl::text::parse_module(&text)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let pipeline = default_pipeline().instrumented(Instrument { dump_dir, verify });
+            let (module, report) = pipeline.run(module)?;
+            if time {
+                for timing in &report.timings {
+                    eprintln!("{:>10.3} ms  {}", timing.elapsed.as_secs_f64() * 1e3, timing.pass);
+                }
+            }
+            print!("{}", oxrelax_dsl::text::print_module(&module));
+            Ok(())
+        }
+    }
+}

@@ -151,3 +151,29 @@ impl From<&Var> for Expr {
         Expr::Var(var.clone())
     }
 }
+
+impl Expr {
+    /// Calls `f` on every variable this expression reads, in order of appearance.
+    pub fn for_each_var<'a>(&'a self, f: &mut dyn FnMut(&'a Var)) {
+        match self {
+            Expr::Var(v) => f(v),
+            Expr::Call(call) => call.args.iter().for_each(|a| a.for_each_var(f)),
+            Expr::Tuple(items) => items.iter().for_each(|i| i.for_each_var(f)),
+            Expr::TupleGetItem(tuple, _) => tuple.for_each_var(f),
+            Expr::Constant(_) | Expr::Shape(_) | Expr::Prim(_) | Expr::Str(_) => {}
+        }
+    }
+
+    /// Calls `f` on every call in this expression, outermost first.
+    pub fn for_each_call<'a>(&'a self, f: &mut dyn FnMut(&'a Call)) {
+        match self {
+            Expr::Call(call) => {
+                f(call);
+                call.args.iter().for_each(|a| a.for_each_call(f));
+            }
+            Expr::Tuple(items) => items.iter().for_each(|i| i.for_each_call(f)),
+            Expr::TupleGetItem(tuple, _) => tuple.for_each_call(f),
+            _ => {}
+        }
+    }
+}

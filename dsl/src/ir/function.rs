@@ -58,3 +58,12 @@ impl Function {
         self.blocks.iter().flat_map(|b| &b.bindings)
     }
 }
+
+impl BindingValue {
+    /// The bound expression.
+    pub fn expr(&self) -> &Expr {
+        match self {
+            BindingValue::Expr(e) | BindingValue::MatchCast(e, _) => e,
+        }
+    }
+}

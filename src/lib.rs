@@ -1,0 +1,8 @@
+//! oxrelax: a Relax-style tensor-expression compiler for on-device LLM inference.
+//!
+//! This crate holds the compiler passes and the pipeline that runs them; the language
+//! (graph IR, TIR, tensor expressions, nn modules) lives in [`oxrelax_dsl`].
+
+pub mod passes;
+
+pub use oxrelax_dsl as dsl;

@@ -1,0 +1,68 @@
+//! `LegalizeOps`: replaces every op call by a `call_tir` of a primitive function built
+//! from the op's tensor-expression definition (see [`oxrelax_dsl::legalize`]).
+
+use super::{Pass, PassError};
+use oxrelax_dsl::ir::{BindingValue, Call, Callee};
+use oxrelax_dsl::tir::PrimFunc;
+use oxrelax_dsl::{Attrs, Expr, IRModule};
+use std::collections::BTreeMap;
+
+/// Lowers op calls to `call_tir` of legalized primitive functions. Identical primitive
+/// functions are shared; names come from the op (`matmul`, `matmul1`, ...).
+pub struct LegalizeOps;
+
+impl Pass for LegalizeOps {
+    fn name(&self) -> &'static str {
+        "legalize-ops"
+    }
+
+    fn run(&self, mut module: IRModule) -> Result<IRModule, PassError> {
+        let mut prim_funcs = std::mem::take(&mut module.prim_funcs);
+        for (name, function) in module.functions.iter_mut() {
+            for binding in function.blocks.iter_mut().flat_map(|b| &mut b.bindings) {
+                let BindingValue::Expr(Expr::Call(call)) = &binding.value else {
+                    continue;
+                };
+                if !matches!(call.callee, Callee::Op(_)) {
+                    continue;
+                }
+                let legalized = oxrelax_dsl::legalize::legalize_call(call).map_err(|source| {
+                    PassError::Legalize {
+                        function: name.clone(),
+                        var: binding.var.name.clone(),
+                        source,
+                    }
+                })?;
+                let callee = intern(&mut prim_funcs, &legalized.name_hint, legalized.func);
+                binding.value = BindingValue::Expr(Expr::Call(Box::new(Call {
+                    callee: Callee::Tir(callee),
+                    args: legalized.args,
+                    attrs: Attrs::new(),
+                    sinfo: call.sinfo.clone(),
+                })));
+            }
+        }
+        module.prim_funcs = prim_funcs;
+        Ok(module)
+    }
+}
+
+/// Adds `func` under a fresh name derived from `hint`, or returns the name of an
+/// identical function already present.
+fn intern(prim_funcs: &mut BTreeMap<String, PrimFunc>, hint: &str, func: PrimFunc) -> String {
+    if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| **f == func) {
+        return name.clone();
+    }
+    let name = (0..)
+        .map(|i| {
+            if i == 0 {
+                hint.to_string()
+            } else {
+                format!("{hint}{i}")
+            }
+        })
+        .find(|candidate| !prim_funcs.contains_key(candidate))
+        .expect("an unbounded range always has a free name");
+    prim_funcs.insert(name.clone(), func);
+    name
+}

@@ -1,0 +1,59 @@
+//! Passes: pure, named `IRModule -> IRModule` transformations, and the pipeline that runs
+//! them with instrumentation (dumps before/after each pass, timings, verification).
+
+mod dce;
+mod legalize;
+mod normalize;
+mod pipeline;
+#[cfg(test)]
+mod tests;
+
+pub use dce::DeadCodeElimination;
+pub use legalize::LegalizeOps;
+pub use normalize::Normalize;
+pub use pipeline::{default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport};
+
+use oxrelax_dsl::IRModule;
+
+/// A module transformation.
+pub trait Pass {
+    /// A stable name (used in dumps, timings and `--after`).
+    fn name(&self) -> &'static str;
+
+    /// Transforms the module.
+    fn run(&self, module: IRModule) -> Result<IRModule, PassError>;
+}
+
+/// Why a pass (or the pipeline around it) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// Normalization failed (an op's struct info could not be inferred).
+    #[error(transparent)]
+    Normalize(#[from] oxrelax_dsl::normalize::NormalizeError),
+    /// An op could not be legalized.
+    #[error("legalizing `{function}`, binding `{var}`: {source}")]
+    Legalize {
+        /// The graph function.
+        function: String,
+        /// The variable bound to the op call.
+        var: String,
+        /// What went wrong.
+        source: oxrelax_dsl::legalize::LegalizeError,
+    },
+    /// The module is not well formed after a pass (when verification is on).
+    #[error("module is not well formed after pass `{pass}`: {source}")]
+    NotWellFormed {
+        /// The pass that produced the module.
+        pass: String,
+        /// The first problem found.
+        source: oxrelax_dsl::wellformed::WellFormedError,
+    },
+    /// Writing an IR dump failed.
+    #[error("cannot write IR dump {path}: {source}")]
+    Dump {
+        /// The dump file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

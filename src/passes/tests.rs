@@ -1,0 +1,112 @@
+use super::*;
+use oxrelax_dsl::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Function};
+use oxrelax_dsl::tir::{Buffer, PrimFunc, Stmt};
+use oxrelax_dsl::{Attrs, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+
+fn tensor(dims: &[SymExpr]) -> StructInfo {
+    StructInfo::tensor(dims.to_vec(), DataType::F32)
+}
+
+fn tir_call(callee: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
+    Expr::Call(Box::new(Call {
+        callee: Callee::Tir(callee.to_string()),
+        args,
+        attrs: Attrs::new(),
+        sinfo,
+    }))
+}
+
+fn prim(name: &str) -> PrimFunc {
+    PrimFunc {
+        params: vec![Buffer::new(name, DataType::F32, vec![SymExpr::int(4)])],
+        num_outputs: 1,
+        dims: vec![],
+        body: Stmt::Seq(vec![]),
+        attrs: Attrs::new(),
+    }
+}
+
+fn bind(var: &Var, value: Expr) -> Binding {
+    Binding {
+        var: var.clone(),
+        value: BindingValue::Expr(value),
+    }
+}
+
+/// `main(x)`: `a = f(x)` (used), `b = g(x)` (unused), `c = kv_cache.append(...)` (effect),
+/// `m = match_cast(x, (k,))` (binds a new dim); plus an unexported function.
+fn module_with_dead_code() -> IRModule {
+    let n = SymVar::bounded("n", 16).expr();
+    let sinfo = tensor(&[n.clone()]);
+    let x = Var::new("x", sinfo.clone());
+    let mut df = |name: &str| Var {
+        dataflow: true,
+        ..Var::new(name, sinfo.clone())
+    };
+    let (a, b) = (df("a"), df("b"));
+    let c = Var::new("c", StructInfo::Object);
+    let k = SymVar::new("k").expr();
+    let m = Var::new("m", tensor(&[k.clone()]));
+    let append = Expr::Call(Box::new(Call {
+        callee: Callee::Packed("kv_cache.append".into()),
+        args: vec![Expr::from(&x)],
+        attrs: Attrs::new(),
+        sinfo: StructInfo::Object,
+    }));
+    let main = Function {
+        params: vec![x.clone()],
+        blocks: vec![
+            BindingBlock {
+                dataflow: true,
+                bindings: vec![
+                    bind(&a, tir_call("f", vec![Expr::from(&x)], sinfo.clone())),
+                    bind(&b, tir_call("g", vec![Expr::from(&x)], sinfo.clone())),
+                ],
+            },
+            BindingBlock {
+                dataflow: false,
+                bindings: vec![
+                    bind(&c, append),
+                    Binding {
+                        var: m,
+                        value: BindingValue::MatchCast(Expr::from(&x), tensor(&[k])),
+                    },
+                ],
+            },
+        ],
+        ret: Expr::from(&a),
+        exported: true,
+    };
+    let helper = Function {
+        exported: false,
+        ..main.clone()
+    };
+    IRModule {
+        functions: [("main".into(), main), ("helper".into(), helper)].into(),
+        prim_funcs: ["f", "g", "unused"].map(|n| (n.to_string(), prim(n))).into(),
+    }
+}
+
+#[test]
+fn dce_keeps_used_effectful_and_dim_binding_bindings() {
+    let out = DeadCodeElimination.run(module_with_dead_code()).unwrap();
+    let main = &out.functions["main"];
+    let names: Vec<&str> = main.bindings().map(|b| b.var.name.as_str()).collect();
+    assert_eq!(names, ["a", "c", "m"]);
+    assert_eq!(out.functions.keys().collect::<Vec<_>>(), ["main"]);
+    assert_eq!(out.prim_funcs.keys().collect::<Vec<_>>(), ["f"]);
+}
+
+#[test]
+fn dce_is_idempotent_and_drops_empty_blocks() {
+    let once = DeadCodeElimination.run(module_with_dead_code()).unwrap();
+    let twice = DeadCodeElimination.run(once.clone()).unwrap();
+    assert_eq!(once, twice);
+    let mut module = module_with_dead_code();
+    let main = module.functions.get_mut("main").unwrap();
+    main.blocks[1].bindings.clear();
+    main.ret = Expr::from(&main.params[0]);
+    let out = DeadCodeElimination.run(module).unwrap();
+    assert!(out.functions["main"].blocks.is_empty());
+    assert!(out.prim_funcs.is_empty());
+}

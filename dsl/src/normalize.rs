@@ -273,14 +273,3 @@ fn infer_op(op: &str, call: &Call, var: &str) -> Result<StructInfo, NormalizeErr
     let _ = (op, var);
     Ok(call.sinfo.clone())
 }
-
-/// Calls `visit` on every variable referenced in `expr`, outermost first.
-pub(crate) fn visit_vars<'a>(expr: &'a Expr, visit: &mut impl FnMut(&'a Var)) {
-    match expr {
-        Expr::Var(v) => visit(v),
-        Expr::Call(call) => call.args.iter().for_each(|a| visit_vars(a, visit)),
-        Expr::Tuple(items) => items.iter().for_each(|i| visit_vars(i, visit)),
-        Expr::TupleGetItem(tuple, _) => visit_vars(tuple, visit),
-        Expr::Constant(_) | Expr::Shape(_) | Expr::Prim(_) | Expr::Str(_) => {}
-    }
-}

@@ -4,7 +4,7 @@
 use super::error::BuildError;
 use crate::builder::NameSupply;
 use crate::ir::{Binding, BindingBlock, BindingValue, Expr, Function, Var};
-use crate::normalize::{default_hint, visit_vars, Normalizer};
+use crate::normalize::{default_hint, Normalizer};
 use crate::struct_info::StructInfo;
 
 /// One function under construction.
@@ -100,8 +100,7 @@ impl FunctionFrame {
         hint: Option<&str>,
         dataflow: bool,
     ) -> Result<Var, BuildError> {
-        let (BindingValue::Expr(expr) | BindingValue::MatchCast(expr, _)) = &value;
-        self.check_defined(expr)?;
+        self.check_defined(value.expr())?;
         let hint = hint.unwrap_or(default_hint(dataflow));
         let mut nested = Vec::new();
         let normalized = self
@@ -142,7 +141,7 @@ impl FunctionFrame {
 
     fn check_defined(&self, expr: &Expr) -> Result<(), BuildError> {
         let mut missing = None;
-        visit_vars(expr, &mut |v| {
+        expr.for_each_var(&mut |v| {
             if missing.is_none() && self.normalizer.lookup(&v.name).is_none() {
                 missing = Some(v.name.clone());
             }

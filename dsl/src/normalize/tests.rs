@@ -249,20 +249,3 @@ fn module_normalization_covers_every_function() {
     assert_eq!(normalized.functions["other"].ret, constant);
     assert_eq!(normalized.prim_funcs, module.prim_funcs);
 }
-
-#[test]
-fn visit_vars_sees_every_reference_in_order() {
-    let a = var("a", t(&[1]), false);
-    let b = var("b", t(&[1]), false);
-    let expr = op(
-        "add",
-        vec![
-            a.clone().into(),
-            Expr::TupleGetItem(Box::new(Expr::Tuple(vec![b.into(), a.into()])), 0),
-        ],
-        t(&[1]),
-    );
-    let mut seen = Vec::new();
-    visit_vars(&expr, &mut |v| seen.push(v.name.clone()));
-    assert_eq!(seen, ["a", "b", "a"]);
-}

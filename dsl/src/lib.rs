@@ -10,6 +10,7 @@ pub mod normalize;
 pub mod struct_info;
 pub mod sym;
 pub mod tir;
+pub mod wellformed;
 
 pub use attrs::{AttrValue, Attrs};
 pub use builder::BlockBuilder;

@@ -1,0 +1,76 @@
+//! Normalization layers over the last axis: `RMSNorm` and `LayerNorm`.
+
+use super::{Module, NnError, Param, Prefix};
+use crate::{op, BlockBuilder, DataType, Expr};
+
+/// Root-mean-square normalization with a learned scale. Parameter: `weight` `[dim]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RMSNorm {
+    prefix: Prefix,
+    /// The scale, `[dim]`.
+    pub weight: Param,
+    /// Added to the mean square before the square root.
+    pub epsilon: f64,
+}
+
+impl RMSNorm {
+    /// A norm at `prefix` over a last axis of `dim` values.
+    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DataType) -> Self {
+        RMSNorm {
+            prefix: prefix.clone(),
+            weight: Param::new(prefix, "weight", &[dim], dtype),
+            epsilon,
+        }
+    }
+
+    /// Emits `rms_norm(x, weight, axes=[-1])`.
+    pub fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+        let y = op::rms_norm(x, &self.weight.expr(), vec![-1], self.epsilon)
+            .map_err(NnError::op(self.prefix.as_str()))?;
+        Ok(bb.emit_named(y, self.prefix.last())?.into())
+    }
+}
+
+impl Module for RMSNorm {
+    fn parameters(&self) -> Vec<Param> {
+        vec![self.weight.clone()]
+    }
+}
+
+/// Layer normalization with a learned scale and shift. Parameters: `weight` and `bias`,
+/// both `[dim]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNorm {
+    prefix: Prefix,
+    /// The scale (gamma), `[dim]`.
+    pub weight: Param,
+    /// The shift (beta), `[dim]`.
+    pub bias: Param,
+    /// Added to the variance before the square root.
+    pub epsilon: f64,
+}
+
+impl LayerNorm {
+    /// A norm at `prefix` over a last axis of `dim` values.
+    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DataType) -> Self {
+        LayerNorm {
+            prefix: prefix.clone(),
+            weight: Param::new(prefix, "weight", &[dim], dtype),
+            bias: Param::new(prefix, "bias", &[dim], dtype),
+            epsilon,
+        }
+    }
+
+    /// Emits `layer_norm(x, weight, bias, axes=[-1])`.
+    pub fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+        let y = op::layer_norm(x, &self.weight.expr(), &self.bias.expr(), vec![-1], self.epsilon)
+            .map_err(NnError::op(self.prefix.as_str()))?;
+        Ok(bb.emit_named(y, self.prefix.last())?.into())
+    }
+}
+
+impl Module for LayerNorm {
+    fn parameters(&self) -> Vec<Param> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+}

@@ -5,6 +5,7 @@
 pub mod attrs;
 pub mod dtype;
 pub mod ir;
+pub mod op;
 pub mod struct_info;
 pub mod sym;
 pub mod tir;

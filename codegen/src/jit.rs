@@ -9,6 +9,22 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use oxrelax_dsl::tir::PrimFunc;
 use std::collections::BTreeMap;
 
+/// The Cranelift IR of one primitive function as codegen builds it (before Cranelift's
+/// own optimizations), for debugging and tests.
+pub fn clif_text(name: &str, func: &PrimFunc) -> Result<String, CodegenError> {
+    let isa = isa::host_isa(false)?;
+    let ptr = isa.pointer_type();
+    let mut function = cranelift_codegen::ir::Function::with_name_signature(
+        UserFuncName::user(0, 0),
+        kernel_signature(ptr, isa.default_call_conv()),
+    );
+    let mut builder_ctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut function, &mut builder_ctx);
+    lower_prim_func(name, func, &mut b, ptr)?;
+    b.finalize(isa.frontend_config());
+    Ok(function.display().to_string())
+}
+
 /// A compiled kernel with the kernel ABI of DESIGN.md.
 pub type RawKernel = unsafe extern "C" fn(*const *mut u8, *const i64, *const u8) -> i32;
 

@@ -11,4 +11,4 @@ mod math;
 mod tests;
 
 pub use error::CodegenError;
-pub use jit::{JitLibrary, RawKernel};
+pub use jit::{clif_text, JitLibrary, RawKernel};

@@ -306,3 +306,153 @@ fn packed_u4_round_trip() {
     );
     assert_eq!(out, (1u8..16).collect::<Vec<_>>());
 }
+
+/// The same elementwise function with its loop vectorized.
+fn vectorized(func: PrimFunc) -> PrimFunc {
+    let Stmt::For {
+        var, extent, body, ..
+    } = func.body
+    else {
+        unreachable!("elementwise builds one loop")
+    };
+    PrimFunc {
+        body: Stmt::For {
+            var,
+            extent,
+            kind: ForKind::Vectorized,
+            body,
+        },
+        ..func
+    }
+}
+
+#[test]
+fn vectorized_loops_match_scalar_for_any_length() {
+    let bodies: Vec<(&str, fn(PrimExpr, PrimExpr) -> PrimExpr)> = vec![
+        ("fma", |x, y| {
+            PrimExpr::call(Intrinsic::Fma, vec![x.clone(), y, x])
+        }),
+        ("silu", |x, _| {
+            x.clone() * PrimExpr::call(Intrinsic::Sigmoid, vec![x])
+        }),
+        ("select", |x, y| {
+            let positive = x
+                .clone()
+                .compare(oxrelax_dsl::tir::PrimCmp::Gt, PrimExpr::f32(0.0));
+            PrimExpr::select(positive, x, y)
+        }),
+        ("index", |x, _| x + index_var().cast(DataType::F32)),
+        ("max", |x, y| x.binary(BinOp::Max, y)),
+    ];
+    for (name, body) in bodies {
+        let scalar = elementwise(F32, body);
+        let vector = vectorized(scalar.clone());
+        let clif = crate::clif_text(name, &vector).unwrap();
+        assert!(
+            clif.contains("load.f32x4") && clif.contains("store"),
+            "{name}:\n{clif}"
+        );
+        for len in [0usize, 1, 3, 4, 17, 64, 129] {
+            let x: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let y: Vec<f32> = (0..len).map(|i| (i as f32 * 0.11).cos()).collect();
+            assert_eq!(
+                run_f32(&vector, &x, &y),
+                run_f32(&scalar, &x, &y),
+                "{name} len {len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn vectorized_half_loads_and_stores() {
+    for dtype in [DataType::F16, DataType::BF16] {
+        let func = vectorized(elementwise([dtype, dtype, dtype], |x, y| x * y));
+        let values: Vec<f32> = (0..19).map(|i| i as f32 * 0.75 - 4.0).collect();
+        let to_bits = |v: &f32| match dtype {
+            DataType::F16 => f16::from_f32(*v).to_bits(),
+            _ => bf16::from_f32(*v).to_bits(),
+        };
+        let mut x: Vec<u16> = values.iter().map(to_bits).collect();
+        let mut y = x.clone();
+        let mut out = vec![0u16; x.len()];
+        run(
+            &func,
+            &mut [bytes_of(&mut x), bytes_of(&mut y), bytes_of(&mut out)],
+            19,
+        );
+        let expected: Vec<u16> = values.iter().map(|v| to_bits(&(v * v))).collect();
+        assert_eq!(out, expected, "{dtype}");
+    }
+}
+
+/// `out[i] = sum_j x[i, j]` with the reduction loop marked vectorized: every lane would
+/// write `out[i]`, so codegen must run it serially and still be right.
+#[test]
+fn vectorized_reduction_falls_back_to_serial() {
+    let (rows, cols) = (SymVar::bounded("r", 64), SymVar::bounded("c", 64));
+    let i = PrimExpr::Var(TVar::new("i", DataType::I64));
+    let j = PrimExpr::Var(TVar::new("j", DataType::I64));
+    let out_indices = vec![i.clone()];
+    let accumulate = Stmt::Store {
+        buffer: "out".into(),
+        indices: out_indices.clone(),
+        value: PrimExpr::Load {
+            buffer: "out".into(),
+            dtype: DataType::F32,
+            indices: out_indices.clone(),
+        } + PrimExpr::Load {
+            buffer: "x".into(),
+            dtype: DataType::F32,
+            indices: vec![i.clone(), j],
+        },
+    };
+    let func = PrimFunc {
+        params: vec![
+            Buffer::new("x", DataType::F32, vec![rows.expr(), cols.expr()]),
+            Buffer::new("out", DataType::F32, vec![rows.expr()]),
+        ],
+        num_outputs: 1,
+        dims: vec![cols.clone(), rows.clone()],
+        body: Stmt::For {
+            var: TVar::new("i", DataType::I64),
+            extent: PrimExpr::from(&rows.expr()),
+            kind: ForKind::Serial,
+            body: Box::new(Stmt::Seq(vec![
+                Stmt::Store {
+                    buffer: "out".into(),
+                    indices: out_indices,
+                    value: PrimExpr::f32(0.0),
+                },
+                Stmt::For {
+                    var: TVar::new("j", DataType::I64),
+                    extent: PrimExpr::from(&cols.expr()),
+                    kind: ForKind::Vectorized,
+                    body: Box::new(accumulate),
+                },
+            ])),
+        },
+        attrs: Attrs::new(),
+    };
+    assert!(!crate::clif_text("sum", &func).unwrap().contains("f32x4"));
+    let funcs = [("sum".to_string(), func)];
+    let library = JitLibrary::compile(funcs.iter().map(|(n, f)| (n, f))).unwrap();
+    let kernel = library.kernel("sum").unwrap();
+    let (r, c) = (5usize, 7usize);
+    let mut x: Vec<f32> = (0..r * c).map(|v| v as f32).collect();
+    let mut out = vec![0f32; r];
+    let args = [
+        bytes_of(&mut x).as_mut_ptr(),
+        bytes_of(&mut out).as_mut_ptr(),
+    ];
+    let dims = [c as i64, r as i64];
+    // SAFETY: x is [r, c] f32 and out is [r] f32, matching the dims (c, r).
+    assert_eq!(
+        unsafe { kernel(args.as_ptr(), dims.as_ptr(), std::ptr::null()) },
+        0
+    );
+    let expected: Vec<f32> = (0..r)
+        .map(|i| (0..c).map(|j| (i * c + j) as f32).sum())
+        .collect();
+    assert_eq!(out, expected);
+}

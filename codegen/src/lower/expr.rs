@@ -73,7 +73,7 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    fn binary(
+    pub(crate) fn binary(
         &mut self,
         op: BinOp,
         dtype: DataType,
@@ -160,7 +160,7 @@ impl Lowerer<'_, '_> {
         )
     }
 
-    fn compare(&mut self, cmp: PrimCmp, float: bool, x: Value, y: Value) -> Value {
+    pub(crate) fn compare(&mut self, cmp: PrimCmp, float: bool, x: Value, y: Value) -> Value {
         if float {
             let cc = match cmp {
                 PrimCmp::Lt => FloatCC::LessThan,
@@ -187,7 +187,7 @@ impl Lowerer<'_, '_> {
     /// Converts a compute-type value of `from` to the compute type of `to`, with the
     /// rounding/wrapping of `to`'s storage type (a cast to f16 rounds to f16 precision,
     /// a cast to i8 wraps).
-    fn cast(&mut self, x: Value, from: DataType, to: DataType) -> Value {
+    pub(crate) fn cast(&mut self, x: Value, from: DataType, to: DataType) -> Value {
         let ins = self.b.ins();
         let widened = match (compute_type(from), compute_type(to)) {
             (types::F32, types::F32) => x,

@@ -32,13 +32,13 @@ impl Lowerer<'_, '_> {
     }
 
     /// The address of element `flat` of a buffer whose elements are whole bytes.
-    fn element_address(&mut self, base: Value, flat: Value, dtype: DataType) -> Value {
+    pub(crate) fn element_address(&mut self, base: Value, flat: Value, dtype: DataType) -> Value {
         let bytes = i64::from(dtype.bits() / 8);
         let offset = self.b.ins().imul_imm_s(flat, bytes);
         self.b.ins().iadd(base, offset)
     }
 
-    fn slot(&self, buffer: &str) -> Result<(Value, DataType), CodegenError> {
+    pub(crate) fn slot(&self, buffer: &str) -> Result<(Value, DataType), CodegenError> {
         self.buffers
             .get(buffer)
             .map(|s| (s.base, s.dtype))
@@ -51,8 +51,13 @@ impl Lowerer<'_, '_> {
         buffer: &str,
         indices: &[PrimExpr],
     ) -> Result<Value, CodegenError> {
-        let (base, dtype) = self.slot(buffer)?;
         let flat = self.flat_index(buffer, indices)?;
+        self.load_flat(buffer, flat)
+    }
+
+    /// Loads element `flat` of `buffer` as its compute type.
+    pub(crate) fn load_flat(&mut self, buffer: &str, flat: Value) -> Result<Value, CodegenError> {
+        let (base, dtype) = self.slot(buffer)?;
         let flags = MemFlagsData::trusted();
         if dtype == DataType::U4 {
             let (address, shift) = self.nibble_location(base, flat);
@@ -88,8 +93,18 @@ impl Lowerer<'_, '_> {
         indices: &[PrimExpr],
         value: Value,
     ) -> Result<(), CodegenError> {
-        let (base, dtype) = self.slot(buffer)?;
         let flat = self.flat_index(buffer, indices)?;
+        self.store_flat(buffer, flat, value)
+    }
+
+    /// Stores a compute-type value into element `flat` of `buffer`.
+    pub(crate) fn store_flat(
+        &mut self,
+        buffer: &str,
+        flat: Value,
+        value: Value,
+    ) -> Result<(), CodegenError> {
+        let (base, dtype) = self.slot(buffer)?;
         let flags = MemFlagsData::trusted();
         if dtype == DataType::U4 {
             return {

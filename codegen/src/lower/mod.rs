@@ -8,6 +8,8 @@
 mod expr;
 mod memory;
 mod stmt;
+mod vector;
+mod vector_expr;
 
 use crate::CodegenError;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, Value};
@@ -40,6 +42,8 @@ struct BufferSlot {
     base: Value,
     dtype: DataType,
     strides: Vec<Value>,
+    /// The strides that are compile-time constants.
+    const_strides: Vec<Option<i64>>,
 }
 
 /// Lowers one primitive function's body into a function builder.
@@ -49,6 +53,8 @@ pub(crate) struct Lowerer<'a, 'f> {
     ptr: Type,
     buffers: HashMap<String, BufferSlot>,
     vars: HashMap<String, Variable>,
+    /// Inside a vectorized loop body: the loop variable and lane values of `let`s.
+    lanes: Option<vector::LaneScope>,
 }
 
 /// Builds the body of `func` (the builder's function must have the kernel signature).
@@ -68,6 +74,7 @@ pub(crate) fn lower_prim_func(
         ptr,
         buffers: HashMap::new(),
         vars: HashMap::new(),
+        lanes: None,
     };
     lowerer.bind_dims(func, params[1]);
     lowerer.bind_params(func, params[0])?;
@@ -125,8 +132,8 @@ impl Lowerer<'_, '_> {
         buffer: &oxrelax_dsl::tir::Buffer,
         base: Value,
     ) -> Result<(), CodegenError> {
-        let strides = buffer
-            .effective_strides()
+        let symbolic = buffer.effective_strides();
+        let strides = symbolic
             .iter()
             .map(|s| self.expr(&PrimExpr::from(s)))
             .collect::<Result<Vec<_>, _>>()?;
@@ -136,6 +143,7 @@ impl Lowerer<'_, '_> {
                 base,
                 dtype: buffer.dtype,
                 strides,
+                const_strides: symbolic.iter().map(|s| s.as_const()).collect(),
             },
         );
         Ok(())

@@ -3,8 +3,8 @@
 use super::{compute_type, Lowerer};
 use crate::CodegenError;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, StackSlotData, StackSlotKind};
-use oxrelax_dsl::tir::{Buffer, PrimExpr, Stmt, TVar};
+use cranelift_codegen::ir::{types, InstBuilder, StackSlotData, StackSlotKind, Value};
+use oxrelax_dsl::tir::{Buffer, ForKind, PrimExpr, Stmt, TVar};
 use oxrelax_dsl::SymExpr;
 
 /// Local allocations up to this many bytes live on the stack.
@@ -15,8 +15,18 @@ impl Lowerer<'_, '_> {
         match stmt {
             Stmt::Seq(items) => items.iter().try_for_each(|s| self.stmt(s)),
             Stmt::For {
+                var,
+                extent,
+                kind: ForKind::Vectorized,
+                body,
+            } => self.vector_loop(var, extent, body),
+            Stmt::For {
                 var, extent, body, ..
-            } => self.serial_loop(var, extent, body),
+            } => {
+                let extent = self.expr(extent)?;
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.serial_loop(var, zero, extent, body)
+            }
             Stmt::Store {
                 buffer,
                 indices,
@@ -43,24 +53,23 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    /// `for var in 0..extent { body }` as header/body/exit blocks.
-    fn serial_loop(
+    /// `for var in start..end { body }` as header/body/exit blocks.
+    pub(crate) fn serial_loop(
         &mut self,
         var: &TVar,
-        extent: &PrimExpr,
+        start: Value,
+        end: Value,
         body: &Stmt,
     ) -> Result<(), CodegenError> {
-        let extent = self.expr(extent)?;
         let header = self.b.create_block();
         let body_block = self.b.create_block();
         let exit = self.b.create_block();
         self.b.append_block_param(header, types::I64);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b.ins().jump(header, &[zero.into()]);
+        self.b.ins().jump(header, &[start.into()]);
 
         self.b.switch_to_block(header);
         let index = self.b.block_params(header)[0];
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, index, extent);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, index, end);
         self.b.ins().brif(more, body_block, &[], exit, &[]);
 
         self.b.switch_to_block(body_block);

@@ -328,7 +328,8 @@ fn vectorized(func: PrimFunc) -> PrimFunc {
 
 #[test]
 fn vectorized_loops_match_scalar_for_any_length() {
-    let bodies: Vec<(&str, fn(PrimExpr, PrimExpr) -> PrimExpr)> = vec![
+    type Body = fn(PrimExpr, PrimExpr) -> PrimExpr;
+    let bodies: Vec<(&str, Body)> = vec![
         ("fma", |x, y| {
             PrimExpr::call(Intrinsic::Fma, vec![x.clone(), y, x])
         }),

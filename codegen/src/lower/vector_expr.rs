@@ -75,12 +75,12 @@ impl Lowerer<'_, '_> {
                     self.vector_expr(b)?,
                 );
                 if dtype.is_float() && !all_uniform(&[c, x, y]) {
-                    let mask = self.to_mask(c);
-                    let (x, y) = (self.to_vector(x), self.to_vector(y));
+                    let mask = self.mask_of(c);
+                    let (x, y) = (self.vector_of(x), self.vector_of(y));
                     return Ok(Lane::Vector(math::pick(self.b, mask, x, y)));
                 }
-                let lanes_c = self.to_lanes(c);
-                let (lx, ly) = (self.to_lanes(x), self.to_lanes(y));
+                let lanes_c = self.lanes_of(c);
+                let (lx, ly) = (self.lanes_of(x), self.lanes_of(y));
                 let picked = std::array::from_fn(|k| self.b.ins().select(lanes_c[k], lx[k], ly[k]));
                 Ok(self.collect_lanes(picked, dtype))
             }
@@ -90,10 +90,10 @@ impl Lowerer<'_, '_> {
                     .map(|a| self.vector_expr(a))
                     .collect::<Result<Vec<_>, _>>()?;
                 if all_uniform(&lanes) {
-                    let scalars: Vec<Value> = lanes.iter().map(|l| self.to_lanes(*l)[0]).collect();
+                    let scalars: Vec<Value> = lanes.iter().map(|l| self.lanes_of(*l)[0]).collect();
                     return Ok(Lane::Uniform(math::intrinsic(self.b, *intrinsic, &scalars)));
                 }
-                let vectors: Vec<Value> = lanes.into_iter().map(|l| self.to_vector(l)).collect();
+                let vectors: Vec<Value> = lanes.into_iter().map(|l| self.vector_of(l)).collect();
                 Ok(Lane::Vector(math::intrinsic(self.b, *intrinsic, &vectors)))
             }
         }
@@ -115,7 +115,7 @@ impl Lowerer<'_, '_> {
                 op,
                 BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
             ) {
-                let (a, b) = (self.to_vector(x), self.to_vector(y));
+                let (a, b) = (self.vector_of(x), self.vector_of(y));
                 let ins = self.b.ins();
                 return Ok(Lane::Vector(match op {
                     BinOp::Add => ins.fadd(a, b),
@@ -171,10 +171,10 @@ impl Lowerer<'_, '_> {
         mut scalar: impl FnMut(&mut Self, &[Value]) -> Result<Value, CodegenError>,
     ) -> Result<Lane, CodegenError> {
         if all_uniform(args) {
-            let values: Vec<Value> = args.iter().map(|a| self.to_lanes(*a)[0]).collect();
+            let values: Vec<Value> = args.iter().map(|a| self.lanes_of(*a)[0]).collect();
             return Ok(Lane::Uniform(scalar(self, &values)?));
         }
-        let lanes: Vec<[Value; LANES as usize]> = args.iter().map(|a| self.to_lanes(*a)).collect();
+        let lanes: Vec<[Value; LANES as usize]> = args.iter().map(|a| self.lanes_of(*a)).collect();
         let mut out = Vec::with_capacity(LANES as usize);
         for k in 0..LANES as usize {
             let values: Vec<Value> = lanes.iter().map(|l| l[k]).collect();
@@ -203,19 +203,19 @@ impl Lowerer<'_, '_> {
 
     fn as_vector(&mut self, lane: Lane) -> Option<Value> {
         match lane {
-            Lane::Uniform(_) | Lane::Vector(_) | Lane::Lanes(_) => Some(self.to_vector(lane)),
+            Lane::Uniform(_) | Lane::Vector(_) | Lane::Lanes(_) => Some(self.vector_of(lane)),
             _ => None,
         }
     }
 
     /// An `f32x4` of a float-valued lane.
-    pub(crate) fn to_vector(&mut self, lane: Lane) -> Value {
+    pub(crate) fn vector_of(&mut self, lane: Lane) -> Value {
         match lane {
             Lane::Vector(v) => v,
             Lane::Uniform(v) => self.b.ins().splat(types::F32X4, v),
             Lane::Lanes(lanes) => self.build_vector(types::F32X4, lanes),
             Lane::Affine(..) | Lane::Mask(_) => {
-                let lanes = self.to_lanes(lane);
+                let lanes = self.lanes_of(lane);
                 let floats = lanes.map(|v| self.b.ins().fcvt_from_sint(types::F32, v));
                 self.build_vector(types::F32X4, floats)
             }
@@ -223,11 +223,11 @@ impl Lowerer<'_, '_> {
     }
 
     /// An `i32x4` mask of a bool-valued lane.
-    fn to_mask(&mut self, lane: Lane) -> Value {
+    fn mask_of(&mut self, lane: Lane) -> Value {
         match lane {
             Lane::Mask(m) => m,
             other => {
-                let bools = self.to_lanes(other);
+                let bools = self.lanes_of(other);
                 let words = bools.map(|b| {
                     let wide = self.b.ins().uextend(types::I32, b);
                     self.b.ins().ineg(wide)
@@ -238,7 +238,7 @@ impl Lowerer<'_, '_> {
     }
 
     /// The 4 scalars of a lane value (masks become `i8` bools).
-    pub(crate) fn to_lanes(&mut self, lane: Lane) -> [Value; LANES as usize] {
+    pub(crate) fn lanes_of(&mut self, lane: Lane) -> [Value; LANES as usize] {
         match lane {
             Lane::Uniform(v) => [v; LANES as usize],
             Lane::Lanes(lanes) => lanes,
@@ -266,7 +266,7 @@ impl Lowerer<'_, '_> {
                 (Lane::Uniform(v), _) => Lane::Uniform(self.b.ins().imul(v, stride)),
                 (Lane::Affine(b, s), Some(c)) => Lane::Affine(self.b.ins().imul(b, stride), s * c),
                 (other, _) => {
-                    let lanes = self.to_lanes(other);
+                    let lanes = self.lanes_of(other);
                     Lane::Lanes(lanes.map(|v| self.b.ins().imul(v, stride)))
                 }
             };
@@ -275,7 +275,7 @@ impl Lowerer<'_, '_> {
                 None => match (flat, term) {
                     (Lane::Uniform(a), Lane::Uniform(b)) => Lane::Uniform(self.b.ins().iadd(a, b)),
                     (a, b) => {
-                        let (la, lb) = (self.to_lanes(a), self.to_lanes(b));
+                        let (la, lb) = (self.lanes_of(a), self.lanes_of(b));
                         Lane::Lanes(std::array::from_fn(|k| self.b.ins().iadd(la[k], lb[k])))
                     }
                 },
@@ -311,7 +311,7 @@ impl Lowerer<'_, '_> {
                 )))
             }
             (flat, _) => {
-                let flats = self.to_lanes(flat);
+                let flats = self.lanes_of(flat);
                 let mut values = Vec::with_capacity(LANES as usize);
                 for f in flats {
                     values.push(self.load_flat(buffer, f)?);
@@ -331,7 +331,7 @@ impl Lowerer<'_, '_> {
         let (base, dtype) = self.slot(buffer)?;
         match (self.vector_flat(buffer, indices)?, dtype) {
             (Lane::Affine(flat, 1), DataType::F32) => {
-                let vector = self.to_vector(value);
+                let vector = self.vector_of(value);
                 let address = self.element_address(base, flat, dtype);
                 self.b
                     .ins()
@@ -339,8 +339,8 @@ impl Lowerer<'_, '_> {
                 Ok(())
             }
             (flat, _) => {
-                let flats = self.to_lanes(flat);
-                let values = self.to_lanes(value);
+                let flats = self.lanes_of(flat);
+                let values = self.lanes_of(value);
                 for (f, v) in flats.into_iter().zip(values) {
                     self.store_flat(buffer, f, v)?;
                 }

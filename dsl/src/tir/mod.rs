@@ -3,6 +3,7 @@
 
 mod expr;
 mod stmt;
+mod visit;
 
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

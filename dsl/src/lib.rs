@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod ir;
 pub mod struct_info;
 pub mod sym;
+pub mod text;
 pub mod tir;
 
 pub use attrs::{AttrValue, Attrs};

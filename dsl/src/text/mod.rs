@@ -4,11 +4,15 @@
 //! A graph function:
 //!
 //! ```text
-//! export graph @main(x: Tensor((1, n, 64), f32), w: Tensor((64, 128), f32)) -> Tensor((1, n, 128), f32)
+//! export graph @main(
+//!   x: Tensor((1, n, 64), f32),
+//!   model.layers.0.mlp.weight: Tensor((64, 128), f32),
+//!   cache: Object,
+//! ) -> Tensor((1, n, 128), f32)
 //!   where n <= 2048
 //! {
 //!   dataflow {
-//!     lv: Tensor((1, n, 128), f32) = matmul(x, w)
+//!     lv: Tensor((1, n, 128), f32) = matmul(x, model.layers.0.mlp.weight)
 //!     output gv: Tensor((1, n, 128), f32) = call_tir(@silu, [lv], Tensor((1, n, 128), f32))
 //!   }
 //!   c: Object = call_packed("kv_cache.append", [cache, gv], Object)

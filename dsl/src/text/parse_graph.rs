@@ -180,23 +180,23 @@ impl Parser<'_> {
     }
 
     fn primary(&mut self, implied: Option<&StructInfo>) -> Result<(Expr, bool), ParseError> {
-        let head = match self.kind(0) {
+        let (name, quoted) = match self.kind(0) {
             TokenKind::Str(_) => return Ok((Expr::Str(self.string("a string")?), false)),
             TokenKind::Punct("(") => return Ok((self.paren_expr()?, false)),
             TokenKind::Ident { text, quoted } => (text.clone(), *quoted),
             _ => return Err(self.expected("an expression")),
         };
         if !self.at_punct(1, "(") {
-            let var = self.vars.get(&head.0).cloned();
-            let var = var.ok_or_else(|| self.error(format!("unknown variable `{}`", head.0)))?;
+            let var = self.vars.get(&name).cloned();
+            let var = var.ok_or_else(|| self.error(format!("unknown variable `{name}`")))?;
             self.advance();
             return Ok((Expr::Var(var), false));
         }
-        let special = match (head.0.as_str(), head.1) {
-            (_, true) => None,
-            ("const", _) => Some(self.constant()?),
-            ("call_tir" | "call_packed", _) => Some(self.extern_call()?),
-            ("shape", _) => {
+        let special = match name.as_str() {
+            _ if quoted => None,
+            "const" => Some(self.constant()?),
+            "call_tir" | "call_packed" => Some(self.extern_call()?),
+            "shape" => {
                 self.advance();
                 Some(Expr::Shape(self.list("(", ")", Parser::sym_expr)?))
             }
@@ -257,9 +257,12 @@ impl Parser<'_> {
     fn op_call(&mut self, implied: Option<&StructInfo>) -> Result<(Expr, bool), ParseError> {
         let op = self.name("an op name")?;
         let (mut args, mut attrs) = (Vec::new(), Attrs::new());
-        self.list("(", ")", |p| match p.at_attr() {
-            true => p.attr(&mut attrs),
-            false => p.expr(None).map(|e| args.push(e)),
+        self.list("(", ")", |p| {
+            if p.at_attr() {
+                p.attr(&mut attrs)
+            } else {
+                p.expr(None).map(|e| args.push(e))
+            }
         })?;
         let (sinfo, used_implied) = match (self.eat("->"), implied) {
             (true, _) => (self.sinfo()?, false),

@@ -53,16 +53,18 @@ impl Parser<'_> {
         self.skip_group()?;
         self.expect_keyword("outputs")?;
         let num_outputs = self.count("the number of outputs")?;
-        let dims = match self.eat_keyword("dims") {
-            true => self.list("(", ")", Parser::dim_decl)?,
-            false => Vec::new(),
+        let dims = if self.eat_keyword("dims") {
+            self.list("(", ")", Parser::dim_decl)?
+        } else {
+            Vec::new()
         };
         if self.eat_keyword("where") {
             self.dim_decls()?;
         }
-        let attrs = match self.eat_keyword("attrs") {
-            true => self.attr_list()?,
-            false => Attrs::new(),
+        let attrs = if self.eat_keyword("attrs") {
+            self.attr_list()?
+        } else {
+            Attrs::new()
         };
         let body_at = self.position();
         self.seek(params_at);
@@ -96,12 +98,11 @@ impl Parser<'_> {
         let shape = self.sym_tuple()?;
         self.expect(",")?;
         let dtype = self.dtype()?;
-        let strides = match self.eat(",") && self.eat_keyword("strides") {
-            true => {
-                self.expect("=")?;
-                Some(self.sym_tuple()?)
-            }
-            false => None,
+        let strides = if self.eat(",") && self.eat_keyword("strides") {
+            self.expect("=")?;
+            Some(self.sym_tuple()?)
+        } else {
+            None
         };
         self.expect(")")?;
         Ok(Buffer {
@@ -147,9 +148,10 @@ impl Parser<'_> {
         if self.eat_keyword("if") {
             let cond = self.prim_expr()?;
             let then = Box::new(self.block()?);
-            let otherwise = match self.eat_keyword("else") {
-                true => Some(Box::new(self.block()?)),
-                false => None,
+            let otherwise = if self.eat_keyword("else") {
+                Some(Box::new(self.block()?))
+            } else {
+                None
             };
             return Ok(Stmt::If {
                 cond,
@@ -288,29 +290,19 @@ impl Parser<'_> {
             return self.call_form(&text);
         }
         self.advance();
-        let e = match self.at("[") {
-            true => {
-                let indices = self.list("[", "]", Parser::prim_expr)?;
-                let known = self.buffers.iter().rev().find(|(b, _)| *b == text);
-                self.annotated(known.map(|(_, d)| *d), (&text, start), "buffer", |dtype| {
-                    PrimExpr::Load {
-                        buffer: text.clone(),
-                        dtype,
-                        indices,
-                    }
-                })?
-            }
-            false => {
-                let known = self.tvars.iter().rev().find(|v| v.name == text);
-                self.annotated(
-                    known.map(|v| v.dtype),
-                    (&text, start),
-                    "variable",
-                    |dtype| PrimExpr::Var(TVar::new(&text, dtype)),
-                )?
-            }
-        };
-        Ok(e)
+        if self.at("[") {
+            let indices = self.list("[", "]", Parser::prim_expr)?;
+            let known = self.buffers.iter().rev().find(|(b, _)| *b == text);
+            let build = |dtype| PrimExpr::Load {
+                buffer: text.clone(),
+                dtype,
+                indices,
+            };
+            return self.annotated(known.map(|(_, d)| *d), (&text, start), "buffer", build);
+        }
+        let known = self.tvars.iter().rev().find(|v| v.name == text);
+        let build = |dtype| PrimExpr::Var(TVar::new(&text, dtype));
+        self.annotated(known.map(|v| v.dtype), (&text, start), "variable", build)
     }
 
     /// Builds a var or load with the dtype after `:`, else the declared one.
@@ -337,9 +329,10 @@ impl Parser<'_> {
         if self.at_dtype(0) {
             let dtype = self.dtype()?;
             self.expect("(")?;
-            let value = match self.at_float() {
-                true => PrimExpr::Float(self.number()?, dtype),
-                false => PrimExpr::Int(self.int()?, dtype),
+            let value = if self.at_float() {
+                PrimExpr::Float(self.number()?, dtype)
+            } else {
+                PrimExpr::Int(self.int()?, dtype)
             };
             self.expect(")")?;
             return Ok(value);

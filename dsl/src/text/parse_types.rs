@@ -155,35 +155,22 @@ impl Parser<'_> {
 
     /// `Tensor(shape, dtype)`, `Tuple(...)`, `Shape(...)`, `Scalar(dtype)` or `Object`.
     pub(super) fn sinfo(&mut self) -> Result<StructInfo, ParseError> {
-        let what = "struct info (Tensor, Tuple, Shape, Scalar or Object)";
-        let TokenKind::Ident {
-            text,
-            quoted: false,
-        } = self.kind(0)
-        else {
-            return Err(self.expected(what));
-        };
-        let head = text.clone();
-        match head.as_str() {
-            "Tensor" | "Tuple" | "Shape" | "Scalar" => self.advance(),
-            "Object" => {
-                self.advance();
-                return Ok(StructInfo::Object);
-            }
-            _ => return Err(self.expected(what)),
-        };
-        if head == "Tuple" {
-            return self.list("(", ")", Parser::sinfo).map(StructInfo::Tuple);
+        let heads = ["Tensor", "Tuple", "Shape", "Scalar", "Object"];
+        let head = heads.into_iter().find(|word| self.at_keyword(word));
+        let head = head
+            .ok_or_else(|| self.expected("struct info (Tensor, Tuple, Shape, Scalar or Object)"))?;
+        self.advance();
+        match head {
+            "Object" => return Ok(StructInfo::Object),
+            "Tuple" => return self.list("(", ")", Parser::sinfo).map(StructInfo::Tuple),
+            _ => self.expect("(")?,
         }
-        self.expect("(")?;
-        let sinfo = match head.as_str() {
+        let sinfo = match head {
             "Tensor" => {
                 let shape = self.tensor_shape()?;
                 self.expect(",")?;
-                StructInfo::Tensor(TensorInfo {
-                    shape,
-                    dtype: self.dtype()?,
-                })
+                let dtype = self.dtype()?;
+                StructInfo::Tensor(TensorInfo { shape, dtype })
             }
             "Shape" if self.eat("?") => StructInfo::Shape(None),
             "Shape" => StructInfo::Shape(Some(self.sym_tuple()?)),

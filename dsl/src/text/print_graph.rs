@@ -1,7 +1,7 @@
 //! Printing graph functions (see the module docs of [`super`] for the syntax).
 
 use super::syntax::{
-    attr_items, dim_decls, float, name, op_name, param_list, quote, sym_list, tuple,
+    attr_items, dim_decls, float, name, op_name, quote, signature, sym_list, tuple,
 };
 use crate::attrs::{AttrValue, Attrs};
 use crate::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Constant, Expr, PrimValue};
@@ -29,8 +29,9 @@ impl GraphPrinter {
             self.vars.insert(p.name.clone(), p.clone());
         }
         let export = if f.exported { "export " } else { "" };
-        let (params, ret) = (param_list(&params), f.ret_sinfo());
-        let _ = writeln!(self.out, "{export}graph @{}{params} -> {ret}", name(fname));
+        let head = format!("{export}graph @{}", name(fname));
+        let tail = format!(" -> {}", f.ret_sinfo());
+        let _ = writeln!(self.out, "{}", signature(&head, &params, &tail));
         let dims = function_dims(f);
         if !dims.is_empty() {
             let _ = writeln!(self.out, "  where {}", dim_decls(&dims));
@@ -102,9 +103,10 @@ impl GraphPrinter {
         let (head, mut parts) = match &call.callee {
             Callee::Op(op) => {
                 let text = format!("{}({})", op_name(op), [args, attrs].concat().join(", "));
-                return match implied == Some(&call.sinfo) {
-                    true => text,
-                    false => format!("{text} -> {}", call.sinfo),
+                return if implied == Some(&call.sinfo) {
+                    text
+                } else {
+                    format!("{text} -> {}", call.sinfo)
                 };
             }
             Callee::Tir(f) => ("call_tir", vec![format!("@{}", name(f))]),
@@ -134,9 +136,12 @@ fn constant(c: &Constant) -> String {
     let values: Vec<String> = c
         .values
         .iter()
-        .map(|&v| match integral && v.fract() == 0.0 && v.abs() < 1e15 {
-            true => format!("{}", v as i64),
-            false => float(v),
+        .map(|&v| {
+            if integral && is_small_integer(v) {
+                format!("{}", v as i64)
+            } else {
+                float(v)
+            }
         })
         .collect();
     format!(
@@ -145,6 +150,11 @@ fn constant(c: &Constant) -> String {
         c.dtype,
         values.join(", ")
     )
+}
+
+/// Whether `v` prints as an integer and reads back with the same bits (not `-0.0`).
+fn is_small_integer(v: f64) -> bool {
+    v.abs() < 1e15 && ((v as i64) as f64).to_bits() == v.to_bits()
 }
 
 /// Every symbolic dim a function mentions (parameters, bindings, calls, match casts,

@@ -1,7 +1,7 @@
 //! Printing primitive functions (see the module docs of [`super`] for the syntax).
 
 use super::print_graph::attr_dims;
-use super::syntax::{attr_items, dim_decls, float, name, param_list, sym_tuple};
+use super::syntax::{attr_items, dim_decls, float, name, signature, sym_tuple};
 use crate::tir::{BinOp, Buffer, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
 use crate::{DataType, SymVar};
 use std::collections::BTreeSet;
@@ -98,7 +98,8 @@ impl TirPrinter {
             .iter()
             .map(|b| format!("{}: {}", name(&b.name), buffer_type(b)))
             .collect();
-        let _ = writeln!(self.out, "prim @{}{}", name(fname), param_list(&params));
+        let head = format!("prim @{}", name(fname));
+        let _ = writeln!(self.out, "{}", signature(&head, &params, ""));
         let _ = write!(self.out, "  outputs {}", func.num_outputs);
         if !func.dims.is_empty() {
             let _ = write!(self.out, " dims({})", dim_decls(&func.dims));
@@ -233,9 +234,10 @@ impl TirPrinter {
             PrimExpr::Float(v, d) => format!("{d}({})", float(*v)),
             PrimExpr::Var(v) => {
                 let known = self.vars.iter().rev().find(|s| s.name == v.name);
-                match known.is_some_and(|s| s.dtype == v.dtype) {
-                    true => name(&v.name),
-                    false => format!("({}: {})", name(&v.name), v.dtype),
+                if known.is_some_and(|s| s.dtype == v.dtype) {
+                    name(&v.name)
+                } else {
+                    format!("({}: {})", name(&v.name), v.dtype)
                 }
             }
             PrimExpr::Load {
@@ -245,9 +247,10 @@ impl TirPrinter {
             } => {
                 let load = format!("{}[{}]", name(buffer), self.exprs(indices));
                 let known = self.buffers.iter().rev().find(|(b, _)| b == buffer);
-                match known.is_some_and(|(_, d)| d == dtype) {
-                    true => load,
-                    false => format!("({load}: {dtype})"),
+                if known.is_some_and(|(_, d)| d == dtype) {
+                    load
+                } else {
+                    format!("({load}: {dtype})")
                 }
             }
             PrimExpr::Binary(op, a, b) => match infix_symbol(*op) {
@@ -285,9 +288,10 @@ impl TirPrinter {
             PrimExpr::Cmp(..) => true,
             _ => false,
         };
-        match infix {
-            true => format!("({})", self.expr(e)),
-            false => self.expr(e),
+        if infix {
+            format!("({})", self.expr(e))
+        } else {
+            self.expr(e)
         }
     }
 }

@@ -16,8 +16,8 @@ pub(super) const KEYWORDS: [&str; 14] = [
 pub(super) const EXPR_HEADS: [&str; 5] =
     ["const", "call_tir", "call_packed", "shape", "match_cast"];
 
-/// The longest parameter list kept on one line.
-const PARAMS_LINE_WIDTH: usize = 100;
+/// The longest function header kept on one line.
+const LINE_WIDTH: usize = 100;
 
 /// Whether `text` can be written without backticks (before checking reserved words).
 pub(super) fn is_bare_ident(text: &str) -> bool {
@@ -152,12 +152,13 @@ pub(super) fn attr_items(attrs: &Attrs) -> Vec<String> {
         .collect()
 }
 
-/// A parameter list: on one line when short, else one parameter per line.
-pub(super) fn param_list(params: &[String]) -> String {
-    let one_line = params.join(", ");
-    if one_line.len() <= PARAMS_LINE_WIDTH {
-        return format!("({one_line})");
+/// `head(params)tail`: on one line when it fits in [`LINE_WIDTH`], else one parameter
+/// per line.
+pub(super) fn signature(head: &str, params: &[String], tail: &str) -> String {
+    let one_line = format!("{head}({}){tail}", params.join(", "));
+    if one_line.len() <= LINE_WIDTH {
+        return one_line;
     }
     let lines: Vec<String> = params.iter().map(|p| format!("  {p},\n")).collect();
-    format!("(\n{})", lines.concat())
+    format!("{head}(\n{}){tail}", lines.concat())
 }

@@ -456,3 +456,26 @@ fn module_with_attrs() -> IRModule {
     );
     graph_module("with_attrs", f)
 }
+
+#[test]
+fn examples_in_the_module_docs_parse() {
+    let docs: Vec<&str> = include_str!("mod.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let docs = docs.join("\n");
+    let examples: Vec<&str> = docs.split("```").skip(1).step_by(2).collect();
+    let text: String = examples
+        .iter()
+        .map(|e| e.trim_start_matches("text"))
+        .collect();
+    let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(parsed.functions.len() + parsed.prim_funcs.len(), 2);
+    assert!(parsed.functions["main"].exported);
+    assert_eq!(
+        parsed.prim_funcs["silu"].dims,
+        vec![SymVar::bounded("n", 2048)]
+    );
+    assert_round_trip(&parsed);
+}

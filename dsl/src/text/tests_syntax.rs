@@ -263,3 +263,59 @@ fn handwritten_text_with_comments_and_trailing_commas_parses() {
     );
     assert!(!f.exported && f.blocks.len() == 1 && !f.blocks[0].dataflow);
 }
+
+/// Pseudo-random `f64` bit patterns (xorshift), finite ones only.
+fn random_floats(count: usize) -> Vec<f64> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let value = f64::from_bits(state);
+        if value.is_finite() {
+            out.push(value);
+        }
+    }
+    out
+}
+
+#[test]
+fn floats_keep_their_bits_through_text_and_json() {
+    let mut values = random_floats(5000);
+    values.extend([
+        0.1,
+        -0.0,
+        5e-324,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ]);
+    let ints = vec![-0.0, 3.0, -7.0, 1e20, 0.5, 4503599627370497.0];
+    let constant = |dtype, values: &Vec<f64>| {
+        let shape = vec![values.len() as i64];
+        Expr::Constant(Constant {
+            dtype,
+            shape,
+            values: values.clone(),
+        })
+    };
+    let ret = Expr::Tuple(vec![constant(F32, &values), constant(DataType::I32, &ints)]);
+    let m = graph_module("floats", func(&[], vec![], ret));
+    let text = assert_round_trip(&m);
+    assert!(text.contains("const((6,), i32, [-0.0, 3, -7, 1e20, 0.5, 4503599627370497.0])"));
+    let bits = |m: &IRModule| {
+        let Expr::Tuple(items) = &m.functions["floats"].ret else {
+            panic!()
+        };
+        let values = items.iter().flat_map(|e| match e {
+            Expr::Constant(c) => c.values.clone(),
+            _ => vec![],
+        });
+        values.map(f64::to_bits).collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&parse_module(&text).unwrap()), bits(&m));
+    let json = serde_json::to_string(&m).unwrap();
+    assert_eq!(bits(&serde_json::from_str(&json).unwrap()), bits(&m));
+}

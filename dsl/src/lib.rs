@@ -8,6 +8,7 @@ pub mod ir;
 pub mod op;
 pub mod struct_info;
 pub mod sym;
+pub mod text;
 pub mod tir;
 
 pub use attrs::{AttrValue, Attrs};

@@ -179,7 +179,7 @@ pub enum PrimExpr {
     /// An integer immediate of an integer (or bool) dtype.
     Int(i64, DataType),
     /// A float immediate of a float dtype.
-    Float(f64, DataType),
+    Float(#[serde(with = "crate::text::finite_f64")] f64, DataType),
     /// A variable.
     Var(TVar),
     /// `buffer[indices]`; `dtype` is the buffer's element type.

@@ -5,8 +5,10 @@
 pub mod attrs;
 pub mod dtype;
 pub mod ir;
+pub mod legalize;
 pub mod struct_info;
 pub mod sym;
+pub mod te;
 pub mod tir;
 
 pub use attrs::{AttrValue, Attrs};

@@ -80,6 +80,18 @@ impl OpCall<'_> {
         known_tensor(&self.call.sinfo).ok_or_else(|| self.bad_output("a tensor of known shape"))
     }
 
+    /// The result's dims and dtype, which must have rank `rank`.
+    pub(super) fn output_of_rank(
+        &self,
+        rank: usize,
+    ) -> Result<(Vec<SymExpr>, DataType), LegalizeError> {
+        let (shape, dtype) = self.output()?;
+        if shape.len() != rank {
+            return Err(self.bad_output(&format!("a tensor of rank {rank}")));
+        }
+        Ok((shape, dtype))
+    }
+
     /// The dims and dtypes of a tuple result's fields.
     pub(super) fn output_fields(&self) -> Result<Vec<(Vec<SymExpr>, DataType)>, LegalizeError> {
         let expected = "a tuple of tensors of known shape";

@@ -16,8 +16,8 @@ pub(super) const OPS: &[&str] = &[
 /// `out[i] = f(x[i])`.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x"])?;
-    let (shape, dtype) = call.output()?;
     let x = &inputs[0];
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
     let f = formula(call)?;
     let floats_only = !matches!(call.op, "negative" | "astype");
     call.require_dtype(

@@ -21,22 +21,25 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
 fn strided_slice(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x"])?;
     let x = &inputs[0];
-    let (shape, _) = call.output()?;
+    let (shape, _) = call.output_of_rank(x.ndim())?;
     let axes = call.required_ints("axes")?;
     let axes = call.axes("axes", &axes, x.ndim())?;
     let begin = call.shape_attr("begin")?;
+    let end = call.shape_attr("end")?;
     let strides = call
         .ints_attr("strides")?
         .unwrap_or_else(|| vec![1; axes.len()]);
-    if begin.len() != axes.len() || strides.len() != axes.len() {
-        let got = format!("{} begins and {} strides", begin.len(), strides.len());
-        return Err(call.bad_attr("begin", "one begin and stride per axis", got));
+    if [begin.len(), end.len(), strides.len()] != [axes.len(); 3] {
+        let got = format!(
+            "{} begins, {} ends, {} strides",
+            begin.len(),
+            end.len(),
+            strides.len()
+        );
+        return Err(call.bad_attr("begin", "one begin, end and stride per axis", got));
     }
     if let Some(stride) = strides.iter().find(|&&s| s <= 0) {
         return Err(call.bad_attr("strides", "positive strides", stride.to_string()));
-    }
-    if shape.len() != x.ndim() {
-        return Err(call.bad_output(&format!("a tensor of rank {}", x.ndim())));
     }
     let mut starts = vec![(SymExpr::int(0), 1); x.ndim()];
     for ((&axis, begin), &stride) in axes.iter().zip(&begin).zip(&strides) {
@@ -66,12 +69,9 @@ fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let index_dtype = indices.dtype();
     let is_index = matches!(index_dtype, DataType::I32 | DataType::I64);
     call.require_dtype(1, index_dtype, is_index, "i32 or i64")?;
-    let (shape, _) = call.output()?;
     let axis = call.axis(call.int_attr("axis", 0)?, x.ndim())?;
     let gathered = indices.ndim();
-    if shape.len() + 1 != x.ndim() + gathered {
-        return Err(call.bad_output(&format!("a tensor of rank {}", x.ndim() + gathered - 1)));
-    }
+    let (shape, _) = call.output_of_rank(x.ndim() + gathered - 1)?;
     let last = Expr::from(&x.shape()[axis] - 1);
     let out = te::compute("out", shape, |i| {
         let position = indices.at(&i[axis..axis + gathered]).cast(DataType::I64);

@@ -27,7 +27,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let in_shape = x.shape().to_vec();
     let map: IndexMap = match call.op {
         "reshape" => reshape_map(call, &in_shape, &shape)?,
-        "permute_dims" => permute_map(call, in_shape.len())?,
+        "permute_dims" => permute_map(call, in_shape.len(), shape.len())?,
         "expand_dims" => expand_map(call, in_shape.len(), shape.len())?,
         "squeeze" => squeeze_map(call, &in_shape, shape.len())?,
         _ => broadcast_map(call, &in_shape, shape.len())?,
@@ -81,7 +81,7 @@ fn row_major_strides(shape: &[SymExpr]) -> Vec<Expr> {
 }
 
 /// `x[i[inverse(axes)]]`: output dim `j` is input dim `axes[j]`.
-fn permute_map(call: &OpCall, ndim: usize) -> Result<IndexMap, LegalizeError> {
+fn permute_map(call: &OpCall, ndim: usize, out_rank: usize) -> Result<IndexMap, LegalizeError> {
     let axes = match call.ints_attr("axes")? {
         Some(axes) => call.axes("axes", &axes, ndim)?,
         None => (0..ndim).rev().collect(),
@@ -89,6 +89,9 @@ fn permute_map(call: &OpCall, ndim: usize) -> Result<IndexMap, LegalizeError> {
     if axes.len() != ndim {
         let expected = format!("a permutation of {ndim} axes");
         return Err(call.bad_attr("axes", &expected, format!("{axes:?}")));
+    }
+    if out_rank != ndim {
+        return Err(call.bad_output(&format!("a tensor of rank {ndim}")));
     }
     Ok(Box::new(move |i| {
         let mut index = vec![Expr::int(0); axes.len()];

@@ -13,7 +13,6 @@ pub(super) const OPS: &[&str] = &["matmul"];
 /// The batched matrix product.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["a", "b"])?;
-    let (shape, dtype) = call.output()?;
     let (a, b) = (&inputs[0], &inputs[1]);
     let (rank_a, rank_b) = (a.ndim(), b.ndim());
     if rank_a == 0 || rank_b == 0 {
@@ -26,9 +25,8 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     }
     let (matrix_a, matrix_b) = (rank_a >= 2, rank_b >= 2);
     let batch_rank = rank_a.max(rank_b).saturating_sub(2);
-    if shape.len() != batch_rank + usize::from(matrix_a) + usize::from(matrix_b) {
-        return Err(call.bad_output(&format!("the product of {a:?} and {b:?}")));
-    }
+    let rank = batch_rank + usize::from(matrix_a) + usize::from(matrix_b);
+    let (shape, dtype) = call.output_of_rank(rank)?;
     let k = te::reduce_axis("k", k_a.clone());
     let out = te::compute("out", shape, |i| {
         let (batch, rest) = i.split_at(batch_rank);

@@ -35,7 +35,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(names)?;
     let x = &inputs[0];
     call.require_dtype(0, x.dtype(), x.dtype().is_float(), "a float")?;
-    let (shape, dtype) = call.output()?;
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
     let axes = call.ints_attr("axes")?.unwrap_or_else(|| vec![-1]);
     let norm = Reduction::new(x.shape(), call.axes("axes", &axes, x.ndim())?);
     let normalized = norm.reduced(x.shape());

@@ -84,7 +84,6 @@ impl Reduction {
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x"])?;
     let x = &inputs[0];
-    let (shape, dtype) = call.output()?;
     let axes = match call.ints_attr("axis")? {
         Some(axes) => call.axes("axis", &axes, x.ndim())?,
         None => (0..x.ndim()).collect(),
@@ -96,9 +95,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     } else {
         reduction.kept_shape().len()
     };
-    if shape.len() != expected_rank {
-        return Err(call.bad_output(&format!("a tensor of rank {expected_rank}")));
-    }
+    let (shape, dtype) = call.output_of_rank(expected_rank)?;
     let compute = compute_dtype(dtype);
     let out = te::compute("out", shape, |i| {
         let kept = if keepdims {

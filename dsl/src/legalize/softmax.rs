@@ -14,7 +14,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x"])?;
     let x = &inputs[0];
     call.require_dtype(0, x.dtype(), x.dtype().is_float(), "a float")?;
-    let (shape, dtype) = call.output()?;
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
     let axis = call.axis(call.int_attr("axis", -1)?, x.ndim())?;
     let row = Reduction::new(x.shape(), vec![axis]);
     let x_max = te::compute("x_max", row.kept_shape(), |i| {

@@ -218,3 +218,48 @@ fn bad_arguments_name_the_op_and_the_argument() {
         }
     );
 }
+
+#[test]
+fn a_result_of_the_wrong_rank_is_rejected() {
+    let x = tensor("x", vec![n(), c(4)], DataType::F32);
+    let w = tensor("w", vec![c(4)], DataType::F32);
+    let flat = out(vec![&n() * 4], DataType::F32);
+    let calls = [
+        op("softmax", vec![x.clone()], vec![], flat.clone()),
+        op("rms_norm", vec![x.clone(), w.clone()], vec![], flat.clone()),
+        op("permute_dims", vec![x.clone()], vec![], flat.clone()),
+        op(
+            "matmul",
+            vec![x.clone(), w],
+            vec![],
+            out(vec![n(), c(1)], DataType::F32),
+        ),
+        op(
+            "sum",
+            vec![x],
+            vec![("axis", AttrValue::Ints(vec![1]))],
+            out(vec![n(), c(1)], DataType::F32),
+        ),
+    ];
+    for call in calls {
+        let err = legalize_call(&call).unwrap_err();
+        assert!(matches!(err, LegalizeError::BadOutput { .. }), "{err}");
+    }
+}
+
+#[test]
+fn strided_slice_needs_its_bounds() {
+    let x = tensor("x", vec![n()], DataType::F32);
+    let attrs = vec![
+        ("axes", AttrValue::Ints(vec![0])),
+        ("begin", AttrValue::Shape(vec![c(1)])),
+    ];
+    let call = op(
+        "strided_slice",
+        vec![x],
+        attrs,
+        out(vec![n() - 1], DataType::F32),
+    );
+    let err = legalize_call(&call).unwrap_err();
+    assert_eq!(err.to_string(), "strided_slice: missing attribute `end`");
+}

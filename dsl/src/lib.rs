@@ -5,9 +5,11 @@
 pub mod attrs;
 pub mod dtype;
 pub mod ir;
+pub mod legalize;
 pub mod op;
 pub mod struct_info;
 pub mod sym;
+pub mod te;
 pub mod text;
 pub mod tir;
 

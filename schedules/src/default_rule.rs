@@ -58,15 +58,18 @@ fn parallelize_nest(
     config: &ScheduleConfig,
 ) {
     let chain = parallel_chain(nest);
-    let Some(first) = chain.first() else { return };
+    let Some(innermost) = chain.last() else {
+        return;
+    };
     let work = max_work(nest, func);
     if work.is_none_or(|w| w < config.parallel_min_work) {
         return;
     }
-    let mut fused = first.clone();
-    for next in &chain[1..] {
+    // Fuse from the inside out: each fused loop is then the whole body of the next outer.
+    let mut fused = innermost.clone();
+    for outer in chain.iter().rev().skip(1) {
         fused = schedule
-            .fuse(&fused, next)
+            .fuse(outer, &fused)
             .expect("the chain is perfectly nested");
     }
     schedule.parallel(&fused).expect("the fused loop exists");

@@ -36,6 +36,11 @@ pub struct Schedule {
     func: PrimFunc,
 }
 
+/// `expr` simplified by the symbolic simplifier when it is a pure index expression.
+fn simplified(expr: PrimExpr, dims: &[oxrelax_dsl::SymVar]) -> PrimExpr {
+    expr.to_sym(dims).map_or(expr, |s| PrimExpr::from(&s))
+}
+
 fn index_var(name: &str) -> PrimExpr {
     PrimExpr::Var(TVar::new(name, DataType::I64))
 }
@@ -142,6 +147,7 @@ impl Schedule {
     pub fn fuse(&mut self, outer: &str, inner: &str) -> Result<String, ScheduleError> {
         let fused = self.fresh(&format!("{outer}_{inner}"));
         let name = fused.clone();
+        let dims = self.func.dims.clone();
         let (outer_name, inner_name) = (outer.to_string(), inner.to_string());
         self.rewrite_loop(outer, move |ov, oext, kind, body| {
             let Stmt::For {
@@ -171,7 +177,7 @@ impl Schedule {
             let f = index_var(&name);
             Ok(Stmt::For {
                 var: TVar::new(&name, DataType::I64),
-                extent: oext.clone() * iext.clone(),
+                extent: simplified(oext.clone() * iext.clone(), &dims),
                 kind,
                 body: Box::new(Stmt::Let {
                     var: ov.clone(),

@@ -119,7 +119,7 @@ fn fuse_recovers_both_variables() {
     let mut s = Schedule::new(func(false));
     assert_eq!(s.fuse("i", "j").unwrap(), "i_j");
     let text = print_prim_func("f", s.func());
-    assert!(text.contains("for i_j in serial(n * 64)"), "{text}");
+    assert!(text.contains("for i_j in serial(64 * n)"), "{text}");
     assert!(text.contains("let i: i64 = floordiv(i_j, 64)"), "{text}");
     assert!(text.contains("let j: i64 = floormod(i_j, 64)"), "{text}");
 }
@@ -169,6 +169,49 @@ fn default_rule_leaves_small_work_serial() {
         [
             ("i".to_string(), ForKind::Serial),
             ("j".to_string(), ForKind::Vectorized)
+        ]
+    );
+}
+
+#[test]
+fn default_rule_fuses_a_deep_chain() {
+    // out[a, b, c] = 1 over [2, n, 3] with a reduction-free body: all three loops are
+    // spatial, the innermost is vectorized, the outer two fuse into one parallel loop.
+    let n = SymVar::bounded("n", 4096);
+    let body = Stmt::Store {
+        buffer: "out".into(),
+        indices: vec![var("a"), var("b"), var("c")],
+        value: PrimExpr::f32(1.0),
+    };
+    let nest = for_loop(
+        "a",
+        PrimExpr::index(2),
+        for_loop(
+            "b",
+            PrimExpr::from(&n.expr()),
+            for_loop("c", PrimExpr::index(3), body),
+        ),
+    );
+    let func = PrimFunc {
+        params: vec![Buffer::new(
+            "out",
+            DataType::F32,
+            vec![2.into(), n.expr(), 3.into()],
+        )],
+        num_outputs: 1,
+        dims: vec![n],
+        body: nest,
+        attrs: Attrs::new(),
+    };
+    let config = ScheduleConfig {
+        parallel_min_work: 1,
+    };
+    let scheduled = default_schedule(&func, &config);
+    assert_eq!(
+        kinds(&scheduled),
+        [
+            ("a_b".to_string(), ForKind::Parallel),
+            ("c".to_string(), ForKind::Vectorized)
         ]
     );
 }

@@ -331,3 +331,30 @@ fn atom_to_prim(atom: &Atom) -> PrimExpr {
         }
     }
 }
+
+impl PrimExpr {
+    /// This integer expression as a symbolic expression, when it only combines integer
+    /// immediates and the dims in `dims` with `+ - *`, floor division/modulo, min and max.
+    /// Used to simplify loop extents with the canonical simplifier.
+    pub fn to_sym(&self, dims: &[crate::SymVar]) -> Option<SymExpr> {
+        let s = |e: &PrimExpr| e.to_sym(dims);
+        match self {
+            PrimExpr::Int(v, dtype) if dtype.is_int() => Some(SymExpr::int(*v)),
+            PrimExpr::Var(v) => dims.iter().find(|d| d.name() == v.name).map(|d| d.expr()),
+            PrimExpr::Binary(op, a, b) => {
+                let (a, b) = (s(a)?, s(b)?);
+                Some(match op {
+                    BinOp::Add => &a + &b,
+                    BinOp::Sub => &a - &b,
+                    BinOp::Mul => &a * &b,
+                    BinOp::FloorDiv => a.floordiv(&b),
+                    BinOp::FloorMod => a.floormod(&b),
+                    BinOp::Min => a.minimum(&b),
+                    BinOp::Max => a.maximum(&b),
+                    _ => return None,
+                })
+            }
+            _ => None,
+        }
+    }
+}

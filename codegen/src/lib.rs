@@ -1,4 +1,14 @@
-//! Codegen: scheduled TIR to Cranelift IR, JIT for the host and AOT objects for a target
-//! triple; the QNN emitter for NPU-bound subgraphs.
-//!
-//! Nothing is implemented yet; see the README's Status section.
+//! Codegen: primitive functions (TIR) to native code with Cranelift, using the kernel
+//! ABI of DESIGN.md: `fn(args: *const *mut u8, dims: *const i64, env: *const RtEnv) -> i32`.
+
+mod convert;
+mod error;
+pub mod isa;
+mod jit;
+mod lower;
+mod math;
+#[cfg(test)]
+mod tests;
+
+pub use error::CodegenError;
+pub use jit::{clif_text, JitLibrary, RawKernel};

@@ -12,7 +12,7 @@ pub enum AttrValue {
     /// A list of integers (axes, a permutation, split indices).
     Ints(Vec<i64>),
     /// A float (an epsilon, a fill value).
-    Float(f64),
+    Float(#[serde(with = "crate::text::finite_f64")] f64),
     /// A boolean flag (`keepdims`).
     Bool(bool),
     /// A string (an approximation mode).

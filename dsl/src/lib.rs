@@ -6,9 +6,14 @@ pub mod attrs;
 pub mod builder;
 pub mod dtype;
 pub mod ir;
+pub mod legalize;
+pub mod nn;
 pub mod normalize;
+pub mod op;
 pub mod struct_info;
 pub mod sym;
+pub mod te;
+pub mod text;
 pub mod tir;
 pub mod wellformed;
 

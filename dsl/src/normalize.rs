@@ -9,6 +9,7 @@
 
 use crate::builder::NameSupply;
 use crate::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Expr, Function, IRModule, Var};
+use crate::op::InferError;
 use crate::struct_info::StructInfo;
 use std::collections::HashMap;
 
@@ -19,14 +20,14 @@ mod tests;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum NormalizeError {
     /// The struct info of an op call could not be inferred.
-    #[error("cannot infer the struct info of op `{op}` (bound to `{var}`): {message}")]
+    #[error("cannot infer the struct info of op `{op}` (in the binding of `{binding}`): {source}")]
     Infer {
         /// The op.
         op: String,
-        /// The variable the call is bound to.
-        var: String,
+        /// The variable of the binding the call is in (`return` for the result).
+        binding: String,
         /// What inference reported.
-        message: String,
+        source: Box<InferError>,
     },
     /// An error inside a named function of a module.
     #[error("in function `{function}`: {source}")]
@@ -77,7 +78,11 @@ pub fn normalize_function(function: &Function) -> Result<Function, NormalizeErro
         });
     }
     let mut tail = Vec::new();
-    let ret = normalizer.leaf(&function.ret, false, &mut tail)?;
+    let scope = Scope {
+        binding: "return",
+        dataflow: false,
+    };
+    let ret = normalizer.leaf(&function.ret, scope, &mut tail)?;
     append_plain(&mut blocks, tail);
     Ok(Function {
         params: function.params.clone(),
@@ -166,8 +171,11 @@ impl Normalizer {
         dataflow: bool,
         out: &mut Vec<Binding>,
     ) -> Result<Binding, NormalizeError> {
-        let (value, sinfo) =
-            self.binding_value(&binding.value, &binding.var.name, dataflow, out)?;
+        let scope = Scope {
+            binding: &binding.var.name,
+            dataflow,
+        };
+        let (value, sinfo) = self.binding_value(&binding.value, scope, out)?;
         let var = Var {
             sinfo,
             ..binding.var.clone()
@@ -176,23 +184,22 @@ impl Normalizer {
         Ok(Binding { var, value })
     }
 
-    /// Normalizes the right side of a binding to `var` (nested calls are bound into
-    /// `out`) and returns it with the struct info the variable gets.
+    /// Normalizes the right side of a binding (nested calls are bound into `out`) and
+    /// returns it with the struct info its variable gets.
     pub(crate) fn binding_value(
         &mut self,
         value: &BindingValue,
-        var: &str,
-        dataflow: bool,
+        scope: Scope<'_>,
         out: &mut Vec<Binding>,
     ) -> Result<(BindingValue, StructInfo), NormalizeError> {
         Ok(match value {
             BindingValue::Expr(expr) => {
-                let value = self.value(expr, var, dataflow, out)?;
+                let value = self.value(expr, scope, out)?;
                 let sinfo = value.sinfo();
                 (BindingValue::Expr(value), sinfo)
             }
             BindingValue::MatchCast(expr, target) => {
-                let value = self.leaf(expr, dataflow, out)?;
+                let value = self.leaf(expr, scope, out)?;
                 (
                     BindingValue::MatchCast(value, target.clone()),
                     target.clone(),
@@ -205,18 +212,17 @@ impl Normalizer {
     pub(crate) fn leaf(
         &mut self,
         expr: &Expr,
-        dataflow: bool,
+        scope: Scope<'_>,
         out: &mut Vec<Binding>,
     ) -> Result<Expr, NormalizeError> {
-        if !matches!(expr, Expr::Call(_)) {
-            return self.value(expr, "", dataflow, out);
+        let value = self.value(expr, scope, out)?;
+        if !matches!(value, Expr::Call(_)) {
+            return Ok(value);
         }
-        let name = self.names.fresh(default_hint(dataflow));
-        let value = self.value(expr, &name, dataflow, out)?;
         let var = Var {
-            name,
+            name: self.names.fresh(default_hint(scope.dataflow)),
             sinfo: value.sinfo(),
-            dataflow,
+            dataflow: scope.dataflow,
         };
         self.define(&var);
         out.push(Binding {
@@ -226,13 +232,12 @@ impl Normalizer {
         Ok(Expr::Var(var))
     }
 
-    /// Normalizes `expr` into a binding value (a call of leaves, or a leaf) that will be
-    /// bound to `var`; nested calls are bound into `out`.
-    pub(crate) fn value(
+    /// Normalizes `expr` into a binding value (a call of leaves, or a leaf); nested
+    /// calls are bound into `out`.
+    fn value(
         &mut self,
         expr: &Expr,
-        var: &str,
-        dataflow: bool,
+        scope: Scope<'_>,
         out: &mut Vec<Binding>,
     ) -> Result<Expr, NormalizeError> {
         Ok(match expr {
@@ -241,7 +246,7 @@ impl Normalizer {
                 let args = call
                     .args
                     .iter()
-                    .map(|a| self.leaf(a, dataflow, out))
+                    .map(|a| self.leaf(a, scope, out))
                     .collect::<Result<Vec<_>, _>>()?;
                 let mut call = Call {
                     callee: call.callee.clone(),
@@ -250,26 +255,39 @@ impl Normalizer {
                     sinfo: call.sinfo.clone(),
                 };
                 if let Callee::Op(op) = &call.callee {
-                    call.sinfo = infer_op(op, &call, var)?;
+                    call.sinfo = infer_op(op, &call, scope.binding)?;
                 }
                 Expr::Call(Box::new(call))
             }
             Expr::Tuple(items) => Expr::Tuple(
                 items
                     .iter()
-                    .map(|i| self.leaf(i, dataflow, out))
+                    .map(|i| self.leaf(i, scope, out))
                     .collect::<Result<_, _>>()?,
             ),
             Expr::TupleGetItem(tuple, index) => {
-                Expr::TupleGetItem(Box::new(self.leaf(tuple, dataflow, out)?), *index)
+                Expr::TupleGetItem(Box::new(self.leaf(tuple, scope, out)?), *index)
             }
             Expr::Constant(_) | Expr::Shape(_) | Expr::Prim(_) | Expr::Str(_) => expr.clone(),
         })
     }
 }
 
+/// Where normalization is working: the binding being normalized (named in errors) and
+/// whether it is in a dataflow block (which decides the kind of fresh variables).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scope<'a> {
+    /// The variable of the binding (or `return` for the result).
+    pub(crate) binding: &'a str,
+    /// Whether fresh variables are dataflow variables.
+    pub(crate) dataflow: bool,
+}
+
 /// The struct info of an op call with normalized arguments (the one place inference runs).
-pub(crate) fn infer_op(op: &str, call: &Call, var: &str) -> Result<StructInfo, NormalizeError> {
-    let _ = (op, var);
-    Ok(call.sinfo.clone())
+pub(crate) fn infer_op(op: &str, call: &Call, binding: &str) -> Result<StructInfo, NormalizeError> {
+    crate::op::infer(op, &call.args, &call.attrs).map_err(|source| NormalizeError::Infer {
+        op: op.to_string(),
+        binding: binding.to_string(),
+        source: Box::new(source),
+    })
 }

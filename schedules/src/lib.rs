@@ -1,5 +1,15 @@
-//! Schedules: rewrites of TIR loop nests into fast ones for a target (split, reorder,
-//! fuse, vectorize, parallel, unroll, pack, tensorize) and the default rules per target.
+//! Schedules: rewrites of TIR loop nests into fast ones for a target.
 //!
-//! Nothing is implemented yet; the compiler front (graph IR, passes, legalization) comes
-//! first. See the README's Status section.
+//! [`Schedule`] holds a primitive function and applies loop primitives to loops named by
+//! their loop variable (`split`, `fuse`, `vectorize`, `parallel`, `unroll`); rules such as
+//! [`default_schedule`] decide which primitives to apply. Later rules (packed matmul
+//! layouts, tensorized microkernels) are further primitives and rules on the same
+//! representation.
+
+mod default_rule;
+mod primitives;
+#[cfg(test)]
+mod tests;
+
+pub use default_rule::{default_schedule, ScheduleConfig};
+pub use primitives::{Schedule, ScheduleError};

@@ -84,6 +84,6 @@ pub enum BuildError {
         /// The function.
         function: String,
         /// The error.
-        source: NormalizeError,
+        source: Box<NormalizeError>,
     },
 }

@@ -4,7 +4,7 @@
 use super::error::BuildError;
 use crate::builder::NameSupply;
 use crate::ir::{Binding, BindingBlock, BindingValue, Expr, Function, Var};
-use crate::normalize::{default_hint, Normalizer};
+use crate::normalize::{default_hint, Normalizer, Scope};
 use crate::struct_info::StructInfo;
 
 /// One function under construction.
@@ -105,10 +105,17 @@ impl FunctionFrame {
         let mut nested = Vec::new();
         let normalized = self
             .normalizer
-            .binding_value(&value, hint, self.in_dataflow, &mut nested)
+            .binding_value(
+                &value,
+                Scope {
+                    binding: hint,
+                    dataflow: self.in_dataflow,
+                },
+                &mut nested,
+            )
             .map_err(|source| BuildError::Normalize {
                 function: self.name.clone(),
-                source,
+                source: Box::new(source),
             })
             .and_then(|(value, sinfo)| match &value {
                 BindingValue::MatchCast(expr, target) => self
@@ -178,10 +185,17 @@ impl FunctionFrame {
         self.check_defined(ret)?;
         let ret = self
             .normalizer
-            .leaf(ret, false, &mut self.current)
+            .leaf(
+                ret,
+                Scope {
+                    binding: "return",
+                    dataflow: false,
+                },
+                &mut self.current,
+            )
             .map_err(|source| BuildError::Normalize {
                 function: self.name.clone(),
-                source,
+                source: Box::new(source),
             })?;
         self.close_block();
         Ok(ret)

@@ -279,3 +279,16 @@ fn builder_on_an_existing_module_avoids_its_names() {
     ));
     assert_eq!(bb.module().prim_funcs.len(), 2);
 }
+
+#[test]
+fn inference_errors_name_the_function_and_op() {
+    let x = Var::new("x", t(&[2, 3]));
+    let mut bb = BlockBuilder::new();
+    bb.begin_function("main", vec![x.clone()], false).unwrap();
+    let bad = op("matmul", vec![x.clone().into(), x.into()], t(&[2, 3]));
+    let err = bb.emit_named(bad, "prod").unwrap_err();
+    assert!(matches!(&err, BuildError::Normalize { function, .. } if function == "main"));
+    assert!(err.to_string().starts_with(
+        "function `main`: cannot infer the struct info of op `matmul` (in the binding of `prod`)"
+    ));
+}

@@ -39,6 +39,7 @@ pub struct Constant {
     pub shape: Vec<i64>,
     /// Values, row-major, converted to f64 (exact for every supported dtype's range
     /// of interest: floats up to f32, integers up to 2^53).
+    #[serde(with = "crate::text::finite_f64::vec")]
     pub values: Vec<f64>,
 }
 
@@ -48,7 +49,7 @@ pub enum PrimValue {
     /// A symbolic integer of a given integer dtype.
     Int(SymExpr, DataType),
     /// A float of a given float dtype.
-    Float(f64, DataType),
+    Float(#[serde(with = "crate::text::finite_f64")] f64, DataType),
 }
 
 /// What a call calls.

@@ -58,7 +58,7 @@ fn zero_like(activation: Activation, x: &Expr) -> Result<Expr, NnError> {
     let sinfo = x.sinfo();
     let tensor = sinfo.as_tensor().ok_or_else(|| NnError::NotATensor {
         module: activation.name().to_string(),
-        got: sinfo.clone(),
+        got: Box::new(sinfo.clone()),
     })?;
     Ok(Expr::Constant(Constant {
         dtype: tensor.dtype,

@@ -22,7 +22,8 @@ impl Embedding {
 
     /// Emits `take(weight, ids, axis=0)`: ids `[...]` (i32 or i64) give `[..., dim]`.
     pub fn forward(&self, bb: &mut BlockBuilder, ids: &Expr) -> Result<Expr, NnError> {
-        let rows = op::take(&self.weight.expr(), ids, 0).map_err(NnError::op(self.prefix.as_str()))?;
+        let rows =
+            op::take(&self.weight.expr(), ids, 0).map_err(NnError::op(self.prefix.as_str()))?;
         Ok(bb.emit_named(rows, self.prefix.last())?.into())
     }
 }

@@ -8,14 +8,14 @@ use crate::op::InferError;
 pub enum NnError {
     /// The builder refused an emit (or a scope operation).
     #[error(transparent)]
-    Build(#[from] BuildError),
+    Build(#[from] Box<BuildError>),
     /// An op of a module's forward function got inputs it cannot take.
     #[error("module `{module}`: {source}")]
     Op {
         /// The module's full name (or its kind, for modules without parameters).
         module: String,
         /// What inference reported.
-        source: InferError,
+        source: Box<InferError>,
     },
     /// An input is not a tensor where a module needs one.
     #[error("module `{module}`: expected a tensor input, got {got}")]
@@ -23,8 +23,14 @@ pub enum NnError {
         /// The module.
         module: String,
         /// What the input is.
-        got: crate::StructInfo,
+        got: Box<crate::StructInfo>,
     },
+}
+
+impl From<BuildError> for NnError {
+    fn from(e: BuildError) -> Self {
+        NnError::Build(Box::new(e))
+    }
 }
 
 impl NnError {
@@ -32,7 +38,7 @@ impl NnError {
     pub fn op(module: &str) -> impl Fn(InferError) -> NnError + Copy + '_ {
         move |source| NnError::Op {
             module: module.to_string(),
-            source,
+            source: Box::new(source),
         }
     }
 }

@@ -63,8 +63,14 @@ impl LayerNorm {
 
     /// Emits `layer_norm(x, weight, bias, axes=[-1])`.
     pub fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
-        let y = op::layer_norm(x, &self.weight.expr(), &self.bias.expr(), vec![-1], self.epsilon)
-            .map_err(NnError::op(self.prefix.as_str()))?;
+        let y = op::layer_norm(
+            x,
+            &self.weight.expr(),
+            &self.bias.expr(),
+            vec![-1],
+            self.epsilon,
+        )
+        .map_err(NnError::op(self.prefix.as_str()))?;
         Ok(bb.emit_named(y, self.prefix.last())?.into())
     }
 }

@@ -42,7 +42,11 @@ impl Prefix {
     /// The last component (`q_proj` for `model.layers.0.self_attn.q_proj`), used as a
     /// readable name hint; `x` for the root.
     pub fn last(&self) -> &str {
-        self.0.rsplit('.').next().filter(|s| !s.is_empty()).unwrap_or("x")
+        self.0
+            .rsplit('.')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("x")
     }
 
     /// The whole path.

@@ -34,7 +34,11 @@ fn ops(function: &Function) -> Vec<String> {
 }
 
 /// Runs `body` in a function `f(x)` with a dataflow block, returning the module.
-fn build_with(x: &Var, params: &[Param], body: impl FnOnce(&mut BlockBuilder) -> Result<Expr, NnError>) -> IRModule {
+fn build_with(
+    x: &Var,
+    params: &[Param],
+    body: impl FnOnce(&mut BlockBuilder) -> Result<Expr, NnError>,
+) -> IRModule {
     let mut all = vec![x.clone()];
     all.extend(params.iter().map(Param::var));
     let mut bb = BlockBuilder::new();
@@ -103,9 +107,15 @@ impl Module for Mlp {
 
 #[test]
 fn prefixes_build_hugging_face_names() {
-    let attn = Prefix::new("model").child("layers").index(3).child("self_attn");
+    let attn = Prefix::new("model")
+        .child("layers")
+        .index(3)
+        .child("self_attn");
     assert_eq!(attn.as_str(), "model.layers.3.self_attn");
-    assert_eq!(attn.child("q_proj").param("weight"), "model.layers.3.self_attn.q_proj.weight");
+    assert_eq!(
+        attn.child("q_proj").param("weight"),
+        "model.layers.3.self_attn.q_proj.weight"
+    );
     assert_eq!(attn.last(), "self_attn");
     assert_eq!(Prefix::root().param("lm_head"), "lm_head");
     assert_eq!(Prefix::root().last(), "x");
@@ -117,7 +127,11 @@ fn module_list_names_parameters_by_index() {
     let names: Vec<String> = model.parameters().into_iter().map(|p| p.name).collect();
     assert_eq!(
         names,
-        ["model.layers.0.weight", "model.layers.0.bias", "model.layers.1.weight"]
+        [
+            "model.layers.0.weight",
+            "model.layers.0.bias",
+            "model.layers.1.weight"
+        ]
     );
     assert_eq!(model.layers.len(), 2);
     assert!(model.layers.get(2).is_none());
@@ -131,12 +145,17 @@ fn linear_transposes_the_hugging_face_weight() {
     let lin = Linear::new(&Prefix::new("fc"), 64, 128, true, DataType::F32);
     assert_eq!(lin.weight.sinfo, tensor(&[c(128), c(64)], DataType::F32));
     let x = f32_input("x", &[c(1), n().expr(), c(64)]);
-    let module = build_with(&x, &lin.parameters(), |bb| lin.forward(bb, &x.clone().into()));
+    let module = build_with(&x, &lin.parameters(), |bb| {
+        lin.forward(bb, &x.clone().into())
+    });
     let f = &module.functions["f"];
     assert_eq!(ops(f), ["permute_dims", "matmul", "add"]);
     let names: Vec<&str> = f.bindings().map(|b| b.var.name.as_str()).collect();
     assert_eq!(names, ["lv", "lv1", "fc", "gv"]);
-    assert_eq!(f.ret_sinfo(), tensor(&[c(1), n().expr(), c(128)], DataType::F32));
+    assert_eq!(
+        f.ret_sinfo(),
+        tensor(&[c(1), n().expr(), c(128)], DataType::F32)
+    );
 }
 
 #[test]
@@ -144,13 +163,21 @@ fn linear_without_bias_is_a_single_matmul() {
     let lin = Linear::new(&Prefix::new("fc"), 8, 4, false, DataType::F32);
     assert_eq!(lin.parameters().len(), 1);
     let x = f32_input("x", &[n().expr(), c(8)]);
-    let module = build_with(&x, &lin.parameters(), |bb| lin.forward(bb, &x.clone().into()));
+    let module = build_with(&x, &lin.parameters(), |bb| {
+        lin.forward(bb, &x.clone().into())
+    });
     assert_eq!(ops(&module.functions["f"]), ["permute_dims", "matmul"]);
 }
 
 #[test]
 fn op_errors_name_the_module() {
-    let lin = Linear::new(&Prefix::new("model").child("fc1"), 32, 4, false, DataType::F32);
+    let lin = Linear::new(
+        &Prefix::new("model").child("fc1"),
+        32,
+        4,
+        false,
+        DataType::F32,
+    );
     let x = f32_input("x", &[c(2), c(64)]);
     let mut bb = BlockBuilder::new();
     let mut params = vec![x.clone()];
@@ -158,7 +185,10 @@ fn op_errors_name_the_module() {
     bb.begin_function("f", params, false).unwrap();
     let err = lin.forward(&mut bb, &x.into()).unwrap_err();
     assert!(matches!(&err, NnError::Op { module, .. } if module == "model.fc1"));
-    assert!(err.to_string().starts_with("module `model.fc1`: matmul"), "{err}");
+    assert!(
+        err.to_string().starts_with("module `model.fc1`: matmul"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -176,14 +206,26 @@ fn exported_mlp_has_symbolic_struct_info_and_hf_parameters() {
     let params: Vec<&str> = f.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         params,
-        ["x", "mlp.up_proj.weight", "mlp.down_proj.weight", "mlp.down_proj.bias"]
+        [
+            "x",
+            "mlp.up_proj.weight",
+            "mlp.down_proj.weight",
+            "mlp.down_proj.bias"
+        ]
     );
     assert_eq!(f.ret_sinfo().to_string(), "Tensor((1, n, 64), f32)");
     assert_eq!(f.blocks.len(), 1);
     assert!(f.blocks[0].dataflow);
     assert_eq!(
         ops(f),
-        ["permute_dims", "matmul", "silu", "permute_dims", "matmul", "add"]
+        [
+            "permute_dims",
+            "matmul",
+            "silu",
+            "permute_dims",
+            "matmul",
+            "add"
+        ]
     );
     let output = f.blocks[0].bindings.last().unwrap();
     assert!(!output.var.dataflow);
@@ -198,19 +240,32 @@ fn input_named_like_a_parameter_is_rejected() {
         |mlp: &Mlp, bb, inputs| mlp.forward(bb, &inputs[0]),
     );
     let err = spec.export(&Mlp::new(&Prefix::new("mlp"))).unwrap_err();
-    assert!(matches!(err, NnError::Build(crate::builder::BuildError::DuplicateParam { .. })));
+    assert!(matches!(
+        err,
+        NnError::Build(e) if matches!(*e, crate::builder::BuildError::DuplicateParam { .. })
+    ));
 }
 
 #[test]
 fn embedding_takes_rows_by_token_id() {
-    let emb = Embedding::new(&Prefix::new("model").child("embed_tokens"), 1000, 16, DataType::F32);
+    let emb = Embedding::new(
+        &Prefix::new("model").child("embed_tokens"),
+        1000,
+        16,
+        DataType::F32,
+    );
     assert_eq!(emb.parameters()[0].name, "model.embed_tokens.weight");
     let ids = Var::new("ids", tensor(&[c(1), n().expr()], DataType::I32));
-    let module = build_with(&ids, &emb.parameters(), |bb| emb.forward(bb, &ids.clone().into()));
+    let module = build_with(&ids, &emb.parameters(), |bb| {
+        emb.forward(bb, &ids.clone().into())
+    });
     let f = &module.functions["f"];
     assert_eq!(ops(f), ["take"]);
     assert_eq!(f.bindings().next().unwrap().var.name, "embed_tokens");
-    assert_eq!(f.ret_sinfo(), tensor(&[c(1), n().expr(), c(16)], DataType::F32));
+    assert_eq!(
+        f.ret_sinfo(),
+        tensor(&[c(1), n().expr(), c(16)], DataType::F32)
+    );
 }
 
 #[test]
@@ -239,7 +294,12 @@ fn activations_emit_their_ops() {
     let x = f32_input("x", &[c(2), c(3)]);
     let module = build_with(&x, &[], |bb| {
         let mut h: Expr = x.clone().into();
-        for act in [Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu] {
+        for act in [
+            Activation::Silu,
+            Activation::Gelu,
+            Activation::GeluTanh,
+            Activation::Relu,
+        ] {
             h = act.forward(bb, &h)?;
         }
         Ok(h)
@@ -256,7 +316,10 @@ fn activations_emit_their_ops() {
     assert_eq!(calls[2].attrs["approximate"], AttrValue::Str("tanh".into()));
     assert_eq!(calls[3].args[1].sinfo(), tensor(&[], DataType::F32));
     assert_eq!(f.ret_sinfo(), x.sinfo);
-    assert_eq!(Activation::from_name("gelu_pytorch_tanh"), Some(Activation::GeluTanh));
+    assert_eq!(
+        Activation::from_name("gelu_pytorch_tanh"),
+        Some(Activation::GeluTanh)
+    );
     assert_eq!(Activation::from_name("swish"), None);
 }
 
@@ -294,9 +357,12 @@ impl TinyAttention {
     fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
         use crate::op;
         let err = NnError::op("attention");
-        let q = Self::split_heads(bb, &self.q_proj.forward(bb, x)?)?;
-        let k = Self::split_heads(bb, &self.k_proj.forward(bb, x)?)?;
-        let v = Self::split_heads(bb, &self.v_proj.forward(bb, x)?)?;
+        let mut heads = Vec::new();
+        for proj in [&self.q_proj, &self.k_proj, &self.v_proj] {
+            let projected = proj.forward(bb, x)?;
+            heads.push(Self::split_heads(bb, &projected)?);
+        }
+        let [q, k, v] = <[Expr; 3]>::try_from(heads).expect("three projections");
         let k_t = op::permute_dims(&k, Some(vec![0, 1, 3, 2])).map_err(err)?;
         let scale = Expr::Constant(crate::ir::Constant {
             dtype: DataType::F32,
@@ -338,7 +404,10 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
     let f = &module.functions["attend"];
     assert_eq!(f.params.len(), 5);
     assert_eq!(f.params[4].name, "self_attn.o_proj.weight");
-    assert_eq!(f.ret_sinfo(), tensor(&[c(1), n().expr(), c(32)], DataType::F32));
+    assert_eq!(
+        f.ret_sinfo(),
+        tensor(&[c(1), n().expr(), c(32)], DataType::F32)
+    );
     let by_name = |name: &str| f.bindings().find(|b| b.var.name == name).unwrap();
     let nn = [n().expr(), n().expr()];
     assert_eq!(by_name("causal_mask").var.sinfo, tensor(&nn, DataType::F32));

@@ -1,6 +1,6 @@
 use super::*;
 use crate::ir::Constant;
-use crate::{DataType, SymExpr, SymVar};
+use crate::{AttrValue, DataType, SymExpr, SymVar};
 
 fn t(dims: &[i64]) -> StructInfo {
     StructInfo::tensor(
@@ -164,7 +164,10 @@ fn calls_inside_tuples_and_projections_are_bound() {
     let y = var("y", StructInfo::Object, false);
     let z = var("z", StructInfo::Object, false);
     let pair = StructInfo::Tuple(vec![t(&[1]), t(&[1])]);
-    let split = op("split", vec![x.clone().into()], pair);
+    let mut split = op("split", vec![x.clone().into()], pair);
+    if let Expr::Call(call) = &mut split {
+        call.attrs.insert("sections".into(), AttrValue::Int(2));
+    }
     let f = Function {
         params: vec![x.clone()],
         blocks: vec![block(
@@ -248,4 +251,71 @@ fn module_normalization_covers_every_function() {
     );
     assert_eq!(normalized.functions["other"].ret, constant);
     assert_eq!(normalized.prim_funcs, module.prim_funcs);
+}
+
+#[test]
+fn op_struct_info_is_reinferred_and_flows_to_later_bindings() {
+    let n = SymVar::bounded("n", 16);
+    let x = var(
+        "x",
+        StructInfo::tensor(vec![n.expr(), SymExpr::int(8)], DataType::F32),
+        false,
+    );
+    let w = var("w", t(&[8, 4]), false);
+    // Recorded struct info is stale (a wrong shape); the consumer carries it too.
+    let y = var("y", t(&[1, 1]), false);
+    let z = var("z", t(&[1, 1]), false);
+    let f = Function {
+        params: vec![x.clone(), w.clone()],
+        blocks: vec![block(
+            false,
+            vec![
+                bind(&y, op("matmul", vec![x.into(), w.into()], t(&[1, 1]))),
+                bind(&z, op("exp", vec![y.into()], t(&[1, 1]))),
+            ],
+        )],
+        ret: z.into(),
+        exported: false,
+    };
+    let f = normalize_function(&f).unwrap();
+    let expected = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DataType::F32);
+    assert!(f.bindings().all(|b| b.var.sinfo == expected));
+    let Some(BindingValue::Expr(Expr::Call(exp))) = f.bindings().nth(1).map(|b| b.value.clone())
+    else {
+        panic!("expected a call")
+    };
+    assert_eq!(exp.args[0].sinfo(), expected);
+    assert_eq!(f.ret_sinfo(), expected);
+}
+
+#[test]
+fn inference_failure_names_the_op_and_the_binding() {
+    let a = var("a", t(&[2, 3]), false);
+    let b = var("b", t(&[4, 5]), false);
+    let y = var("y", t(&[2, 5]), true);
+    let product = op(
+        "matmul",
+        vec![a.clone().into(), b.clone().into()],
+        t(&[2, 5]),
+    );
+    let f = Function {
+        params: vec![a.clone(), b],
+        blocks: vec![block(
+            true,
+            vec![bind(&y, op("exp", vec![product], t(&[2, 5])))],
+        )],
+        ret: a.into(),
+        exported: false,
+    };
+    let err = normalize_function(&f).unwrap_err();
+    assert!(
+        matches!(&err, NormalizeError::Infer { op, binding, .. } if op == "matmul" && binding == "y"),
+        "{err}"
+    );
+    let mut module = IRModule::new();
+    module.functions.insert("main".into(), f);
+    let err = normalize_module(&module).unwrap_err();
+    assert!(err.to_string().starts_with(
+        "in function `main`: cannot infer the struct info of op `matmul` (in the binding of `y`)"
+    ));
 }

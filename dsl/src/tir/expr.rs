@@ -179,7 +179,7 @@ pub enum PrimExpr {
     /// An integer immediate of an integer (or bool) dtype.
     Int(i64, DataType),
     /// A float immediate of a float dtype.
-    Float(f64, DataType),
+    Float(#[serde(with = "crate::text::finite_f64")] f64, DataType),
     /// A variable.
     Var(TVar),
     /// `buffer[indices]`; `dtype` is the buffer's element type.
@@ -328,6 +328,33 @@ fn atom_to_prim(atom: &Atom) -> PrimExpr {
         }
         Atom::Select(c, a, b) => {
             PrimExpr::select(p(c).compare(PrimCmp::Ne, PrimExpr::index(0)), p(a), p(b))
+        }
+    }
+}
+
+impl PrimExpr {
+    /// This integer expression as a symbolic expression, when it only combines integer
+    /// immediates and the dims in `dims` with `+ - *`, floor division/modulo, min and max.
+    /// Used to simplify loop extents with the canonical simplifier.
+    pub fn to_sym(&self, dims: &[crate::SymVar]) -> Option<SymExpr> {
+        let s = |e: &PrimExpr| e.to_sym(dims);
+        match self {
+            PrimExpr::Int(v, dtype) if dtype.is_int() => Some(SymExpr::int(*v)),
+            PrimExpr::Var(v) => dims.iter().find(|d| d.name() == v.name).map(|d| d.expr()),
+            PrimExpr::Binary(op, a, b) => {
+                let (a, b) = (s(a)?, s(b)?);
+                Some(match op {
+                    BinOp::Add => &a + &b,
+                    BinOp::Sub => &a - &b,
+                    BinOp::Mul => &a * &b,
+                    BinOp::FloorDiv => a.floordiv(&b),
+                    BinOp::FloorMod => a.floormod(&b),
+                    BinOp::Min => a.minimum(&b),
+                    BinOp::Max => a.maximum(&b),
+                    _ => return None,
+                })
+            }
+            _ => None,
         }
     }
 }

@@ -1,8 +1,11 @@
 //! TIR: primitive functions as loop nests over buffers. Plain data that schedules
 //! rewrite and codegen lowers.
 
+pub mod eval;
 mod expr;
 mod stmt;
+mod visit;
 
+pub use eval::{run_prim_func, run_with_inputs, EvalError};
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

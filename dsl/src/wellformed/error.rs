@@ -102,12 +102,12 @@ pub enum Problem {
         inferred: StructInfo,
     },
     /// An op call's struct info cannot be inferred.
-    #[error("{site}: {message}")]
+    #[error("{site}: {source}")]
     OpInference {
         /// The binding.
         site: Site,
         /// What inference reported.
-        message: String,
+        source: Box<crate::normalize::NormalizeError>,
     },
     /// A `call_tir` names a primitive function the module does not have.
     #[error("{site} calls primitive function `{callee}`, which the module does not have")]

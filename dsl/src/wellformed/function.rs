@@ -180,13 +180,13 @@ impl<'m> FunctionChecker<'m> {
     fn check_call(&self, call: &Call, site: &Site) -> Result<(), Problem> {
         match &call.callee {
             Callee::Op(op) => {
-                let var = match site {
-                    Site::Binding(name) => name.as_str(),
-                    _ => "",
+                let binding = match site {
+                    Site::Binding(name) | Site::Param(name) => name.as_str(),
+                    Site::Result => "return",
                 };
-                let inferred = infer_op(op, call, var).map_err(|e| Problem::OpInference {
+                let inferred = infer_op(op, call, binding).map_err(|e| Problem::OpInference {
                     site: site.clone(),
-                    message: e.to_string(),
+                    source: Box::new(e),
                 })?;
                 if inferred.accepts(&call.sinfo) && call.sinfo.accepts(&inferred) {
                     Ok(())

@@ -329,3 +329,33 @@ fn projection_out_of_range_is_rejected() {
         Problem::BadProjection { index: 1, .. }
     ));
 }
+
+#[test]
+fn op_struct_info_must_match_inference() {
+    let x = var("x", t(&[4]), false);
+    let y = var("y", t(&[5]), false);
+    let wrong = call(Callee::Op("exp".into()), vec![x.clone().into()], t(&[5]));
+    let f = function(
+        vec![x.clone()],
+        vec![(false, vec![bind(&y, wrong)])],
+        y.into(),
+    );
+    let Problem::OpStructInfo {
+        op,
+        recorded,
+        inferred,
+        ..
+    } = problem(&f)
+    else {
+        panic!("expected an op struct info mismatch")
+    };
+    assert_eq!((op.as_str(), recorded, inferred), ("exp", t(&[5]), t(&[4])));
+    let z = var("z", t(&[4]), false);
+    let unknown = call(
+        Callee::Op("frobnicate".into()),
+        vec![x.clone().into()],
+        t(&[4]),
+    );
+    let f = function(vec![x], vec![(false, vec![bind(&z, unknown)])], z.into());
+    assert!(matches!(problem(&f), Problem::OpInference { .. }));
+}

@@ -1,0 +1,77 @@
+//! `rms_norm` (`x * rsqrt(mean(x^2) + eps) * weight`) and `layer_norm`
+//! (`(x - mean) * rsqrt(var + eps) * gamma + beta`), accumulated in f32. The scale and
+//! shift tensors are indexed by the normalized dims.
+
+use super::call::OpCall;
+use super::error::LegalizeError;
+use super::kernel::{Kernel, OpPattern};
+use super::reduce::Reduction;
+use crate::te::{self, Expr, Tensor};
+use crate::DataType;
+
+/// The ops of this family.
+pub(super) const OPS: &[&str] = &["rms_norm", "layer_norm"];
+
+/// `tensor[indices]` as f32.
+fn load_f32(tensor: &Tensor, indices: &[Expr]) -> Expr {
+    tensor.at(indices).cast(DataType::F32)
+}
+
+/// A mean stage over the normalized dims: `name[kept] = sum_k f(x[kept, k]) / count`.
+fn mean_stage(name: &str, norm: &Reduction, f: impl Fn(&[Expr]) -> Expr) -> Tensor {
+    te::compute(name, norm.kept_shape(), |i| {
+        te::sum(f(&norm.index(i)), norm.vars()) / norm.count(DataType::F32)
+    })
+}
+
+/// RMS or layer normalization over `axes`.
+pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let layer = call.op == "layer_norm";
+    let names: &[&str] = if layer {
+        &["x", "gamma", "beta"]
+    } else {
+        &["x", "weight"]
+    };
+    let (inputs, args) = call.inputs(names)?;
+    let x = &inputs[0];
+    call.require_dtype(0, x.dtype(), x.dtype().is_float(), "a float")?;
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
+    let axes = call.ints_attr("axes")?.unwrap_or_else(|| vec![-1]);
+    let norm = Reduction::new(x.shape(), call.axes("axes", &axes, x.ndim())?);
+    let normalized = norm.reduced(x.shape());
+    for (index, scale) in inputs.iter().enumerate().skip(1) {
+        let fits = scale.ndim() == normalized.len()
+            && scale
+                .shape()
+                .iter()
+                .zip(&normalized)
+                .all(|(a, b)| a.prove_equal(b));
+        if !fits {
+            let detail = format!("argument {index} {scale:?} must match the normalized dims");
+            return Err(call.shape_error(detail));
+        }
+    }
+    let eps = call.float_attr("epsilon", 1e-5)?;
+    let mean = layer.then(|| mean_stage("x_mean", &norm, |i| load_f32(x, i)));
+    let centered = |i: &[Expr]| match &mean {
+        Some(mean) => load_f32(x, i) - mean.at(&norm.kept(i)),
+        None => load_f32(x, i),
+    };
+    let square_name = if layer { "x_var" } else { "x_sq_mean" };
+    let square_mean = mean_stage(square_name, &norm, |i| {
+        let v = centered(i);
+        &v * &v
+    });
+    let out = te::compute("out", shape, |i| {
+        let scaled = centered(i) * (square_mean.at(&norm.kept(i)) + eps).rsqrt();
+        let at_norm = norm.reduced(i);
+        let scaled = scaled * load_f32(&inputs[1], &at_norm);
+        let shifted = if layer {
+            scaled + load_f32(&inputs[2], &at_norm)
+        } else {
+            scaled
+        };
+        shifted.cast(dtype)
+    });
+    Ok(Kernel::new(inputs.clone(), args, out, OpPattern::Reduction))
+}

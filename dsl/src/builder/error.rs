@@ -78,6 +78,24 @@ pub enum BuildError {
         /// The target struct info.
         to: StructInfo,
     },
+    /// An argument of `emit_te` is not a tensor of known shape.
+    #[error("emit_te `{name}`: argument {index} is {sinfo}, not a tensor of known shape")]
+    TeArgument {
+        /// The name hint of the computation.
+        name: String,
+        /// The argument's position.
+        index: usize,
+        /// Its struct info.
+        sinfo: Box<StructInfo>,
+    },
+    /// Lowering a tensor expression failed.
+    #[error("emit_te `{name}`: {source}")]
+    TeLower {
+        /// The name hint of the computation.
+        name: String,
+        /// What lowering reported.
+        source: Box<crate::te::TeError>,
+    },
     /// Normalization (struct-info inference) of an emitted expression failed.
     #[error("function `{function}`: {source}")]
     Normalize {

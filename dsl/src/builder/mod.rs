@@ -10,11 +10,13 @@
 mod error;
 mod frame;
 mod names;
+mod te;
 #[cfg(test)]
 mod tests;
 
 pub use error::BuildError;
 pub use names::NameSupply;
+pub use te::TeOutputs;
 
 use crate::ir::{BindingValue, Expr, Function, IRModule, Var};
 use crate::struct_info::StructInfo;

@@ -292,3 +292,166 @@ fn inference_errors_name_the_function_and_op() {
         "function `main`: cannot infer the struct info of op `matmul` (in the binding of `prod`)"
     ));
 }
+
+mod te_tests {
+    use super::*;
+    use crate::te;
+    use crate::tir::run_with_inputs;
+    use crate::wellformed::check_module;
+
+    fn n() -> SymVar {
+        SymVar::bounded("n", 64)
+    }
+
+    fn affine(x: &te::Tensor) -> te::Tensor {
+        te::compute("y", x.shape().to_vec(), |i| x.at(i) * 2.0 + 1.0)
+    }
+
+    #[test]
+    fn emit_te_lowers_adds_and_calls_a_prim_func() {
+        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DataType::F32));
+        let mut bb = BlockBuilder::new();
+        bb.begin_function("f", vec![x.clone()], true).unwrap();
+        bb.begin_dataflow().unwrap();
+        let y = bb
+            .emit_te("affine", &[x.clone().into()], |t| affine(&t[0]))
+            .unwrap();
+        let z = bb
+            .emit_te("affine", &[y.clone().into()], |t| affine(&t[0]))
+            .unwrap();
+        let out = bb.emit_output(z.into()).unwrap();
+        bb.end_dataflow().unwrap();
+        bb.end_function(out.into()).unwrap();
+        let module = bb.finish().unwrap();
+        check_module(&module).unwrap();
+        assert_eq!(module.prim_funcs.keys().collect::<Vec<_>>(), ["affine"]);
+        assert_eq!((y.name.as_str(), y.dataflow), ("affine", true));
+        assert_eq!(y.sinfo, x.sinfo);
+        let f = &module.functions["f"];
+        let Expr::Call(call) = f.bindings().nth(1).unwrap().value.expr() else {
+            panic!("expected a call")
+        };
+        assert_eq!(call.callee, Callee::Tir("affine".into()));
+        assert_eq!(call.args, vec![Expr::Var(y)]);
+        let func = &module.prim_funcs["affine"];
+        assert_eq!(func.params[0].name, "A");
+        let dims = [("n".to_string(), 3)].into_iter().collect();
+        let out = run_with_inputs(func, &dims, &[vec![0.0, 1.0, -2.0]]).unwrap();
+        assert_eq!(out, [vec![1.0, 3.0, -3.0]]);
+    }
+
+    #[test]
+    fn emit_te_with_several_outputs_yields_a_tuple() {
+        let x = Var::new(
+            "x",
+            StructInfo::tensor(vec![n().expr(), SymExpr::int(2)], DataType::F32),
+        );
+        let mut bb = BlockBuilder::new();
+        bb.begin_function("f", vec![x.clone()], false).unwrap();
+        let pair = bb
+            .emit_te("pair", &[x.clone().into(), x.clone().into()], |t| {
+                let sum = te::compute("sum", t[0].shape().to_vec(), |i| t[0].at(i) + t[1].at(i));
+                let rows = vec![t[0].shape()[0].clone()];
+                let k = te::reduce_axis("k", SymExpr::int(2));
+                let total = te::compute("total", rows, |i| {
+                    te::sum(t[0].at(&[i[0].clone(), k.var()]), std::slice::from_ref(&k))
+                });
+                vec![sum, total]
+            })
+            .unwrap();
+        let expected = StructInfo::Tuple(vec![
+            x.sinfo.clone(),
+            StructInfo::tensor(vec![n().expr()], DataType::F32),
+        ]);
+        assert_eq!(pair.sinfo, expected);
+        let func = &bb.module().prim_funcs["pair"];
+        let names: Vec<&str> = func.params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["A", "B", "sum", "total"]);
+        bb.end_function(pair.into()).unwrap();
+        check_module(&bb.finish().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn emit_te_normalizes_call_arguments_first() {
+        let x = Var::new(
+            "x",
+            StructInfo::tensor(vec![SymExpr::int(3)], DataType::F32),
+        );
+        let mut bb = BlockBuilder::new();
+        bb.begin_function("f", vec![x.clone()], false).unwrap();
+        let nested = op("exp", vec![x.into()], StructInfo::Object);
+        let y = bb.emit_te("affine", &[nested], |t| affine(&t[0])).unwrap();
+        bb.end_function(y.into()).unwrap();
+        let module = bb.finish().unwrap();
+        check_module(&module).unwrap();
+        assert_eq!(
+            names(&module.functions["f"]),
+            [("gv".to_string(), false), ("affine".to_string(), false)]
+        );
+    }
+
+    #[test]
+    fn emit_te_passes_extra_dims_to_the_kernel() {
+        let m = SymVar::bounded("m", 100);
+        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DataType::F32));
+        let offset = Var::new("offset", StructInfo::Shape(Some(vec![m.expr()])));
+        let mut bb = BlockBuilder::new();
+        bb.begin_function("f", vec![x.clone(), offset], false)
+            .unwrap();
+        let shifted = bb
+            .emit_te_with_dims(
+                "shift",
+                &[x.clone().into()],
+                std::slice::from_ref(&m),
+                |t| {
+                    te::compute("y", t[0].shape().to_vec(), |i| {
+                        t[0].at(i) + (te::Expr::from(m.expr()) + &i[0]).cast(DataType::F32)
+                    })
+                },
+            )
+            .unwrap();
+        bb.end_function(shifted.into()).unwrap();
+        let module = bb.finish().unwrap();
+        check_module(&module).unwrap();
+        let func = &module.prim_funcs["shift"];
+        assert_eq!(func.params.len(), 2);
+        assert_eq!(func.dims, [m.clone(), n()]);
+        let dims = [("n".to_string(), 2), ("m".to_string(), 10)]
+            .into_iter()
+            .collect();
+        let out = run_with_inputs(func, &dims, &[vec![0.5, 0.5]]).unwrap();
+        assert_eq!(out, [vec![10.5, 11.5]]);
+    }
+
+    #[test]
+    fn emit_te_errors_name_the_computation() {
+        let s = Var::new("s", StructInfo::Shape(None));
+        let x = Var::new(
+            "x",
+            StructInfo::tensor(vec![SymExpr::int(2)], DataType::F32),
+        );
+        let mut bb = BlockBuilder::new();
+        bb.begin_function("f", vec![s.clone(), x.clone()], false)
+            .unwrap();
+        let err = bb
+            .emit_te("bad", &[s.into()], |t| affine(&t[0]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "emit_te `bad`: argument 0 is Shape(?), not a tensor of known shape"
+        );
+        let m = SymVar::new("m");
+        let err = bb
+            .emit_te("unbound", &[x.into()], |t| {
+                te::compute("y", t[0].shape().to_vec(), |_| {
+                    te::Expr::from(m.expr()).cast(DataType::F32)
+                })
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, BuildError::TeLower { name, .. } if name == "unbound"),
+            "{err}"
+        );
+        assert!(bb.module().prim_funcs.is_empty());
+    }
+}

@@ -56,8 +56,9 @@ impl Activation {
 /// A scalar (rank-0) zero of `x`'s dtype.
 fn zero_like(activation: Activation, x: &Expr) -> Result<Expr, NnError> {
     let sinfo = x.sinfo();
-    let tensor = sinfo.as_tensor().ok_or_else(|| NnError::NotATensor {
+    let tensor = sinfo.as_tensor().ok_or_else(|| NnError::BadInput {
         module: activation.name().to_string(),
+        expected: "a tensor".to_string(),
         got: Box::new(sinfo.clone()),
     })?;
     Ok(Expr::Constant(Constant {

@@ -17,13 +17,23 @@ pub enum NnError {
         /// What inference reported.
         source: Box<InferError>,
     },
-    /// An input is not a tensor where a module needs one.
-    #[error("module `{module}`: expected a tensor input, got {got}")]
-    NotATensor {
+    /// An input has a kind, rank, shape or dtype a module cannot take.
+    #[error("module `{module}`: input must be {expected}, got {got}")]
+    BadInput {
         /// The module.
         module: String,
-        /// What the input is.
+        /// What the input must be.
+        expected: String,
+        /// What it is.
         got: Box<crate::StructInfo>,
+    },
+    /// A module was configured with values it cannot use.
+    #[error("module `{module}`: {reason}")]
+    Config {
+        /// The module.
+        module: String,
+        /// What is wrong.
+        reason: String,
     },
 }
 

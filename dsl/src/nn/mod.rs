@@ -15,6 +15,7 @@ mod mask;
 mod module;
 mod norm;
 mod param;
+mod rope;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -27,4 +28,5 @@ pub use mask::causal_mask;
 pub use module::{Module, ModuleList};
 pub use norm::{LayerNorm, RMSNorm};
 pub use param::{Param, Prefix};
+pub use rope::RotaryEmbedding;
 pub use spec::{Forward, Spec};

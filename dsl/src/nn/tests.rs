@@ -423,3 +423,88 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
     };
     assert_eq!(mask.attrs["k"], AttrValue::Int(1));
 }
+
+/// The Hugging Face rotary embedding of `x` (`[seq, heads, dim]`, batch 1), in f64.
+fn rope_reference(
+    x: &[f64],
+    seq: usize,
+    heads: usize,
+    dim: usize,
+    offset: usize,
+    theta: f64,
+) -> Vec<f64> {
+    let half = dim / 2;
+    let mut out = vec![0.0; x.len()];
+    for s in 0..seq {
+        for h in 0..heads {
+            let base = (s * heads + h) * dim;
+            for i in 0..dim {
+                let j = i % half;
+                let inv_freq = 1.0 / theta.powf(2.0 * j as f64 / dim as f64);
+                let angle = (offset + s) as f64 * inv_freq;
+                let rotated = if i < half {
+                    -x[base + i + half]
+                } else {
+                    x[base + i - half]
+                };
+                out[base + i] = x[base + i] * angle.cos() + rotated * angle.sin();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rope_over_symbolic_n_with_offset_m_matches_hugging_face() {
+    let m = SymVar::bounded("m", 4096);
+    let rope = RotaryEmbedding::new(8, 10000.0).unwrap();
+    let offset = m.expr();
+    let spec = Spec::new().function(
+        "rope",
+        vec![
+            f32_input("x", &[c(1), n().expr(), c(2), c(8)]),
+            Var::new("cache_len", StructInfo::Shape(Some(vec![m.expr()]))),
+        ],
+        move |rope: &RotaryEmbedding, bb, inputs| rope.forward(bb, &inputs[0], &offset),
+    );
+    let module = spec.export(&rope).unwrap();
+    check_module(&module).unwrap();
+    let f = &module.functions["rope"];
+    assert_eq!(f.ret_sinfo().to_string(), "Tensor((1, n, 2, 8), f32)");
+    let func = &module.prim_funcs["rotary"];
+    assert_eq!(func.dims, [m, n()]);
+    assert_eq!(func.params.len(), 2);
+    let (seq, heads, dim, start) = (3, 2, 8, 5);
+    let x: Vec<f64> = (0..seq * heads * dim)
+        .map(|k| ((k * 7 % 11) as f64 - 5.0) / 4.0)
+        .collect();
+    let dims = [
+        ("n".to_string(), seq as i64),
+        ("m".to_string(), start as i64),
+    ]
+    .into_iter()
+    .collect();
+    let out = crate::tir::run_with_inputs(func, &dims, std::slice::from_ref(&x)).unwrap();
+    let expected = rope_reference(&x, seq, heads, dim, start, 10000.0);
+    for (got, want) in out[0].iter().zip(&expected) {
+        assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
+    }
+}
+
+#[test]
+fn rope_rejects_bad_configurations_and_inputs() {
+    assert!(matches!(
+        RotaryEmbedding::new(7, 10000.0),
+        Err(NnError::Config { .. })
+    ));
+    let rope = RotaryEmbedding::new(8, 10000.0).unwrap();
+    let x = f32_input("x", &[c(1), n().expr(), c(2), c(6)]);
+    let mut bb = BlockBuilder::new();
+    bb.begin_function("f", vec![x.clone()], false).unwrap();
+    let err = rope.forward(&mut bb, &x.into(), &c(0)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "module `rotary_embedding`: input must be a float tensor [batch, seq, heads, 8], \
+         got Tensor((1, n, 2, 6), f32)"
+    );
+}

@@ -117,7 +117,7 @@ pub(crate) fn default_hint(dataflow: bool) -> &'static str {
 
 /// Normalization state of one function: the struct info of every variable defined so
 /// far (by name) and the names in use.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Normalizer {
     sinfo: HashMap<String, StructInfo>,
     names: NameSupply,

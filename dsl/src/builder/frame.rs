@@ -23,17 +23,14 @@ impl FunctionFrame {
     /// A frame for function `name`, with its parameters visible.
     pub(super) fn new(name: &str, params: Vec<Var>, exported: bool) -> Result<Self, BuildError> {
         let mut names = NameSupply::new();
-        let mut normalizer = Normalizer::default();
-        for param in &params {
-            if !names.reserve(&param.name) {
-                return Err(BuildError::DuplicateParam {
-                    function: name.to_string(),
-                    param: param.name.clone(),
-                });
-            }
-            normalizer.define(param);
+        if let Some(param) = params.iter().find(|p| !names.reserve(&p.name)) {
+            return Err(BuildError::DuplicateParam {
+                function: name.to_string(),
+                param: param.name.clone(),
+            });
         }
-        *normalizer.names() = names;
+        let mut normalizer = Normalizer::new(names);
+        params.iter().for_each(|p| normalizer.define(p));
         Ok(FunctionFrame {
             name: name.to_string(),
             params,
@@ -94,6 +91,7 @@ impl FunctionFrame {
 
     /// Normalizes `value` into the open block and binds it to a fresh variable named
     /// after `hint` (or the default `lv`/`gv`); `dataflow` says which kind of variable.
+    /// On an error nothing is added.
     pub(super) fn bind(
         &mut self,
         value: BindingValue,
@@ -103,27 +101,7 @@ impl FunctionFrame {
         self.check_defined(value.expr())?;
         let hint = hint.unwrap_or(default_hint(dataflow));
         let mut nested = Vec::new();
-        let normalized = self
-            .normalizer
-            .binding_value(
-                &value,
-                Scope {
-                    binding: hint,
-                    dataflow: self.in_dataflow,
-                },
-                &mut nested,
-            )
-            .map_err(|source| BuildError::Normalize {
-                function: self.name.clone(),
-                source: Box::new(source),
-            })
-            .and_then(|(value, sinfo)| match &value {
-                BindingValue::MatchCast(expr, target) => self
-                    .check_cast(&expr.sinfo(), target)
-                    .map(|()| (value, sinfo)),
-                BindingValue::Expr(_) => Ok((value, sinfo)),
-            });
-        let (value, sinfo) = match normalized {
+        let (value, sinfo) = match self.normalize(&value, hint, &mut nested) {
             Ok(done) => done,
             Err(e) => {
                 nested
@@ -144,6 +122,31 @@ impl FunctionFrame {
             value,
         });
         Ok(var)
+    }
+
+    /// Normalizes a binding's value (nested calls go into `nested`) and checks a
+    /// match_cast's target against the value.
+    fn normalize(
+        &mut self,
+        value: &BindingValue,
+        hint: &str,
+        nested: &mut Vec<Binding>,
+    ) -> Result<(BindingValue, StructInfo), BuildError> {
+        let scope = Scope {
+            binding: hint,
+            dataflow: self.in_dataflow,
+        };
+        let (value, sinfo) = self
+            .normalizer
+            .binding_value(value, scope, nested)
+            .map_err(|source| BuildError::Normalize {
+                function: self.name.clone(),
+                source: Box::new(source),
+            })?;
+        if let BindingValue::MatchCast(expr, target) = &value {
+            self.check_cast(&expr.sinfo(), target)?;
+        }
+        Ok((value, sinfo))
     }
 
     fn check_defined(&self, expr: &Expr) -> Result<(), BuildError> {

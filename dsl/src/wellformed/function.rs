@@ -35,9 +35,14 @@ impl<'m> FunctionChecker<'m> {
 
     /// Checks `function`, returning the first problem.
     pub(super) fn check(mut self, function: &'m Function) -> Result<(), Problem> {
+        function
+            .params
+            .iter()
+            .for_each(|p| self.bind_dims(&p.sinfo));
         for param in &function.params {
-            self.bind_dims(&param.sinfo);
-            self.define(param, Site::Param(param.name.clone()))?;
+            let site = Site::Param(param.name.clone());
+            self.check_dims(&param.sinfo, &site)?;
+            self.define(param, site)?;
         }
         for block in &function.blocks {
             self.check_block(block)?;
@@ -92,9 +97,20 @@ impl<'m> FunctionChecker<'m> {
         Ok(())
     }
 
+    /// Binds the dims that `sinfo` mentions as a whole dim (`n` in `[1, n]`, not in
+    /// `[2 * n]`): the ones a run-time shape match can solve for.
     fn bind_dims(&mut self, sinfo: &StructInfo) {
-        self.dims
-            .extend(sinfo.sym_vars().iter().map(|v| v.name().to_string()));
+        match sinfo {
+            StructInfo::Tensor(t) => self.bind_dim_list(t.dims().unwrap_or(&[])),
+            StructInfo::Shape(Some(values)) => self.bind_dim_list(values),
+            StructInfo::Tuple(items) => items.iter().for_each(|i| self.bind_dims(i)),
+            StructInfo::Shape(None) | StructInfo::Scalar(_) | StructInfo::Object => {}
+        }
+    }
+
+    fn bind_dim_list(&mut self, dims: &[crate::SymExpr]) {
+        let bare = dims.iter().filter_map(|d| d.as_var());
+        self.dims.extend(bare.map(|v| v.name().to_string()));
     }
 
     fn check_dims(&self, sinfo: &StructInfo, site: &Site) -> Result<(), Problem> {

@@ -359,3 +359,27 @@ fn op_struct_info_must_match_inference() {
     let f = function(vec![x], vec![(false, vec![bind(&z, unknown)])], z.into());
     assert!(matches!(problem(&f), Problem::OpInference { .. }));
 }
+
+#[test]
+fn only_whole_dims_of_parameters_bind() {
+    let n = SymVar::new("n");
+    let doubled = StructInfo::tensor(vec![&n.expr() * 2], DataType::F32);
+    let x = var("x", doubled.clone(), false);
+    let f = function(vec![x.clone()], vec![], x.into());
+    assert_eq!(
+        problem(&f),
+        Problem::UnboundDim {
+            site: Site::Param("x".into()),
+            dim: "n".into()
+        }
+    );
+    // A later parameter that mentions `n` as a whole dim binds it for every parameter.
+    let x = var("x", doubled, false);
+    let y = var(
+        "y",
+        StructInfo::tensor(vec![n.expr()], DataType::F32),
+        false,
+    );
+    let f = function(vec![x.clone(), y], vec![], x.into());
+    assert_eq!(check_function(&IRModule::new(), "f", &f), Ok(()));
+}

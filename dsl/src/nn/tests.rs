@@ -422,6 +422,7 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
         panic!("expected a call")
     };
     assert_eq!(mask.attrs["k"], AttrValue::Int(1));
+    insta::assert_snapshot!(crate::text::print_module(&module));
 }
 
 /// The Hugging Face rotary embedding of `x` (`[seq, heads, dim]`, batch 1), in f64.
@@ -507,4 +508,17 @@ fn rope_rejects_bad_configurations_and_inputs() {
         "module `rotary_embedding`: input must be a float tensor [batch, seq, heads, 8], \
          got Tensor((1, n, 2, 6), f32)"
     );
+}
+
+#[test]
+fn exported_module_prints_and_parses_back() {
+    let spec = Spec::new().function(
+        "forward",
+        vec![f32_input("x", &[c(1), n().expr(), c(64)])],
+        |mlp: &Mlp, bb, inputs| mlp.forward(bb, &inputs[0]),
+    );
+    let module = spec.export(&Mlp::new(&Prefix::new("mlp"))).unwrap();
+    let text = crate::text::print_module(&module);
+    insta::assert_snapshot!(text);
+    assert_eq!(crate::text::parse_module(&text).unwrap(), module);
 }

@@ -457,3 +457,47 @@ fn vectorized_reduction_falls_back_to_serial() {
         .collect();
     assert_eq!(out, expected);
 }
+
+/// rms_norm's legalized kernel accumulates in a one-element local (`acc0`): it lives in a
+/// register, so the only stack slot left is the `[1, n]` mean buffer.
+#[test]
+fn small_constant_local_buffers_live_in_registers() {
+    use oxrelax_dsl::{op, Expr, StructInfo, Var};
+    let n = SymVar::bounded("n", 64);
+    let x = Expr::Var(Var::new(
+        "x",
+        StructInfo::tensor(vec![n.expr(), 8.into()], DataType::F32),
+    ));
+    let w = Expr::Var(Var::new(
+        "w",
+        StructInfo::tensor(vec![8.into()], DataType::F32),
+    ));
+    let Expr::Call(call) = op::rms_norm(&x, &w, vec![-1], 1e-5).unwrap() else {
+        unreachable!("op constructors build calls")
+    };
+    let func = oxrelax_dsl::legalize::legalize_call(&call).unwrap().func;
+    let clif = crate::clif_text("rms_norm", &func).unwrap();
+    assert_eq!(clif.matches("explicit_slot").count(), 1, "{clif}");
+    let (rows, cols) = (3usize, 8usize);
+    let mut xs: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.25 - 2.0).collect();
+    let mut ws: Vec<f32> = (0..cols).map(|i| 1.0 + i as f32 * 0.1).collect();
+    let mut out = vec![0f32; rows * cols];
+    let expected: Vec<f32> = (0..rows * cols)
+        .map(|k| {
+            let row = &xs[k / cols * cols..][..cols];
+            let mean = row.iter().map(|v| v * v).sum::<f32>() / cols as f32;
+            xs[k] / (mean + 1e-5).sqrt() * ws[k % cols]
+        })
+        .collect();
+    run(
+        &func,
+        &mut [bytes_of(&mut xs), bytes_of(&mut ws), bytes_of(&mut out)],
+        rows as i64,
+    );
+    for (got, want) in out.iter().zip(&expected) {
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+}

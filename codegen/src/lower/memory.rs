@@ -51,6 +51,9 @@ impl Lowerer<'_, '_> {
         buffer: &str,
         indices: &[PrimExpr],
     ) -> Result<Value, CodegenError> {
+        if let Some(var) = self.register(buffer, indices) {
+            return Ok(self.b.use_var(var));
+        }
         let flat = self.flat_index(buffer, indices)?;
         self.load_flat(buffer, flat)
     }
@@ -93,6 +96,10 @@ impl Lowerer<'_, '_> {
         indices: &[PrimExpr],
         value: Value,
     ) -> Result<(), CodegenError> {
+        if let Some(var) = self.register(buffer, indices) {
+            self.b.def_var(var, value);
+            return Ok(());
+        }
         let flat = self.flat_index(buffer, indices)?;
         self.store_flat(buffer, flat, value)
     }

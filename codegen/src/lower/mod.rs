@@ -7,6 +7,7 @@
 
 mod expr;
 mod memory;
+mod registers;
 mod stmt;
 mod vector;
 mod vector_expr;
@@ -55,6 +56,8 @@ pub(crate) struct Lowerer<'a, 'f> {
     vars: HashMap<String, Variable>,
     /// Inside a vectorized loop body: the loop variable and lane values of `let`s.
     lanes: Option<vector::LaneScope>,
+    /// Local buffers promoted to registers.
+    registers: HashMap<String, registers::RegisterBuffer>,
 }
 
 /// Builds the body of `func` (the builder's function must have the kernel signature).
@@ -75,6 +78,7 @@ pub(crate) fn lower_prim_func(
         buffers: HashMap::new(),
         vars: HashMap::new(),
         lanes: None,
+        registers: HashMap::new(),
     };
     lowerer.bind_dims(func, params[1]);
     lowerer.bind_params(func, params[0])?;

@@ -46,7 +46,9 @@ impl Lowerer<'_, '_> {
                 otherwise,
             } => self.conditional(cond, then, otherwise.as_deref()),
             Stmt::Allocate { buffer, body } => {
-                self.allocate(buffer)?;
+                if !self.try_promote(buffer, body) {
+                    self.allocate(buffer)?;
+                }
                 self.stmt(body)
             }
             Stmt::Evaluate(expr) => self.expr(expr).map(|_| ()),

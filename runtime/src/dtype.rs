@@ -135,7 +135,10 @@ mod tests {
     fn names_round_trip_and_serialize_short() {
         for d in DType::ALL {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
-            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{}\"", d.name()));
+            assert_eq!(
+                serde_json::to_string(&d).unwrap(),
+                format!("\"{}\"", d.name())
+            );
         }
         let err = "f8".parse::<DType>().unwrap_err();
         assert!(err.to_string().contains("`f8`"));

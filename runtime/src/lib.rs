@@ -2,7 +2,13 @@
 //! the thread pool, KV caches, and the VM that runs compiled graph functions.
 
 pub mod dtype;
+pub mod kv_cache;
+pub mod packed;
 pub mod tensor;
+pub mod value;
 
 pub use dtype::{DType, Element};
+pub use kv_cache::{KvCache, KvCacheError, SharedKvCache};
+pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
 pub use tensor::{Arena, StorageKind, Tensor, TensorError};
+pub use value::{Object, Value, ValueKind};

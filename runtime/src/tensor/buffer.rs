@@ -26,9 +26,7 @@ enum Backing {
     /// Allocated here with this layout; freed on drop.
     Allocated(Layout),
     /// Owned by someone else; the handle keeps it alive until the buffer drops.
-    Borrowed {
-        _owner: Arc<dyn Any + Send + Sync>,
-    },
+    Borrowed { _owner: Arc<dyn Any + Send + Sync> },
 }
 
 /// A contiguous byte region. Tensors hold it through an `Arc` together with a byte offset.

@@ -2,7 +2,7 @@
 //! owned (64-byte aligned), borrowed (e.g. an mmapped file) or a region of a VM arena.
 
 mod arena;
-mod buffer;
+pub(crate) mod buffer;
 mod convert;
 mod error;
 #[cfg(test)]
@@ -53,7 +53,9 @@ fn bytes_of(dtype: DType, shape: &[i64]) -> Result<usize, TensorError> {
         shape: shape.to_vec(),
         dtype,
     };
-    let bytes = dtype.storage_bytes(numel_of(shape)?).ok_or_else(too_large)?;
+    let bytes = dtype
+        .storage_bytes(numel_of(shape)?)
+        .ok_or_else(too_large)?;
     isize::try_from(bytes).map_err(|_| too_large())?;
     Ok(bytes)
 }
@@ -151,7 +153,8 @@ impl Tensor {
             });
         }
         // SAFETY: forwarded from this function's contract.
-        let buffer = unsafe { Buffer::borrowed(ptr, len, owner) }.ok_or(TensorError::NullPointer)?;
+        let buffer =
+            unsafe { Buffer::borrowed(ptr, len, owner) }.ok_or(TensorError::NullPointer)?;
         Tensor::view_of(Arc::new(buffer), 0, dtype, shape)
     }
 
@@ -318,7 +321,8 @@ impl Tensor {
         for (i, offset) in strided_offsets(&self.shape, &self.strides).enumerate() {
             // SAFETY: every multi-index is inside the view, so `offset` elements from the
             // first element stays inside the buffer (checked by `view_of` and `narrow`).
-            let elem = unsafe { std::slice::from_raw_parts(src.offset(offset * size as isize), size) };
+            let elem =
+                unsafe { std::slice::from_raw_parts(src.offset(offset * size as isize), size) };
             dst[i * size..(i + 1) * size].copy_from_slice(elem);
         }
         Ok(copy)
@@ -340,6 +344,12 @@ fn strided_offsets<'a>(shape: &'a [i64], strides: &'a [i64]) -> impl Iterator<It
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tensor({:?} {}, {:?})", self.shape, self.dtype, self.storage_kind())
+        write!(
+            f,
+            "Tensor({:?} {}, {:?})",
+            self.shape,
+            self.dtype,
+            self.storage_kind()
+        )
     }
 }

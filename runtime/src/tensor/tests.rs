@@ -10,7 +10,10 @@ fn owned_tensors_are_aligned_and_typed() {
     assert_eq!((t.numel(), t.nbytes()), (6, 24));
     assert_eq!(t.data_ptr() as usize % BUFFER_ALIGN, 0);
     assert_eq!(t.storage_kind(), StorageKind::Owned);
-    assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        t.as_slice::<f32>().unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
     assert_eq!(
         t.as_slice::<i32>().unwrap_err(),
         TensorError::DtypeMismatch {
@@ -33,7 +36,10 @@ fn bad_shapes_and_lengths_are_rejected() {
         Err(TensorError::TooLarge { .. })
     ));
     let err = Tensor::from_slice(&[1i32, 2, 3], &[2, 2]).unwrap_err();
-    assert_eq!(err.to_string(), "shape [2, 2] of i32 needs 4 elements, got 3");
+    assert_eq!(
+        err.to_string(),
+        "shape [2, 2] of i32 needs 4 elements, got 3"
+    );
 }
 
 #[test]
@@ -44,7 +50,10 @@ fn u4_tensors_pack_two_per_byte() {
     let err = Tensor::from_bytes(DType::U4, &[5], &[0, 0]).unwrap_err();
     assert_eq!(err.to_string(), "shape [5] of u4 needs 3 bytes, got 2");
     let rows = Tensor::from_bytes(DType::U4, &[3, 2], &[0x10, 0x32, 0x54]).unwrap();
-    assert_eq!(rows.narrow(0, 1, 2).unwrap().as_bytes().unwrap(), &[0x32, 0x54]);
+    assert_eq!(
+        rows.narrow(0, 1, 2).unwrap().as_bytes().unwrap(),
+        &[0x32, 0x54]
+    );
     let odd = Tensor::from_bytes(DType::U4, &[3, 1], &[0x10, 0x02]).unwrap();
     assert_eq!(
         odd.narrow(0, 1, 1).unwrap_err(),
@@ -71,7 +80,10 @@ fn narrow_makes_strided_views_that_copy_out() {
     );
     let rows = t.narrow(0, 1, 2).unwrap();
     assert!(rows.is_contiguous());
-    assert_eq!(rows.as_slice::<i32>().unwrap(), &(4..12).collect::<Vec<_>>()[..]);
+    assert_eq!(
+        rows.as_slice::<i32>().unwrap(),
+        &(4..12).collect::<Vec<_>>()[..]
+    );
     assert_eq!(
         t.narrow(2, 0, 1).unwrap_err(),
         TensorError::AxisOutOfRange { axis: 2, rank: 2 }
@@ -114,7 +126,14 @@ fn borrowed_memory_is_read_only_and_kept_alive() {
     let dummy: Arc<dyn Any + Send + Sync> = Arc::new(());
     // SAFETY: the length check fails before the pointer is used.
     let short = unsafe { Tensor::from_borrowed(ptr, 8, dummy.clone(), DType::F32, &[3]) };
-    assert!(matches!(short, Err(TensorError::DataLength { expected: 12, got: 8, .. })));
+    assert!(matches!(
+        short,
+        Err(TensorError::DataLength {
+            expected: 12,
+            got: 8,
+            ..
+        })
+    ));
     // SAFETY: a null pointer is rejected before use.
     let null = unsafe { Tensor::from_borrowed(std::ptr::null(), 0, dummy, DType::F32, &[0]) };
     assert_eq!(null.unwrap_err(), TensorError::NullPointer);
@@ -124,9 +143,14 @@ fn borrowed_memory_is_read_only_and_kept_alive() {
 fn misaligned_borrowed_memory_refuses_typed_access() {
     let owner = Arc::new([0u8; 16]);
     // SAFETY: bytes 1..13 are inside `owner`, which stays alive and is never written.
-    let t = unsafe { Tensor::from_borrowed(owner.as_ptr().add(1), 12, owner.clone(), DType::F32, &[3]) }
-        .unwrap();
-    assert!(matches!(t.as_slice::<f32>(), Err(TensorError::Misaligned { align: 4, .. })));
+    let t = unsafe {
+        Tensor::from_borrowed(owner.as_ptr().add(1), 12, owner.clone(), DType::F32, &[3])
+    }
+    .unwrap();
+    assert!(matches!(
+        t.as_slice::<f32>(),
+        Err(TensorError::Misaligned { align: 4, .. })
+    ));
     assert_eq!(t.as_bytes().unwrap().len(), 12);
 }
 
@@ -188,5 +212,8 @@ fn ndarray_converts_f16_and_bf16_through_half() {
         TensorError::NotFloat { got: DType::I8 }
     );
     let ints = Tensor::from_slice(&[1i32], &[1]).unwrap();
-    assert_eq!(ints.to_ndarray_f32().unwrap_err(), TensorError::NotFloat { got: DType::I32 });
+    assert_eq!(
+        ints.to_ndarray_f32().unwrap_err(),
+        TensorError::NotFloat { got: DType::I32 }
+    );
 }

@@ -194,7 +194,7 @@ fn builtins_drive_a_shared_cache() {
     }
     let len = |registry: &Registry| {
         registry
-            .call("kv_cache.len", &[cache.clone()])
+            .call("kv_cache.len", std::slice::from_ref(&cache))
             .unwrap()
             .as_int()
     };
@@ -211,7 +211,7 @@ fn builtins_drive_a_shared_cache() {
         .call("kv_cache.pop", &[cache.clone(), Value::Int(1)])
         .unwrap();
     assert_eq!(len(&registry), Some(1));
-    registry.call("kv_cache.clear", &[cache.clone()]).unwrap();
+    registry.call("kv_cache.clear", std::slice::from_ref(&cache)).unwrap();
     assert_eq!(len(&registry), Some(0));
     let args = [
         cache.clone(),

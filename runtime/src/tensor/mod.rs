@@ -225,7 +225,7 @@ impl Tensor {
         self.check_contiguous()?;
         let addr = self.data_ptr() as usize;
         let align = std::mem::align_of::<T>();
-        if addr % align != 0 {
+        if !addr.is_multiple_of(align) {
             return Err(TensorError::Misaligned {
                 dtype: self.dtype,
                 addr,

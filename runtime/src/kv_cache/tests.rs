@@ -211,7 +211,9 @@ fn builtins_drive_a_shared_cache() {
         .call("kv_cache.pop", &[cache.clone(), Value::Int(1)])
         .unwrap();
     assert_eq!(len(&registry), Some(1));
-    registry.call("kv_cache.clear", std::slice::from_ref(&cache)).unwrap();
+    registry
+        .call("kv_cache.clear", std::slice::from_ref(&cache))
+        .unwrap();
     assert_eq!(len(&registry), Some(0));
     let args = [
         cache.clone(),

@@ -8,6 +8,7 @@ pub mod packed;
 pub mod pool;
 pub mod tensor;
 pub mod value;
+pub mod vm;
 
 pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
 pub use dtype::{DType, Element};
@@ -16,3 +17,4 @@ pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
 pub use pool::ThreadPool;
 pub use tensor::{Arena, StorageKind, Tensor, TensorError};
 pub use value::{Object, Value, ValueKind};
+pub use vm::{Executable, VirtualMachine, VmError};

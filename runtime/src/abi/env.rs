@@ -203,7 +203,8 @@ extern "C" fn rt_parallel_for(
 #[derive(Debug)]
 pub struct RuntimeEnv {
     env: Box<RtEnv>,
-    pool: Arc<ThreadPool>,
+    /// Keeps the pool that `env.context` points to alive.
+    _pool: Arc<ThreadPool>,
 }
 
 // SAFETY: the raw `context` pointer refers to the pool this value keeps alive, and
@@ -231,7 +232,7 @@ impl RuntimeEnv {
             num_threads: pool.threads(),
             context: Arc::as_ptr(&pool).cast(),
         });
-        RuntimeEnv { env, pool }
+        RuntimeEnv { env, _pool: pool }
     }
 
     /// The env to pass to kernels.
@@ -242,10 +243,5 @@ impl RuntimeEnv {
     /// The env's services.
     pub fn env(&self) -> &RtEnv {
         &self.env
-    }
-
-    /// The pool parallel launches run on.
-    pub fn pool(&self) -> &Arc<ThreadPool> {
-        &self.pool
     }
 }

@@ -33,7 +33,15 @@ pub const TASK_PANICKED: i32 = -1;
 pub const INVALID_ARGUMENT: i32 = -2;
 
 /// Where the VM looks kernels up by name.
-pub trait KernelLibrary: Send + Sync {
+///
+/// # Safety
+/// Every kernel returned for a name must honour the ABI for the signature the executable
+/// declares under that name: given buffers of the declared dtypes and extents (row-major),
+/// it accesses them only within those extents, writes only the buffers the executable
+/// allocates for its results (never its inputs or borrowed weights), starts no threads
+/// other than through `env.parallel_for`, and returns before its buffers are released. The
+/// kernel code must stay valid as long as the library value lives.
+pub unsafe trait KernelLibrary: Send + Sync {
     /// The kernel named `name`, if the library has it.
     fn lookup(&self, name: &str) -> Option<KernelFn>;
 }
@@ -52,13 +60,18 @@ impl KernelTable {
     }
 
     /// Adds (or replaces) the kernel `name`; returns `self` for chaining.
-    pub fn with(mut self, name: &str, kernel: KernelFn) -> KernelTable {
+    ///
+    /// # Safety
+    /// `kernel` must honour the contract of [`KernelLibrary`] for every signature an
+    /// executable run with this table declares under `name`.
+    pub unsafe fn with(mut self, name: &str, kernel: KernelFn) -> KernelTable {
         self.kernels.insert(name.to_string(), kernel);
         self
     }
 }
 
-impl KernelLibrary for KernelTable {
+// SAFETY: every kernel was added through `with`, whose contract is this trait's.
+unsafe impl KernelLibrary for KernelTable {
     fn lookup(&self, name: &str) -> Option<KernelFn> {
         self.kernels.get(name).copied()
     }

@@ -155,7 +155,8 @@ unsafe extern "C" fn scale_kernel(
 
 #[test]
 fn kernel_tables_resolve_kernels_that_call_back_into_the_env() {
-    let table = KernelTable::new().with("scale", scale_kernel);
+    // SAFETY: `scale_kernel` reads and writes only its one `[n]` f32 buffer.
+    let table = unsafe { KernelTable::new().with("scale", scale_kernel) };
     assert!(table.lookup("missing").is_none());
     let kernel = table.lookup("scale").unwrap();
     let rt = runtime_env(2);

@@ -37,4 +37,14 @@ impl Arena {
     pub fn view(&self, offset: usize, dtype: DType, shape: &[i64]) -> Result<Tensor, TensorError> {
         Tensor::view_of(self.buffer.clone(), offset, dtype, shape)
     }
+
+    /// How many handles (the arena and its live views) share the region.
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.buffer)
+    }
+
+    /// Whether `t` is a view of this arena.
+    pub(crate) fn contains(&self, t: &Tensor) -> bool {
+        Arc::ptr_eq(&t.buffer, &self.buffer)
+    }
 }

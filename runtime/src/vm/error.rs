@@ -190,6 +190,14 @@ pub enum VmError {
         #[source]
         source: Box<BuiltinError>,
     },
+    /// A builtin kept a view of the arena, which later kernels overwrite.
+    #[error("function `{func}`: builtin `{builtin}` kept a view of the arena past its call (copy it with `Tensor::deep_copy`)")]
+    ArenaViewRetained {
+        /// The calling function.
+        func: String,
+        /// The builtin.
+        builtin: String,
+    },
     /// Allocating or copying a tensor failed.
     #[error("function `{func}`: {source}")]
     Tensor {

@@ -8,7 +8,7 @@ use super::shape_expr::{EvalError, ShapeExpr};
 use crate::abi::{KernelFn, RuntimeEnv};
 use crate::dtype::DType;
 use crate::packed::PackedFunc;
-use crate::tensor::{numel_of, StorageKind, Tensor, TensorError};
+use crate::tensor::{numel_of, Arena, StorageKind, Tensor, TensorError};
 use crate::value::Value;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -264,12 +264,20 @@ impl Ctx<'_> {
                 func: func.clone(),
                 name: name.to_string(),
             })?;
-        packed
+        let handles = frame.arena.handles();
+        let value = packed
             .call(&self.values(frame, args)?)
             .map_err(|source| VmError::Builtin {
-                func,
+                func: func.clone(),
                 source: Box::new(source),
-            })
+            })?;
+        if frame.arena.handles() > handles + arena_views(&frame.arena, &value) {
+            return Err(VmError::ArenaViewRetained {
+                func,
+                builtin: name.to_string(),
+            });
+        }
+        Ok(value)
     }
 
     fn immediate(&self, frame: &Frame, dst: Reg, value: &Immediate) -> Result<Value, VmError> {
@@ -306,6 +314,15 @@ impl Ctx<'_> {
 
 fn set(frame: &mut Frame, reg: Reg, value: Value) {
     frame.regs[reg as usize] = Some(value);
+}
+
+/// The number of views of `arena` in `value` (through tuples).
+fn arena_views(arena: &Arena, value: &Value) -> usize {
+    match value {
+        Value::Tensor(t) => usize::from(arena.contains(t)),
+        Value::Tuple(fields) => fields.iter().map(|f| arena_views(arena, f)).sum(),
+        _ => 0,
+    }
 }
 
 /// Copies arena-backed tensors (also inside tuples) to owned storage, so a result survives

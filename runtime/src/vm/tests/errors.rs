@@ -232,3 +232,62 @@ fn inconsistent_executables_are_refused_at_load() {
         assert_eq!(invalid_after(&*edit), format!("{prefix}{reason}"));
     }
 }
+
+/// `f(x: [n])`: passes a `[n]` arena view to `builtin` and returns what it returns.
+fn pass_arena_view_to(builtin: &str) -> Executable {
+    let instrs = vec![
+        Instr::MatchShape {
+            reg: 0,
+            dtype: DType::F32,
+            dims: vec![DimPattern::Bind(0)],
+        },
+        Instr::AllocTensor {
+            dst: 1,
+            place: Placement::Slot(0),
+            dtype: DType::F32,
+            shape: vec![dim(0)],
+        },
+        Instr::CallBuiltin {
+            name: builtin.into(),
+            args: vec![1],
+            dst: Some(2),
+        },
+        Instr::Ret { reg: 2 },
+    ];
+    let f = function(&["x"], &[("n", Some(16))], 3, instrs, &[(0, 64)]);
+    Executable::new(vec![], BTreeMap::from([("f".to_string(), f)]))
+}
+
+#[test]
+fn builtins_may_return_but_not_keep_arena_views() {
+    let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut registry = Registry::new();
+    let tensor = [("x", crate::ValueKind::Tensor)];
+    registry
+        .register(
+            "test.identity",
+            &tensor,
+            |args| Ok(args.values()[0].clone()),
+        )
+        .unwrap();
+    let stash = kept.clone();
+    registry
+        .register("test.stash", &tensor, move |args| {
+            stash.lock().unwrap().push(args.tensor(0)?.clone());
+            Ok(Value::Int(0))
+        })
+        .unwrap();
+    let x = f32s(&[0.0; 4], &[4]);
+    let lib = Arc::new(library());
+    let mut vm =
+        VirtualMachine::new(pass_arena_view_to("test.identity"), lib.clone(), &registry).unwrap();
+    let out = vm.call("f", std::slice::from_ref(&x)).unwrap();
+    assert_eq!(
+        out.as_tensor().unwrap().storage_kind(),
+        crate::StorageKind::Owned
+    );
+    let mut vm = VirtualMachine::new(pass_arena_view_to("test.stash"), lib, &registry).unwrap();
+    let err = vm.call("f", &[x]).unwrap_err();
+    assert!(matches!(&err, VmError::ArenaViewRetained { builtin, .. } if builtin == "test.stash"));
+    assert_eq!(kept.lock().unwrap().len(), 1);
+}

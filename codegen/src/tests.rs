@@ -501,3 +501,71 @@ fn small_constant_local_buffers_live_in_registers() {
         );
     }
 }
+
+/// `out[i, j] = x[i, j] * 2 + i` over `[n, 5]` with the row loop parallel.
+fn parallel_rows() -> PrimFunc {
+    let rows = n();
+    let i = PrimExpr::Var(TVar::new("i", DataType::I64));
+    let j = PrimExpr::Var(TVar::new("j", DataType::I64));
+    let at = |buffer: &str| PrimExpr::Load {
+        buffer: buffer.into(),
+        dtype: DataType::F32,
+        indices: vec![i.clone(), j.clone()],
+    };
+    let shape = vec![rows.expr(), 5.into()];
+    PrimFunc {
+        params: vec![
+            Buffer::new("x", DataType::F32, shape.clone()),
+            Buffer::new("out", DataType::F32, shape),
+        ],
+        num_outputs: 1,
+        dims: vec![rows.clone()],
+        body: Stmt::For {
+            var: TVar::new("i", DataType::I64),
+            extent: PrimExpr::from(&rows.expr()),
+            kind: ForKind::Parallel,
+            body: Box::new(Stmt::For {
+                var: TVar::new("j", DataType::I64),
+                extent: PrimExpr::index(5),
+                kind: ForKind::Vectorized,
+                body: Box::new(Stmt::Store {
+                    buffer: "out".into(),
+                    indices: vec![i.clone(), j.clone()],
+                    value: at("x") * PrimExpr::f32(2.0) + i.clone().cast(DataType::F32),
+                }),
+            }),
+        },
+        attrs: Attrs::new(),
+    }
+}
+
+#[test]
+fn parallel_loops_run_on_the_pool_and_inline() {
+    use oxrelax_runtime::abi::RuntimeEnv;
+    use oxrelax_runtime::pool::ThreadPool;
+    let func = parallel_rows();
+    let clif = crate::clif_text("rows", &func).unwrap();
+    assert!(clif.contains("call_indirect"), "{clif}");
+    let funcs = [("rows".to_string(), func)];
+    let library = JitLibrary::compile(funcs.iter().map(|(n, f)| (n, f))).unwrap();
+    let kernel = library.kernel("rows").unwrap();
+    let env = RuntimeEnv::new(std::sync::Arc::new(ThreadPool::new(2).unwrap()));
+    for env_ptr in [std::ptr::null(), env.as_ptr()] {
+        for rows in [0usize, 1, 3, 17, 129] {
+            let mut x: Vec<f32> = (0..rows * 5).map(|v| v as f32).collect();
+            let mut out = vec![f32::NAN; rows * 5];
+            let args = [
+                bytes_of(&mut x).as_mut_ptr(),
+                bytes_of(&mut out).as_mut_ptr(),
+            ];
+            let dims = [rows as i64];
+            // SAFETY: x and out are [rows, 5] f32; env is null or a live runtime env.
+            let status = unsafe { kernel(args.as_ptr(), dims.as_ptr(), env_ptr) };
+            assert_eq!(status, 0);
+            let expected: Vec<f32> = (0..rows * 5)
+                .map(|v| v as f32 * 2.0 + (v / 5) as f32)
+                .collect();
+            assert_eq!(out, expected, "{rows} rows");
+        }
+    }
+}

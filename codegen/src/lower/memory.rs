@@ -41,7 +41,7 @@ impl Lowerer<'_, '_> {
     pub(crate) fn slot(&self, buffer: &str) -> Result<(Value, DataType), CodegenError> {
         self.buffers
             .get(buffer)
-            .map(|s| (s.base, s.dtype))
+            .map(|s| (s.base, s.decl.dtype))
             .ok_or_else(|| self.undefined("buffer", buffer))
     }
 

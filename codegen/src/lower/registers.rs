@@ -27,7 +27,19 @@ impl Lowerer<'_, '_> {
             return false;
         };
         let elements: i64 = shape.iter().product();
-        if elements > MAX_REGISTER_ELEMENTS || !constant_accesses(body, &buffer.name) {
+        let has_parallel_loop = body.any_stmt(&mut |s| {
+            matches!(
+                s,
+                Stmt::For {
+                    kind: oxrelax_dsl::tir::ForKind::Parallel,
+                    ..
+                }
+            )
+        });
+        if elements > MAX_REGISTER_ELEMENTS
+            || has_parallel_loop
+            || !constant_accesses(body, &buffer.name)
+        {
             return false;
         }
         let ty = compute_type(buffer.dtype);

@@ -21,6 +21,12 @@ impl Lowerer<'_, '_> {
                 body,
             } => self.vector_loop(var, extent, body),
             Stmt::For {
+                var,
+                extent,
+                kind: ForKind::Parallel,
+                body,
+            } => self.parallel_loop(var, extent, body),
+            Stmt::For {
                 var, extent, body, ..
             } => {
                 let extent = self.expr(extent)?;

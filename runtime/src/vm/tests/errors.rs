@@ -291,3 +291,52 @@ fn builtins_may_return_but_not_keep_arena_views() {
     assert!(matches!(&err, VmError::ArenaViewRetained { builtin, .. } if builtin == "test.stash"));
     assert_eq!(kept.lock().unwrap().len(), 1);
 }
+
+/// Runs a one-function executable named `f` on `args` and returns its error message.
+fn failure_of(f: VmFunction, args: &[Value]) -> String {
+    let exec = Executable::new(vec![], BTreeMap::from([("f".to_string(), f)]));
+    vm(exec).call("f", args).unwrap_err().to_string()
+}
+
+#[test]
+fn uninitialized_registers_and_bad_shape_arithmetic_are_reported() {
+    let read_unset = function(&["x"], &[], 2, vec![Instr::Ret { reg: 1 }], &[]);
+    assert_eq!(
+        failure_of(read_unset, &[Value::Int(0)]),
+        "function `f`: register %1 is read before it is written"
+    );
+    let alloc = |extent: ShapeExpr| {
+        let instrs = vec![
+            Instr::MatchShape {
+                reg: 0,
+                dtype: DType::F32,
+                dims: vec![DimPattern::Bind(0)],
+            },
+            Instr::AllocTensor {
+                dst: 1,
+                place: Placement::Fresh,
+                dtype: DType::F32,
+                shape: vec![extent],
+            },
+            Instr::Ret { reg: 1 },
+        ];
+        function(&["x"], &[("n", None)], 2, instrs, &[])
+    };
+    let x = f32s(&[0.0; 3], &[3]);
+    assert_eq!(
+        failure_of(
+            alloc(ShapeExpr::bin(ShapeOp::Sub, dim(0), c(5))),
+            std::slice::from_ref(&x)
+        ),
+        "function `f`: the allocation of register %1: `n - 5` is negative (-2)"
+    );
+    let div = ShapeExpr::bin(
+        ShapeOp::FloorDiv,
+        c(8),
+        ShapeExpr::bin(ShapeOp::Sub, dim(0), c(3)),
+    );
+    assert_eq!(
+        failure_of(alloc(div), &[x]),
+        "function `f`: the allocation of register %1: `8 // (n - 3)` overflows or divides by zero"
+    );
+}

@@ -1,5 +1,13 @@
-//! The state the launching thread and the workers share: the current job and the
-//! counters that hand out its tasks and track who is done.
+//! The state the launching thread and the workers share: the current job, whether it is
+//! open for joining, and the counters that hand out its tasks and track who is in it.
+//!
+//! Handshake: the launcher writes the job, then opens it (`state` = launch count, open). A
+//! worker that sees an open state joins (`active += 1`) and re-reads `state`: only if it is
+//! still the state it saw does it read the job. When no task is left, the launcher closes
+//! the state and waits for `active` to drop to 0. Both sides use sequentially consistent
+//! operations, so either the launcher sees the worker's join and waits for it, or the
+//! worker sees the close and leaves without touching the job. The launcher therefore never
+//! waits for a worker that is asleep or descheduled, only for those inside the job.
 
 use super::run_caught;
 use std::cell::UnsafeCell;
@@ -34,29 +42,33 @@ impl Job {
     };
 }
 
+/// The low bit of `state`: the job may be joined.
+const OPEN: u64 = 1;
+
 /// Shared between a pool's handle and its workers.
 pub(super) struct Shared {
-    /// Bumped once per launch; workers wait for it to move.
-    pub(super) epoch: AtomicU64,
-    /// Workers that have not finished the current launch.
-    pub(super) pending: AtomicUsize,
+    /// `launch_count << 1 | OPEN` while a job is open, `launch_count << 1` when closed.
+    state: AtomicU64,
+    /// Workers inside the current job.
+    active: AtomicUsize,
     /// The first nonzero task code of the current launch.
-    pub(super) result: AtomicI32,
+    result: AtomicI32,
     /// The next task index to hand out.
     next: AtomicI64,
-    /// Written only by the launching thread while no worker reads it (see `publish`).
+    /// Written only by the launcher while the state is closed (see the module docs).
     job: UnsafeCell<Job>,
     /// Workers parked (or about to park) on `wake`.
     sleepers: AtomicUsize,
     lock: Mutex<()>,
     wake: Condvar,
-    pub(super) shutdown: AtomicBool,
+    shutdown: AtomicBool,
 }
 
-// SAFETY: every field but `job` is Sync. `job` is written by `publish` only while no worker
-// reads it (launches are serialized and each waits until all workers are done), and read
-// by workers only after observing the epoch bump that follows the write (acquire/release).
-// The task pointer it holds is a `&(dyn Fn + Sync)`, so calling it from workers is sound.
+// SAFETY: every field but `job` is Sync. `job` is written by `open` only while the state is
+// closed, so no worker reads it (a worker reads it only after joining and confirming the
+// open state it saw, which `open` publishes with release ordering after the write), and it
+// is not rewritten before `close` has waited out every worker that joined. The task pointer
+// it holds is a `&(dyn Fn + Sync)`, so calling it from workers is sound.
 unsafe impl Sync for Shared {}
 // SAFETY: as above; the raw pointer in `job` is only dereferenced during a launch.
 unsafe impl Send for Shared {}
@@ -64,8 +76,8 @@ unsafe impl Send for Shared {}
 impl Shared {
     pub(super) fn new() -> Shared {
         Shared {
-            epoch: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
             result: AtomicI32::new(0),
             next: AtomicI64::new(0),
             job: UnsafeCell::new(Job::IDLE),
@@ -76,29 +88,56 @@ impl Shared {
         }
     }
 
-    /// Publishes `job` to `workers` workers and wakes parked ones.
+    /// Publishes `job`, opens it for workers and wakes parked ones.
     ///
     /// # Safety
-    /// No worker may be reading the previous job (all finished it), launches must be
-    /// serialized, and the job's task must stay alive until `wait_for_workers` returns.
-    pub(super) unsafe fn publish(&self, job: Job, workers: usize) {
-        // SAFETY: no reader exists (caller's contract); the epoch bump below publishes it.
+    /// Launches must be serialized, the previous one closed with `close`, and the job's task
+    /// must stay alive until `close` returns.
+    pub(super) unsafe fn open(&self, job: Job) {
+        // SAFETY: the state is closed, so no worker reads the slot (module docs).
         unsafe { *self.job.get() = job };
         self.next.store(0, Ordering::Relaxed);
         self.result.store(0, Ordering::Relaxed);
-        self.pending.store(workers, Ordering::Relaxed);
-        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let launch = (self.state.load(Ordering::Relaxed) >> 1) + 1;
+        self.state.store(launch << 1 | OPEN, Ordering::SeqCst);
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            // Taking the lock orders this wake-up after a parking worker's epoch check.
+            // Taking the lock orders this wake-up after a parking worker's state check.
             drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner));
             self.wake.notify_all();
         }
     }
 
+    /// Closes the current job, waits for the workers inside it, and returns its result.
+    pub(super) fn close(&self) -> i32 {
+        self.state.fetch_and(!OPEN, Ordering::SeqCst);
+        let mut spins = 0u32;
+        while self.active.load(Ordering::SeqCst) != 0 {
+            if spins < 1 << 10 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.result.load(Ordering::Acquire)
+    }
+
+    /// A worker's part in the job it saw open as `state`: join, and if it is still open,
+    /// run tasks; then leave.
+    pub(super) fn join(&self, state: u64) {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) == state {
+            self.run_tasks();
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Runs chunks of the current job's tasks until none are left or one failed.
+    ///
+    /// Called by the launcher between `open` and `close`, or by a worker inside `join`.
     pub(super) fn run_tasks(&self) {
-        // SAFETY: called by the launcher after `publish`, or by a worker after observing
-        // the epoch bump; the job is not rewritten before every participant is done.
+        // SAFETY: the job is open and the caller is its launcher or a joined worker, so
+        // the slot is written and not rewritten until every participant left.
         let job = unsafe { *self.job.get() };
         // SAFETY: `job.task` points to the launcher's `&dyn Fn`, alive during the launch.
         let task: TaskRef<'_> = unsafe { *job.task.cast::<TaskRef<'_>>() };
@@ -119,35 +158,30 @@ impl Shared {
         }
     }
 
-    /// Waits (spinning, then yielding) until every worker finished the current launch.
-    pub(super) fn wait_for_workers(&self) {
-        let mut spins = 0u32;
-        while self.pending.load(Ordering::Acquire) != 0 {
-            if spins < 1 << 12 {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+    /// An open state other than `seen`, if there is one now; `Err(())` on shutdown.
+    pub(super) fn poll(&self, seen: u64) -> Result<Option<u64>, ()> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(());
         }
+        let state = self.state.load(Ordering::SeqCst);
+        Ok((state != seen && state & OPEN != 0).then_some(state))
     }
 
-    /// Parks until the epoch moves past `seen`; `None` on shutdown.
-    pub(super) fn park_until_new_epoch(&self, seen: u64) -> Option<u64> {
+    /// Parks until a job other than `seen` opens; `None` on shutdown.
+    pub(super) fn park_until_open(&self, seen: u64) -> Option<u64> {
         let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let outcome = loop {
-            if self.shutdown.load(Ordering::SeqCst) {
-                break None;
+            match self.poll(seen) {
+                Err(()) => break None,
+                Ok(Some(state)) => break Some(state),
+                Ok(None) => {
+                    guard = self
+                        .wake
+                        .wait(guard)
+                        .unwrap_or_else(PoisonError::into_inner)
+                }
             }
-            let epoch = self.epoch.load(Ordering::SeqCst);
-            if epoch != seen {
-                break Some(epoch);
-            }
-            guard = self
-                .wake
-                .wait(guard)
-                .unwrap_or_else(PoisonError::into_inner);
         };
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         outcome

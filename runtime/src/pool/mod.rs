@@ -1,10 +1,11 @@
 //! A persistent thread pool for kernels' parallel loops.
 //!
 //! `threads` participants: the calling thread plus `threads - 1` workers. A launch publishes
-//! one job; every worker takes part in every launch, grabbing chunks of tasks from a shared
-//! counter together with the caller, and the caller returns once all workers are done with
-//! it. Between launches workers spin for [`SPIN_TIME`] (so back-to-back kernel launches do
-//! not pay a wake-up), then park on a condition variable.
+//! one job; workers that notice it join in, grabbing chunks of tasks from a shared counter
+//! together with the caller. The caller returns once every task is done and no worker is
+//! inside the job: it never waits for a worker that is parked or descheduled, it just runs
+//! the tasks that are left itself. Between launches workers spin for [`SPIN_TIME`] (so
+//! back-to-back kernel launches do not pay a wake-up), then park on a condition variable.
 //!
 //! A task returns an `i32` code; the launch returns the first nonzero code recorded (in
 //! time), and tasks not yet started are skipped once one is recorded. A panicking task is
@@ -19,7 +20,6 @@ use crate::abi::TASK_PANICKED;
 use job::{Job, Shared};
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -114,15 +114,13 @@ impl ThreadPool {
         let _launch = self.launch.lock().unwrap_or_else(PoisonError::into_inner);
         let chunk = (n_tasks / (4 * self.threads() as i64)).max(1);
         let job = Job::new(&task, n_tasks, chunk);
-        // SAFETY: we hold the launch lock and the previous launch waited for every worker,
-        // so no worker reads the job slot; `task` outlives this call, which waits below for
-        // every worker to finish with the job.
-        unsafe { self.shared.publish(job, self.workers.len()) };
+        // SAFETY: we hold the launch lock, every earlier launch was closed, and `task`
+        // outlives this call, which closes the job before returning.
+        unsafe { self.shared.open(job) };
         IN_POOL.set(true);
         self.shared.run_tasks();
         IN_POOL.set(false);
-        self.shared.wait_for_workers();
-        self.shared.result.load(Ordering::Acquire)
+        self.shared.close()
     }
 }
 
@@ -147,31 +145,30 @@ fn run_caught(task: &(dyn Fn(i64) -> i32 + Sync), index: i64) -> i32 {
     panic::catch_unwind(AssertUnwindSafe(|| task(index))).unwrap_or(TASK_PANICKED)
 }
 
-/// A worker: wait for each new job, take part in it, report done; until shut down.
+/// A worker: wait for each new job and take part in it, until shut down.
 fn worker_loop(shared: &Shared) {
     IN_POOL.set(true);
     let mut seen = 0;
-    while let Some(epoch) = wait_for_job(shared, seen) {
-        seen = epoch;
-        shared.run_tasks();
-        shared.pending.fetch_sub(1, Ordering::Release);
+    while let Some(state) = wait_for_job(shared, seen) {
+        seen = state;
+        shared.join(state);
     }
 }
 
-/// Waits until the epoch moves past `seen` (spinning, then parked); `None` on shutdown.
+/// Waits until a job other than `seen` is open (spinning, then parked); `None` on shutdown.
+/// The spin yields the core every few microseconds, so a worker woken onto the launcher's
+/// core does not keep the launcher off it.
 fn wait_for_job(shared: &Shared, seen: u64) -> Option<u64> {
     let start = Instant::now();
     while start.elapsed() < SPIN_TIME {
         for _ in 0..64 {
-            if shared.shutdown.load(Ordering::Acquire) {
-                return None;
+            match shared.poll(seen) {
+                Err(()) => return None,
+                Ok(Some(state)) => return Some(state),
+                Ok(None) => std::hint::spin_loop(),
             }
-            let epoch = shared.epoch.load(Ordering::Acquire);
-            if epoch != seen {
-                return Some(epoch);
-            }
-            std::hint::spin_loop();
         }
+        thread::yield_now();
     }
-    shared.park_until_new_epoch(seen)
+    shared.park_until_open(seen)
 }

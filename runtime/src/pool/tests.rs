@@ -1,6 +1,6 @@
 use super::*;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, AtomicU32};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
 fn pool(threads: usize) -> ThreadPool {
     ThreadPool::new(threads).unwrap()

@@ -1,6 +1,6 @@
-use super::programs::{add_function, program, ADD};
+use super::programs::{add_function, alloc, match_f32, program, ADD};
 use super::*;
-use crate::{BuiltinError, DType};
+use crate::BuiltinError;
 use std::collections::BTreeMap;
 
 fn ints(values: &[i32], shape: &[i64]) -> Value {
@@ -103,12 +103,7 @@ fn kernels_never_see_unchecked_buffers() {
 fn strided_tensors_are_refused_by_kernels() {
     let mut exec = program();
     let f = exec.functions.get_mut("unchecked").unwrap();
-    f.instrs[0] = Instr::AllocTensor {
-        dst: 1,
-        place: Placement::Fresh,
-        dtype: DType::F32,
-        shape: vec![c(4), c(1)],
-    };
+    f.instrs[0] = alloc(1, Placement::Fresh, vec![c(4), c(1)]);
     f.instrs[1] = Instr::CallKernel {
         kernel: 1,
         args: vec![0, 0, 1],
@@ -223,7 +218,7 @@ fn inconsistent_executables_are_refused_at_load() {
         ),
         (
             Box::new(|f| {
-                f.instrs[2] = Instr::AllocTensor { dst: 2, place: Placement::Slot(0), dtype: DType::F32, shape: vec![] }
+                f.instrs[2] = alloc(2, Placement::Slot(0), vec![])
             }),
             "instruction 2: slot 0 out of range (0 slots)",
         ),
@@ -236,17 +231,8 @@ fn inconsistent_executables_are_refused_at_load() {
 /// `f(x: [n])`: passes a `[n]` arena view to `builtin` and returns what it returns.
 fn pass_arena_view_to(builtin: &str) -> Executable {
     let instrs = vec![
-        Instr::MatchShape {
-            reg: 0,
-            dtype: DType::F32,
-            dims: vec![DimPattern::Bind(0)],
-        },
-        Instr::AllocTensor {
-            dst: 1,
-            place: Placement::Slot(0),
-            dtype: DType::F32,
-            shape: vec![dim(0)],
-        },
+        match_f32(0, vec![DimPattern::Bind(0)]),
+        alloc(1, Placement::Slot(0), vec![dim(0)]),
         Instr::CallBuiltin {
             name: builtin.into(),
             args: vec![1],
@@ -290,4 +276,44 @@ fn builtins_may_return_but_not_keep_arena_views() {
     let err = vm.call("f", &[x]).unwrap_err();
     assert!(matches!(&err, VmError::ArenaViewRetained { builtin, .. } if builtin == "test.stash"));
     assert_eq!(kept.lock().unwrap().len(), 1);
+}
+
+/// Runs a one-function executable named `f` on `args` and returns its error message.
+fn failure_of(f: VmFunction, args: &[Value]) -> String {
+    let exec = Executable::new(vec![], BTreeMap::from([("f".to_string(), f)]));
+    vm(exec).call("f", args).unwrap_err().to_string()
+}
+
+#[test]
+fn uninitialized_registers_and_bad_shape_arithmetic_are_reported() {
+    let read_unset = function(&["x"], &[], 2, vec![Instr::Ret { reg: 1 }], &[]);
+    assert_eq!(
+        failure_of(read_unset, &[Value::Int(0)]),
+        "function `f`: register %1 is read before it is written"
+    );
+    let alloc = |extent: ShapeExpr| {
+        let instrs = vec![
+            match_f32(0, vec![DimPattern::Bind(0)]),
+            alloc(1, Placement::Fresh, vec![extent]),
+            Instr::Ret { reg: 1 },
+        ];
+        function(&["x"], &[("n", None)], 2, instrs, &[])
+    };
+    let x = f32s(&[0.0; 3], &[3]);
+    assert_eq!(
+        failure_of(
+            alloc(ShapeExpr::bin(ShapeOp::Sub, dim(0), c(5))),
+            std::slice::from_ref(&x)
+        ),
+        "function `f`: the allocation of register %1: `n - 5` is negative (-2)"
+    );
+    let div = ShapeExpr::bin(
+        ShapeOp::FloorDiv,
+        c(8),
+        ShapeExpr::bin(ShapeOp::Sub, dim(0), c(3)),
+    );
+    assert_eq!(
+        failure_of(alloc(div), &[x]),
+        "function `f`: the allocation of register %1: `8 // (n - 3)` overflows or divides by zero"
+    );
 }

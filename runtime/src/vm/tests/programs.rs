@@ -30,7 +30,7 @@ fn kernels() -> Vec<KernelDecl> {
     ]
 }
 
-fn match_f32(reg: Reg, dims: Vec<DimPattern>) -> Instr {
+pub(super) fn match_f32(reg: Reg, dims: Vec<DimPattern>) -> Instr {
     MatchShape {
         reg,
         dtype: DType::F32,
@@ -38,7 +38,7 @@ fn match_f32(reg: Reg, dims: Vec<DimPattern>) -> Instr {
     }
 }
 
-fn alloc(dst: Reg, place: Placement, shape: Vec<ShapeExpr>) -> Instr {
+pub(super) fn alloc(dst: Reg, place: Placement, shape: Vec<ShapeExpr>) -> Instr {
     AllocTensor {
         dst,
         place,

@@ -1,37 +1,119 @@
-//! JIT compilation of a module's primitive functions for the host.
+//! Compiling primitive functions into a Cranelift module (the JIT for the host here; the
+//! same driver serves object files), and the JIT kernel library.
 
+use crate::lower::parallel::{count_parallel, lower_outlined, outlined_signature};
 use crate::lower::{kernel_signature, lower_prim_func};
 use crate::{isa, CodegenError};
-use cranelift_codegen::ir::UserFuncName;
+use cranelift_codegen::ir::{Signature, UserFuncName};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use oxrelax_dsl::tir::PrimFunc;
+use oxrelax_runtime::abi::{KernelFn, KernelLibrary};
 use std::collections::BTreeMap;
 
-/// The Cranelift IR of one primitive function as codegen builds it (before Cranelift's
-/// own optimizations), for debugging and tests.
-pub fn clif_text(name: &str, func: &PrimFunc) -> Result<String, CodegenError> {
-    let isa = isa::host_isa(false)?;
-    let ptr = isa.pointer_type();
-    let mut function = cranelift_codegen::ir::Function::with_name_signature(
-        UserFuncName::user(0, 0),
-        kernel_signature(ptr, isa.default_call_conv()),
-    );
-    let mut builder_ctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut function, &mut builder_ctx);
-    lower_prim_func(name, func, &mut b, ptr)?;
-    b.finalize(isa.frontend_config());
-    Ok(function.display().to_string())
+/// A compiled kernel with the kernel ABI of DESIGN.md.
+pub type RawKernel = KernelFn;
+
+fn cranelift_error(func: &str, message: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Cranelift {
+        func: func.to_string(),
+        message: message.to_string(),
+    }
 }
 
-/// A compiled kernel with the kernel ABI of DESIGN.md.
-pub type RawKernel = unsafe extern "C" fn(*const *mut u8, *const i64, *const u8) -> i32;
+/// Lowers `func` and its outlined parallel bodies into `module`; returns the kernel's id.
+/// When `clif` is given, the Cranelift IR of every function is appended to it.
+fn define_prim_func<M: Module>(
+    module: &mut M,
+    name: &str,
+    func: &PrimFunc,
+    linkage: Linkage,
+    mut clif: Option<&mut String>,
+) -> Result<FuncId, CodegenError> {
+    let config = module.target_config();
+    let (ptr, call_conv) = (config.pointer_type(), config.default_call_conv);
+    let outlined_sig = outlined_signature(ptr, call_conv);
+    let id = module
+        .declare_function(name, linkage, &kernel_signature(ptr, call_conv))
+        .map_err(|e| cranelift_error(name, e))?;
+    let outlined_ids = (0..count_parallel(&func.body))
+        .map(|k| {
+            module
+                .declare_function(&format!("{name}__par{k}"), Linkage::Local, &outlined_sig)
+                .map_err(|e| cranelift_error(name, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut ctx = new_context(module, id, kernel_signature(ptr, call_conv));
+    let refs = outlined_ids
+        .iter()
+        .map(|oid| module.declare_func_in_func(*oid, &mut ctx.func))
+        .collect();
+    let mut builder_ctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut builder_ctx);
+    let bodies = lower_prim_func(name, func, &mut b, ptr, refs)?;
+    b.finalize(module.target_config());
+    finish(module, id, &mut ctx, name, clif.as_deref_mut())?;
+
+    for body in bodies {
+        let oid = outlined_ids[body.index];
+        let mut ctx = new_context(module, oid, outlined_sig.clone());
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut builder_ctx);
+        lower_outlined(name, &body, &mut b, ptr)?;
+        b.finalize(module.target_config());
+        finish(module, oid, &mut ctx, name, clif.as_deref_mut())?;
+    }
+    Ok(id)
+}
+
+fn new_context<M: Module>(module: &M, id: FuncId, sig: Signature) -> Context {
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    ctx
+}
+
+fn finish<M: Module>(
+    module: &mut M,
+    id: FuncId,
+    ctx: &mut Context,
+    name: &str,
+    clif: Option<&mut String>,
+) -> Result<(), CodegenError> {
+    if let Some(out) = clif {
+        out.push_str(&ctx.func.display().to_string());
+    }
+    module
+        .define_function(id, ctx)
+        .map_err(|e| cranelift_error(name, format!("{e:?}")))?;
+    module.clear_context(ctx);
+    Ok(())
+}
+
+fn host_module() -> Result<JITModule, CodegenError> {
+    let isa = isa::host_isa(false)?;
+    Ok(JITModule::new(JITBuilder::with_isa(
+        isa,
+        default_libcall_names(),
+    )))
+}
+
+/// The Cranelift IR of one primitive function (and its outlined parallel bodies) as
+/// codegen builds it, before Cranelift's own optimizations; for debugging and tests.
+pub fn clif_text(name: &str, func: &PrimFunc) -> Result<String, CodegenError> {
+    let mut module = host_module()?;
+    let mut text = String::new();
+    define_prim_func(&mut module, name, func, Linkage::Local, Some(&mut text))?;
+    Ok(text)
+}
 
 /// Native code for a set of primitive functions, compiled once and kept for the
 /// library's lifetime.
 pub struct JitLibrary {
-    module: Option<JITModule>,
+    /// Owns the code; only touched again to free it (the mutex makes the library `Sync`).
+    module: std::sync::Mutex<Option<JITModule>>,
     kernels: BTreeMap<String, RawKernel>,
 }
 
@@ -40,51 +122,29 @@ impl JitLibrary {
     pub fn compile<'a>(
         funcs: impl IntoIterator<Item = (&'a String, &'a PrimFunc)>,
     ) -> Result<Self, CodegenError> {
-        let isa = isa::host_isa(false)?;
-        let builder = JITBuilder::with_isa(isa, default_libcall_names());
-        let mut module = JITModule::new(builder);
-        let ptr = module.target_config().pointer_type();
-        let sig = kernel_signature(ptr, module.target_config().default_call_conv);
-        let mut ctx = module.make_context();
-        let mut builder_ctx = FunctionBuilderContext::new();
+        let mut module = host_module()?;
         let mut ids = Vec::new();
         for (name, func) in funcs {
-            let cranelift = |e: &dyn std::fmt::Display| CodegenError::Cranelift {
-                func: name.clone(),
-                message: e.to_string(),
-            };
-            let id = module
-                .declare_function(name, Linkage::Local, &sig)
-                .map_err(|e| cranelift(&e))?;
-            ctx.func.signature = sig.clone();
-            ctx.func.name = UserFuncName::user(0, id.as_u32());
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut builder_ctx);
-            lower_prim_func(name, func, &mut b, ptr)?;
-            b.finalize(module.target_config());
-            module
-                .define_function(id, &mut ctx)
-                .map_err(|e| cranelift(&format!("{e:?}")))?;
-            module.clear_context(&mut ctx);
-            ids.push((name.clone(), id));
+            ids.push((
+                name.clone(),
+                define_prim_func(&mut module, name, func, Linkage::Local, None)?,
+            ));
         }
         module
             .finalize_definitions()
-            .map_err(|e| CodegenError::Cranelift {
-                func: "<module>".into(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| cranelift_error("<module>", e))?;
         let kernels = ids
             .into_iter()
             .map(|(name, id)| {
                 let code = module.get_finalized_function(id);
                 // SAFETY: `code` was compiled with `kernel_signature`, which is the C ABI
-                // of `RawKernel`, and stays valid while `module` lives (owned by `self`).
+                // of `KernelFn`, and stays valid while `module` lives (owned by `self`).
                 let kernel = unsafe { std::mem::transmute::<*const u8, RawKernel>(code) };
                 (name, kernel)
             })
             .collect();
         Ok(JitLibrary {
-            module: Some(module),
+            module: std::sync::Mutex::new(Some(module)),
             kernels,
         })
     }
@@ -95,11 +155,24 @@ impl JitLibrary {
     }
 }
 
+// SAFETY: every kernel was compiled from a primitive function with the kernel ABI; it
+// reads and writes only the buffers passed to it within the shapes of its buffer
+// parameters, which the VM checks before each call.
+unsafe impl KernelLibrary for JitLibrary {
+    fn lookup(&self, name: &str) -> Option<KernelFn> {
+        self.kernel(name)
+    }
+}
+
 impl Drop for JitLibrary {
     fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
+        let module = match self.module.get_mut() {
+            Ok(module) => module.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
             // SAFETY: the kernels pointing into this memory are owned by `self` and
-            // dropped with it; callers only get copies while borrowing the library.
+            // dropped with it; the VM holds the library in an `Arc` while calling them.
             unsafe { module.free_memory() };
         }
     }

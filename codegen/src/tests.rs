@@ -457,3 +457,115 @@ fn vectorized_reduction_falls_back_to_serial() {
         .collect();
     assert_eq!(out, expected);
 }
+
+/// rms_norm's legalized kernel accumulates in a one-element local (`acc0`): it lives in a
+/// register, so the only stack slot left is the `[1, n]` mean buffer.
+#[test]
+fn small_constant_local_buffers_live_in_registers() {
+    use oxrelax_dsl::{op, Expr, StructInfo, Var};
+    let n = SymVar::bounded("n", 64);
+    let x = Expr::Var(Var::new(
+        "x",
+        StructInfo::tensor(vec![n.expr(), 8.into()], DataType::F32),
+    ));
+    let w = Expr::Var(Var::new(
+        "w",
+        StructInfo::tensor(vec![8.into()], DataType::F32),
+    ));
+    let Expr::Call(call) = op::rms_norm(&x, &w, vec![-1], 1e-5).unwrap() else {
+        unreachable!("op constructors build calls")
+    };
+    let func = oxrelax_dsl::legalize::legalize_call(&call).unwrap().func;
+    let clif = crate::clif_text("rms_norm", &func).unwrap();
+    assert_eq!(clif.matches("explicit_slot").count(), 1, "{clif}");
+    let (rows, cols) = (3usize, 8usize);
+    let mut xs: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.25 - 2.0).collect();
+    let mut ws: Vec<f32> = (0..cols).map(|i| 1.0 + i as f32 * 0.1).collect();
+    let mut out = vec![0f32; rows * cols];
+    let expected: Vec<f32> = (0..rows * cols)
+        .map(|k| {
+            let row = &xs[k / cols * cols..][..cols];
+            let mean = row.iter().map(|v| v * v).sum::<f32>() / cols as f32;
+            xs[k] / (mean + 1e-5).sqrt() * ws[k % cols]
+        })
+        .collect();
+    run(
+        &func,
+        &mut [bytes_of(&mut xs), bytes_of(&mut ws), bytes_of(&mut out)],
+        rows as i64,
+    );
+    for (got, want) in out.iter().zip(&expected) {
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+}
+
+/// `out[i, j] = x[i, j] * 2 + i` over `[n, 5]` with the row loop parallel.
+fn parallel_rows() -> PrimFunc {
+    let rows = n();
+    let i = PrimExpr::Var(TVar::new("i", DataType::I64));
+    let j = PrimExpr::Var(TVar::new("j", DataType::I64));
+    let at = |buffer: &str| PrimExpr::Load {
+        buffer: buffer.into(),
+        dtype: DataType::F32,
+        indices: vec![i.clone(), j.clone()],
+    };
+    let shape = vec![rows.expr(), 5.into()];
+    PrimFunc {
+        params: vec![
+            Buffer::new("x", DataType::F32, shape.clone()),
+            Buffer::new("out", DataType::F32, shape),
+        ],
+        num_outputs: 1,
+        dims: vec![rows.clone()],
+        body: Stmt::For {
+            var: TVar::new("i", DataType::I64),
+            extent: PrimExpr::from(&rows.expr()),
+            kind: ForKind::Parallel,
+            body: Box::new(Stmt::For {
+                var: TVar::new("j", DataType::I64),
+                extent: PrimExpr::index(5),
+                kind: ForKind::Vectorized,
+                body: Box::new(Stmt::Store {
+                    buffer: "out".into(),
+                    indices: vec![i.clone(), j.clone()],
+                    value: at("x") * PrimExpr::f32(2.0) + i.clone().cast(DataType::F32),
+                }),
+            }),
+        },
+        attrs: Attrs::new(),
+    }
+}
+
+#[test]
+fn parallel_loops_run_on_the_pool_and_inline() {
+    use oxrelax_runtime::abi::RuntimeEnv;
+    use oxrelax_runtime::pool::ThreadPool;
+    let func = parallel_rows();
+    let clif = crate::clif_text("rows", &func).unwrap();
+    assert!(clif.contains("call_indirect"), "{clif}");
+    let funcs = [("rows".to_string(), func)];
+    let library = JitLibrary::compile(funcs.iter().map(|(n, f)| (n, f))).unwrap();
+    let kernel = library.kernel("rows").unwrap();
+    let env = RuntimeEnv::new(std::sync::Arc::new(ThreadPool::new(2).unwrap()));
+    for env_ptr in [std::ptr::null(), env.as_ptr()] {
+        for rows in [0usize, 1, 3, 17, 129] {
+            let mut x: Vec<f32> = (0..rows * 5).map(|v| v as f32).collect();
+            let mut out = vec![f32::NAN; rows * 5];
+            let args = [
+                bytes_of(&mut x).as_mut_ptr(),
+                bytes_of(&mut out).as_mut_ptr(),
+            ];
+            let dims = [rows as i64];
+            // SAFETY: x and out are [rows, 5] f32; env is null or a live runtime env.
+            let status = unsafe { kernel(args.as_ptr(), dims.as_ptr(), env_ptr) };
+            assert_eq!(status, 0);
+            let expected: Vec<f32> = (0..rows * 5)
+                .map(|v| v as f32 * 2.0 + (v / 5) as f32)
+                .collect();
+            assert_eq!(out, expected, "{rows} rows");
+        }
+    }
+}

@@ -1,4 +1,20 @@
-//! The runtime (no compiler inside): tensors, packed functions, kernel libraries, the VM,
-//! KV caches and the chat engine.
-//!
-//! Nothing is implemented yet; see the README's Status section.
+//! The runtime (no compiler inside): tensors, values and packed functions, the kernel ABI,
+//! the thread pool, KV caches, and the VM that runs compiled graph functions.
+
+pub mod abi;
+pub mod dtype;
+pub mod kv_cache;
+pub mod packed;
+pub mod pool;
+pub mod tensor;
+pub mod value;
+pub mod vm;
+
+pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
+pub use dtype::{DType, Element};
+pub use kv_cache::{KvCache, KvCacheError, SharedKvCache};
+pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
+pub use pool::ThreadPool;
+pub use tensor::{Arena, StorageKind, Tensor, TensorError};
+pub use value::{Object, Value, ValueKind};
+pub use vm::{Executable, VirtualMachine, VmError};

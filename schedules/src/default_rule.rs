@@ -1,5 +1,6 @@
 //! The default schedule: makes any legalized primitive function correct and not naive.
 //!
+//! 0. Accumulate reductions in registers ([`accumulate_in_registers`]).
 //! 1. Vectorize every innermost loop whose stores all write contiguously along it (last
 //!    index is the loop variable, no other index uses it).
 //! 2. Parallelize each top-level loop nest: the leading perfectly nested loops whose
@@ -8,7 +9,7 @@
 //!
 //! Loop-invariant work is left to the fused loops' `let`s and to Cranelift's GVN/LICM.
 
-use crate::Schedule;
+use crate::{accumulate_in_registers, Schedule};
 use oxrelax_dsl::tir::{BinOp, ForKind, PrimExpr, PrimFunc, Stmt};
 
 /// Knobs of the default schedule.
@@ -29,6 +30,7 @@ impl Default for ScheduleConfig {
 
 /// Applies the default rule to `func`.
 pub fn default_schedule(func: &PrimFunc, config: &ScheduleConfig) -> PrimFunc {
+    let func = accumulate_in_registers(func);
     let mut schedule = Schedule::new(func.clone());
     for var in innermost_contiguous_loops(&func.body) {
         schedule
@@ -36,7 +38,7 @@ pub fn default_schedule(func: &PrimFunc, config: &ScheduleConfig) -> PrimFunc {
             .expect("the loop was found in this function");
     }
     for nest in top_level_nests(&schedule.func().body) {
-        parallelize_nest(&mut schedule, &nest, func, config);
+        parallelize_nest(&mut schedule, &nest, &func, config);
     }
     schedule.into_func()
 }

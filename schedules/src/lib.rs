@@ -6,10 +6,14 @@
 //! layouts, tensorized microkernels) are further primitives and rules on the same
 //! representation.
 
+mod accumulate;
 mod default_rule;
 mod primitives;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_semantics;
 
+pub use accumulate::accumulate_in_registers;
 pub use default_rule::{default_schedule, ScheduleConfig};
 pub use primitives::{Schedule, ScheduleError};

@@ -232,59 +232,24 @@ fn rewrite_in(
     rewrite: &Rewrite<'_>,
     found: &mut bool,
 ) -> Result<Stmt, ScheduleError> {
-    let mut recurse = |s: &Stmt| rewrite_in(s, var, rewrite, found).map(Box::new);
-    Ok(match stmt {
-        Stmt::For {
-            var: v,
-            extent,
-            kind,
-            body,
-        } if v.name == var => {
+    if let Stmt::For {
+        var: v,
+        extent,
+        kind,
+        body,
+    } = stmt
+    {
+        if v.name == var {
             *found = true;
-            rewrite(v, extent, *kind, body)?
+            return rewrite(v, extent, *kind, body);
         }
-        Stmt::For {
-            var: v,
-            extent,
-            kind,
-            body,
-        } => Stmt::For {
-            var: v.clone(),
-            extent: extent.clone(),
-            kind: *kind,
-            body: recurse(body)?,
-        },
-        Stmt::Seq(items) => Stmt::Seq(
-            items
-                .iter()
-                .map(|s| rewrite_in(s, var, rewrite, found))
-                .collect::<Result<_, _>>()?,
-        ),
-        Stmt::Let {
-            var: v,
-            value,
-            body,
-        } => Stmt::Let {
-            var: v.clone(),
-            value: value.clone(),
-            body: recurse(body)?,
-        },
-        Stmt::If {
-            cond,
-            then,
-            otherwise,
-        } => Stmt::If {
-            cond: cond.clone(),
-            then: recurse(then)?,
-            otherwise: match otherwise {
-                Some(o) => Some(recurse(o)?),
-                None => None,
-            },
-        },
-        Stmt::Allocate { buffer, body } => Stmt::Allocate {
-            buffer: buffer.clone(),
-            body: recurse(body)?,
-        },
-        Stmt::Store { .. } | Stmt::Evaluate(_) => stmt.clone(),
-    })
+    }
+    let mut error = None;
+    let rebuilt = stmt.map_children(&mut |child| {
+        rewrite_in(child, var, rewrite, found).unwrap_or_else(|e| {
+            error.get_or_insert(e);
+            child.clone()
+        })
+    });
+    error.map_or(Ok(rebuilt), Err)
 }

@@ -15,7 +15,7 @@ impl Lowerer<'_, '_> {
             PrimExpr::Int(value, dtype) => Ok(self.constant(*value as f64, *dtype)),
             PrimExpr::Float(value, dtype) => Ok(self.constant(*value, *dtype)),
             PrimExpr::Var(var) => match self.vars.get(&var.name) {
-                Some(v) => Ok(self.b.use_var(*v)),
+                Some((v, _)) => Ok(self.b.use_var(*v)),
                 None => Err(self.undefined("variable", &var.name)),
             },
             PrimExpr::Load {

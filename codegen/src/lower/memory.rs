@@ -41,7 +41,7 @@ impl Lowerer<'_, '_> {
     pub(crate) fn slot(&self, buffer: &str) -> Result<(Value, DataType), CodegenError> {
         self.buffers
             .get(buffer)
-            .map(|s| (s.base, s.dtype))
+            .map(|s| (s.base, s.decl.dtype))
             .ok_or_else(|| self.undefined("buffer", buffer))
     }
 
@@ -51,6 +51,9 @@ impl Lowerer<'_, '_> {
         buffer: &str,
         indices: &[PrimExpr],
     ) -> Result<Value, CodegenError> {
+        if let Some(var) = self.register(buffer, indices) {
+            return Ok(self.b.use_var(var));
+        }
         let flat = self.flat_index(buffer, indices)?;
         self.load_flat(buffer, flat)
     }
@@ -93,6 +96,10 @@ impl Lowerer<'_, '_> {
         indices: &[PrimExpr],
         value: Value,
     ) -> Result<(), CodegenError> {
+        if let Some(var) = self.register(buffer, indices) {
+            self.b.def_var(var, value);
+            return Ok(());
+        }
         let flat = self.flat_index(buffer, indices)?;
         self.store_flat(buffer, flat, value)
     }

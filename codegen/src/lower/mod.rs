@@ -7,14 +7,18 @@
 
 mod expr;
 mod memory;
+pub(crate) mod parallel;
+mod registers;
 mod stmt;
 mod vector;
 mod vector_expr;
 
 use crate::CodegenError;
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, FuncRef, InstBuilder, MemFlagsData, Signature, Type, Value,
+};
 use cranelift_frontend::{FunctionBuilder, Variable};
-use oxrelax_dsl::tir::{PrimExpr, PrimFunc};
+use oxrelax_dsl::tir::{Buffer, PrimExpr, PrimFunc};
 use oxrelax_dsl::DataType;
 use std::collections::HashMap;
 
@@ -39,8 +43,8 @@ pub fn kernel_signature(ptr: Type, call_conv: cranelift_codegen::isa::CallConv) 
 
 /// A buffer parameter or allocation as the body sees it.
 struct BufferSlot {
+    decl: Buffer,
     base: Value,
-    dtype: DataType,
     strides: Vec<Value>,
     /// The strides that are compile-time constants.
     const_strides: Vec<Option<i64>>,
@@ -51,38 +55,72 @@ pub(crate) struct Lowerer<'a, 'f> {
     name: &'a str,
     b: &'a mut FunctionBuilder<'f>,
     ptr: Type,
+    /// The function's parameters (the entry block's).
+    params: Vec<Value>,
+    env: Value,
     buffers: HashMap<String, BufferSlot>,
-    vars: HashMap<String, Variable>,
+    vars: HashMap<String, (Variable, Type)>,
     /// Inside a vectorized loop body: the loop variable and lane values of `let`s.
     lanes: Option<vector::LaneScope>,
+    /// Local buffers promoted to registers.
+    registers: HashMap<String, registers::RegisterBuffer>,
+    /// Outlined parallel loop bodies.
+    parallel: parallel::Outlining,
 }
 
-/// Builds the body of `func` (the builder's function must have the kernel signature).
+impl<'a, 'f> Lowerer<'a, 'f> {
+    fn new(
+        name: &'a str,
+        b: &'a mut FunctionBuilder<'f>,
+        ptr: Type,
+        outlined: Vec<FuncRef>,
+    ) -> Self {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        Lowerer {
+            name,
+            b,
+            ptr,
+            env: params[2],
+            params,
+            buffers: HashMap::new(),
+            vars: HashMap::new(),
+            lanes: None,
+            registers: HashMap::new(),
+            parallel: parallel::Outlining::new(outlined),
+        }
+    }
+
+    fn param(&self, index: usize) -> Value {
+        self.params[index]
+    }
+
+    fn finish(self) -> Vec<parallel::OutlinedBody> {
+        let ok = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().return_(&[ok]);
+        self.b.seal_all_blocks();
+        self.parallel.bodies
+    }
+}
+
+/// Builds the body of `func` (the builder's function must have the kernel signature);
+/// `outlined` are the functions its top-level parallel loops become, in order. Returns
+/// the bodies those functions must be given.
 pub(crate) fn lower_prim_func(
     name: &str,
     func: &PrimFunc,
     b: &mut FunctionBuilder<'_>,
     ptr: Type,
-) -> Result<(), CodegenError> {
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let params = b.block_params(entry).to_vec();
-    let mut lowerer = Lowerer {
-        name,
-        b,
-        ptr,
-        buffers: HashMap::new(),
-        vars: HashMap::new(),
-        lanes: None,
-    };
-    lowerer.bind_dims(func, params[1]);
-    lowerer.bind_params(func, params[0])?;
+    outlined: Vec<FuncRef>,
+) -> Result<Vec<parallel::OutlinedBody>, CodegenError> {
+    let mut lowerer = Lowerer::new(name, b, ptr, outlined);
+    let (args, dims) = (lowerer.param(0), lowerer.param(1));
+    lowerer.bind_dims(func, dims);
+    lowerer.bind_params(func, args)?;
     lowerer.stmt(&func.body)?;
-    let ok = lowerer.b.ins().iconst(types::I32, 0);
-    lowerer.b.ins().return_(&[ok]);
-    lowerer.b.seal_all_blocks();
-    Ok(())
+    Ok(lowerer.finish())
 }
 
 impl Lowerer<'_, '_> {
@@ -127,11 +165,7 @@ impl Lowerer<'_, '_> {
         Ok(())
     }
 
-    fn add_buffer(
-        &mut self,
-        buffer: &oxrelax_dsl::tir::Buffer,
-        base: Value,
-    ) -> Result<(), CodegenError> {
+    fn add_buffer(&mut self, buffer: &Buffer, base: Value) -> Result<(), CodegenError> {
         let symbolic = buffer.effective_strides();
         let strides = symbolic
             .iter()
@@ -140,8 +174,8 @@ impl Lowerer<'_, '_> {
         self.buffers.insert(
             buffer.name.clone(),
             BufferSlot {
+                decl: buffer.clone(),
                 base,
-                dtype: buffer.dtype,
                 strides,
                 const_strides: symbolic.iter().map(|s| s.as_const()).collect(),
             },
@@ -152,6 +186,6 @@ impl Lowerer<'_, '_> {
     fn define_var(&mut self, name: &str, ty: Type, value: Value) {
         let var = self.b.declare_var(ty);
         self.b.def_var(var, value);
-        self.vars.insert(name.to_string(), var);
+        self.vars.insert(name.to_string(), (var, ty));
     }
 }

@@ -21,6 +21,12 @@ impl Lowerer<'_, '_> {
                 body,
             } => self.vector_loop(var, extent, body),
             Stmt::For {
+                var,
+                extent,
+                kind: ForKind::Parallel,
+                body,
+            } => self.parallel_loop(var, extent, body),
+            Stmt::For {
                 var, extent, body, ..
             } => {
                 let extent = self.expr(extent)?;
@@ -46,7 +52,9 @@ impl Lowerer<'_, '_> {
                 otherwise,
             } => self.conditional(cond, then, otherwise.as_deref()),
             Stmt::Allocate { buffer, body } => {
-                self.allocate(buffer)?;
+                if !self.try_promote(buffer, body) {
+                    self.allocate(buffer)?;
+                }
                 self.stmt(body)
             }
             Stmt::Evaluate(expr) => self.expr(expr).map(|_| ()),

@@ -285,6 +285,9 @@ impl Lowerer<'_, '_> {
     }
 
     fn vector_load(&mut self, buffer: &str, indices: &[PrimExpr]) -> Result<Lane, CodegenError> {
+        if let Some(var) = self.register(buffer, indices) {
+            return Ok(Lane::Uniform(self.b.use_var(var)));
+        }
         let (base, dtype) = self.slot(buffer)?;
         let flags = MemFlagsData::new().with_notrap();
         match (self.vector_flat(buffer, indices)?, dtype) {

@@ -1,0 +1,229 @@
+use super::*;
+use crate::{Registry, Value};
+
+/// `[n, 2, 2]` f32 positions whose values are `base + 0..4n`.
+fn positions(n: i64, base: f32) -> Tensor {
+    let values: Vec<f32> = (0..n * 4).map(|i| base + i as f32).collect();
+    Tensor::from_slice(&values, &[n, 2, 2]).unwrap()
+}
+
+fn cache(layers: usize, capacity: usize) -> KvCache {
+    KvCache::new(layers, 2, 2, capacity, DType::F32).unwrap()
+}
+
+#[test]
+fn length_advances_per_layer_and_commits_when_all_appended() {
+    let mut c = cache(2, 8);
+    c.append(0, &positions(3, 0.0), &positions(3, 100.0))
+        .unwrap();
+    assert_eq!(
+        (c.len(), c.layer_len(0).unwrap(), c.layer_len(1).unwrap()),
+        (0, 3, 0)
+    );
+    c.append(1, &positions(3, 10.0), &positions(3, 110.0))
+        .unwrap();
+    assert_eq!(c.len(), 3);
+    c.append(0, &positions(1, 50.0), &positions(1, 150.0))
+        .unwrap();
+    let (k, v) = c.view(0).unwrap();
+    assert_eq!(k.shape(), &[4, 2, 2]);
+    let k = k.as_slice::<f32>().unwrap();
+    assert_eq!(&k[..12], &(0..12).map(|i| i as f32).collect::<Vec<_>>()[..]);
+    assert_eq!(&k[12..], &[50.0, 51.0, 52.0, 53.0]);
+    assert_eq!(v.as_slice::<f32>().unwrap()[12], 150.0);
+}
+
+#[test]
+fn views_share_the_cache_storage() {
+    let mut c = cache(1, 4);
+    c.append(0, &positions(2, 0.0), &positions(2, 0.0)).unwrap();
+    let (k1, _) = c.view(0).unwrap();
+    c.append(0, &positions(1, 8.0), &positions(1, 8.0)).unwrap();
+    let (k2, _) = c.view(0).unwrap();
+    assert_eq!(
+        k1.data_ptr(),
+        k2.data_ptr(),
+        "appending past a view copies nothing"
+    );
+    assert_eq!(k1.shape(), &[2, 2, 2]);
+    assert_eq!(k2.as_slice::<f32>().unwrap()[8..], [8.0, 9.0, 10.0, 11.0]);
+    let mut k1 = k1;
+    assert!(matches!(
+        k1.as_mut_slice::<f32>(),
+        Err(TensorError::Shared { .. })
+    ));
+}
+
+#[test]
+fn appending_past_capacity_names_capacity_and_requested_length() {
+    let mut c = cache(1, 4);
+    c.append(0, &positions(3, 0.0), &positions(3, 0.0)).unwrap();
+    let err = c
+        .append(0, &positions(2, 0.0), &positions(2, 0.0))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        KvCacheError::Overflow {
+            layer: 0,
+            capacity: 4,
+            requested: 5
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "KV cache overflow in layer 0: capacity is 4 positions, appending would need 5"
+    );
+    assert_eq!(
+        c.layer_len(0).unwrap(),
+        3,
+        "a failed append changes nothing"
+    );
+}
+
+#[test]
+fn malformed_appends_are_rejected() {
+    let mut c = cache(2, 4);
+    let k = positions(1, 0.0);
+    let err = c.append(2, &k, &k).unwrap_err();
+    assert_eq!(
+        err,
+        KvCacheError::LayerOutOfRange {
+            layer: 2,
+            layers: 2
+        }
+    );
+    let wide = Tensor::zeros(DType::F32, &[1, 2, 3]).unwrap();
+    let err = c.append(0, &wide, &k).unwrap_err();
+    assert_eq!(err.to_string(), "k has shape [1, 2, 3], expected [n, 2, 2]");
+    let err = c.append(0, &k, &positions(2, 0.0)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "v has shape [2, 2, 2], expected [n, 2, 2] with n = 1 as in k"
+    );
+    let halves = Tensor::zeros(DType::F16, &[1, 2, 2]).unwrap();
+    let err = c.append(0, &k, &halves).unwrap_err();
+    assert_eq!(err.to_string(), "v has dtype f16, the cache stores f32");
+    let strided = positions(2, 0.0).narrow(2, 0, 1).unwrap();
+    let err = c.append(0, &strided, &strided).unwrap_err();
+    assert!(matches!(err, KvCacheError::Shape { .. }));
+    let strided = Tensor::zeros(DType::F32, &[1, 2, 4])
+        .unwrap()
+        .narrow(2, 0, 2)
+        .unwrap();
+    let err = c.append(0, &strided, &strided).unwrap_err();
+    assert!(matches!(
+        err,
+        KvCacheError::Tensor(TensorError::NotContiguous { .. })
+    ));
+    assert_eq!(c.layer_len(0).unwrap(), 0);
+}
+
+#[test]
+fn pop_and_clear_drop_positions() {
+    let mut c = cache(2, 8);
+    for layer in 0..2 {
+        c.append(layer, &positions(5, 0.0), &positions(5, 0.0))
+            .unwrap();
+    }
+    c.append(0, &positions(1, 0.0), &positions(1, 0.0)).unwrap();
+    c.pop(2).unwrap();
+    assert_eq!((c.len(), c.layer_len(0).unwrap()), (3, 3));
+    assert_eq!(
+        c.pop(4).unwrap_err(),
+        KvCacheError::PopTooMany { n: 4, len: 3 }
+    );
+    c.clear();
+    assert!(c.is_empty());
+    assert_eq!(c.view(1).unwrap().0.shape(), &[0, 2, 2]);
+}
+
+#[test]
+fn rewriting_popped_positions_never_changes_a_live_view() {
+    let mut c = cache(1, 4);
+    c.append(0, &positions(3, 0.0), &positions(3, 0.0)).unwrap();
+    let (old_k, _) = c.view(0).unwrap();
+    c.pop(2).unwrap();
+    c.append(0, &positions(1, 90.0), &positions(1, 90.0))
+        .unwrap();
+    assert_eq!(old_k.as_slice::<f32>().unwrap()[4..8], [4.0, 5.0, 6.0, 7.0]);
+    let (new_k, _) = c.view(0).unwrap();
+    assert_ne!(
+        new_k.data_ptr(),
+        old_k.data_ptr(),
+        "storage was copied on write"
+    );
+    assert_eq!(
+        new_k.as_slice::<f32>().unwrap()[..8],
+        [0.0, 1.0, 2.0, 3.0, 90.0, 91.0, 92.0, 93.0]
+    );
+    let ptr = new_k.data_ptr();
+    drop((old_k, new_k));
+    c.pop(1).unwrap();
+    c.append(0, &positions(1, 7.0), &positions(1, 7.0)).unwrap();
+    assert_eq!(
+        c.view(0).unwrap().0.data_ptr(),
+        ptr,
+        "no live view: written in place"
+    );
+}
+
+#[test]
+fn sub_byte_dtypes_are_refused() {
+    let err = KvCache::new(1, 1, 2, 4, DType::U4).unwrap_err();
+    assert_eq!(err.to_string(), "a KV cache cannot store u4 elements");
+}
+
+#[test]
+fn builtins_drive_a_shared_cache() {
+    let registry = Registry::with_builtins();
+    let sizes = [2, 2, 2, 4].map(Value::Int);
+    let create_args = [&sizes[..], &["f32".into()]].concat();
+    let cache = registry.call("kv_cache.create", &create_args).unwrap();
+    for layer in 0..2 {
+        let args = [
+            cache.clone(),
+            Value::Int(layer),
+            positions(2, 0.0).into(),
+            positions(2, 1.0).into(),
+        ];
+        let out = registry.call("kv_cache.append", &args).unwrap();
+        let (Value::Object(a), Value::Object(b)) = (&out, &cache) else {
+            panic!("append returns the cache object");
+        };
+        assert!(a.ptr_eq(b));
+    }
+    let len = |registry: &Registry| {
+        registry
+            .call("kv_cache.len", std::slice::from_ref(&cache))
+            .unwrap()
+            .as_int()
+    };
+    assert_eq!(len(&registry), Some(2));
+    let kv = registry
+        .call("kv_cache.view", &[cache.clone(), Value::Int(1)])
+        .unwrap();
+    let fields = kv.as_tuple().unwrap();
+    assert_eq!(
+        fields[1].as_tensor().unwrap().as_slice::<f32>().unwrap()[0],
+        1.0
+    );
+    registry
+        .call("kv_cache.pop", &[cache.clone(), Value::Int(1)])
+        .unwrap();
+    assert_eq!(len(&registry), Some(1));
+    registry
+        .call("kv_cache.clear", std::slice::from_ref(&cache))
+        .unwrap();
+    assert_eq!(len(&registry), Some(0));
+    let args = [
+        cache.clone(),
+        Value::Int(0),
+        positions(5, 0.0).into(),
+        positions(5, 0.0).into(),
+    ];
+    let err = registry.call("kv_cache.append", &args).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`kv_cache.append` failed: KV cache overflow in layer 0: capacity is 4 positions, appending would need 5"
+    );
+}

@@ -1,0 +1,83 @@
+//! Errors of packed-function registration and calls.
+
+use crate::dtype::UnknownDType;
+use crate::kv_cache::KvCacheError;
+use crate::tensor::TensorError;
+
+/// A packed-function lookup or call that failed; every variant names the function.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinError {
+    /// No function registered under this name.
+    #[error("unknown packed function `{name}`")]
+    Unknown {
+        /// The name looked up.
+        name: String,
+    },
+    /// A second registration under a taken name.
+    #[error("packed function `{name}` is already registered")]
+    Duplicate {
+        /// The taken name.
+        name: String,
+    },
+    /// A call with the wrong number of arguments.
+    #[error("`{func}` takes {expected} argument(s) {signature}, got {got}")]
+    ArgCount {
+        /// The function.
+        func: String,
+        /// Its printed signature.
+        signature: String,
+        /// Parameters declared.
+        expected: usize,
+        /// Arguments given.
+        got: usize,
+    },
+    /// An argument of the wrong type.
+    #[error("`{func}` argument {index} (`{param}`): expected {expected}, got {got}")]
+    ArgType {
+        /// The function.
+        func: String,
+        /// The argument's position.
+        index: usize,
+        /// The parameter's name.
+        param: String,
+        /// What the parameter accepts.
+        expected: String,
+        /// What was given.
+        got: String,
+    },
+    /// The function ran and failed.
+    #[error("`{func}` failed: {source}")]
+    Failed {
+        /// The function.
+        func: String,
+        /// Why.
+        #[source]
+        source: BuiltinFailure,
+    },
+}
+
+/// Why a packed function's body failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinFailure {
+    /// A KV cache operation failed.
+    #[error(transparent)]
+    KvCache(#[from] KvCacheError),
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    /// A dtype name that does not exist.
+    #[error(transparent)]
+    DType(#[from] UnknownDType),
+    /// An argument of the right type but an invalid value.
+    #[error("argument {index} (`{param}`) = {value}: {reason}")]
+    InvalidArgument {
+        /// The argument's position.
+        index: usize,
+        /// The parameter's name.
+        param: String,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

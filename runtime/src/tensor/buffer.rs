@@ -1,0 +1,131 @@
+//! Raw byte regions behind tensors: owned (64-byte aligned), arena, or borrowed.
+
+use std::alloc::{self, Layout};
+use std::any::Any;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Alignment of every owned or arena allocation, in bytes (a cache line; enough for any
+/// vector load the kernels emit).
+pub const BUFFER_ALIGN: usize = 64;
+
+/// Where a tensor's bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageKind {
+    /// A zero-initialized allocation owned by the tensor (shared only with its views).
+    Owned,
+    /// A region of a function's arena, reused by the VM on every call of that function.
+    Arena,
+    /// Memory the runtime did not allocate (e.g. an mmapped weight file), read-only.
+    Borrowed,
+}
+
+/// What keeps a buffer's memory alive.
+enum Backing {
+    /// Allocated here with this layout; freed on drop.
+    Allocated(Layout),
+    /// Owned by someone else; the handle keeps it alive until the buffer drops.
+    Borrowed { _owner: Arc<dyn Any + Send + Sync> },
+}
+
+/// A contiguous byte region. Tensors hold it through an `Arc` together with a byte offset.
+///
+/// Writes go through raw pointers only: by kernels (under the kernel ABI's contract), by a
+/// tensor that holds the only reference (`Tensor::as_mut_slice`), or by the KV cache into
+/// positions that no live view covers.
+pub(crate) struct Buffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    kind: StorageKind,
+    backing: Backing,
+}
+
+// SAFETY: a Buffer is a plain byte region with no thread affinity; the owner handle of a
+// borrowed region is itself Send + Sync. Concurrent mutation is excluded by the write rules
+// in the type's documentation.
+unsafe impl Send for Buffer {}
+// SAFETY: shared access only reads through `ptr` except under the write rules above.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// A zeroed, 64-byte aligned allocation of `len` bytes; `None` if `len` is too large
+    /// for any allocation. Running out of memory aborts, as for `Vec`.
+    pub(crate) fn zeroed(len: usize, kind: StorageKind) -> Option<Buffer> {
+        let layout = Layout::from_size_align(len.max(1), BUFFER_ALIGN).ok()?;
+        // SAFETY: the layout has a nonzero size (at least 1 byte).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        Some(Buffer {
+            ptr,
+            len,
+            kind,
+            backing: Backing::Allocated(layout),
+        })
+    }
+
+    /// Wraps memory owned by `owner`.
+    ///
+    /// # Safety
+    /// `ptr` must be non-null and valid for reads of `len` bytes for as long as `owner` is
+    /// alive, and nobody may write to it meanwhile.
+    pub(crate) unsafe fn borrowed(
+        ptr: *const u8,
+        len: usize,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Option<Buffer> {
+        Some(Buffer {
+            ptr: NonNull::new(ptr.cast_mut())?,
+            len,
+            kind: StorageKind::Borrowed,
+            backing: Backing::Borrowed { _owner: owner },
+        })
+    }
+
+    /// Size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Where the bytes live.
+    pub(crate) fn kind(&self) -> StorageKind {
+        self.kind
+    }
+
+    /// Pointer to byte `offset` (which must be `<= len`).
+    pub(crate) fn ptr_at(&self, offset: usize) -> *mut u8 {
+        debug_assert!(offset <= self.len);
+        // SAFETY: offset <= len keeps the pointer inside (or one past) the allocation.
+        unsafe { self.ptr.as_ptr().add(offset) }
+    }
+
+    /// Copies `src` to byte `offset`.
+    ///
+    /// # Safety
+    /// `offset + src.len() <= len`, the buffer is not borrowed, and no reference or other
+    /// thread reads or writes these bytes during the copy.
+    pub(crate) unsafe fn write_at(&self, offset: usize, src: &[u8]) {
+        debug_assert!(offset + src.len() <= self.len && self.kind != StorageKind::Borrowed);
+        // SAFETY: the range is in bounds and unaliased (caller's contract); `src` is a
+        // separate allocation or a disjoint region, which `copy` tolerates either way.
+        unsafe { std::ptr::copy(src.as_ptr(), self.ptr_at(offset), src.len()) }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Backing::Allocated(layout) = self.backing {
+            // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("len", &self.len)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}

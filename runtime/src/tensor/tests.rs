@@ -1,0 +1,219 @@
+use super::*;
+use half::{bf16, f16};
+use ndarray::{arr2, ArrayD, IxDyn};
+
+#[test]
+fn owned_tensors_are_aligned_and_typed() {
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    assert_eq!(t.shape(), &[2, 3]);
+    assert_eq!(t.strides(), &[3, 1]);
+    assert_eq!((t.numel(), t.nbytes()), (6, 24));
+    assert_eq!(t.data_ptr() as usize % BUFFER_ALIGN, 0);
+    assert_eq!(t.storage_kind(), StorageKind::Owned);
+    assert_eq!(
+        t.as_slice::<f32>().unwrap(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    assert_eq!(
+        t.as_slice::<i32>().unwrap_err(),
+        TensorError::DtypeMismatch {
+            expected: DType::I32,
+            got: DType::F32
+        }
+    );
+    let zeros = Tensor::zeros(DType::I64, &[3]).unwrap();
+    assert_eq!(zeros.as_slice::<i64>().unwrap(), &[0, 0, 0]);
+}
+
+#[test]
+fn bad_shapes_and_lengths_are_rejected() {
+    assert!(matches!(
+        Tensor::zeros(DType::F32, &[2, -1]),
+        Err(TensorError::NegativeExtent { .. })
+    ));
+    assert!(matches!(
+        Tensor::zeros(DType::F32, &[i64::MAX, 4]),
+        Err(TensorError::TooLarge { .. })
+    ));
+    let err = Tensor::from_slice(&[1i32, 2, 3], &[2, 2]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "shape [2, 2] of i32 needs 4 elements, got 3"
+    );
+}
+
+#[test]
+fn u4_tensors_pack_two_per_byte() {
+    let t = Tensor::from_bytes(DType::U4, &[5], &[0x21, 0x43, 0x05]).unwrap();
+    assert_eq!(t.nbytes(), 3);
+    assert_eq!(t.as_bytes().unwrap(), &[0x21, 0x43, 0x05]);
+    let err = Tensor::from_bytes(DType::U4, &[5], &[0, 0]).unwrap_err();
+    assert_eq!(err.to_string(), "shape [5] of u4 needs 3 bytes, got 2");
+    let rows = Tensor::from_bytes(DType::U4, &[3, 2], &[0x10, 0x32, 0x54]).unwrap();
+    assert_eq!(
+        rows.narrow(0, 1, 2).unwrap().as_bytes().unwrap(),
+        &[0x32, 0x54]
+    );
+    let odd = Tensor::from_bytes(DType::U4, &[3, 1], &[0x10, 0x02]).unwrap();
+    assert_eq!(
+        odd.narrow(0, 1, 1).unwrap_err(),
+        TensorError::SubByteView { dtype: DType::U4 }
+    );
+}
+
+#[test]
+fn narrow_makes_strided_views_that_copy_out() {
+    let t = Tensor::from_slice(&(0..12).collect::<Vec<i32>>(), &[3, 4]).unwrap();
+    let cols = t.narrow(1, 1, 2).unwrap();
+    assert_eq!(cols.shape(), &[3, 2]);
+    assert_eq!(cols.strides(), &[4, 1]);
+    assert!(!cols.is_contiguous());
+    assert!(matches!(
+        cols.as_slice::<i32>(),
+        Err(TensorError::NotContiguous { .. })
+    ));
+    let copy = cols.deep_copy().unwrap();
+    assert_eq!(copy.as_slice::<i32>().unwrap(), &[1, 2, 5, 6, 9, 10]);
+    assert_eq!(
+        cols.to_ndarray::<i32>().unwrap(),
+        arr2(&[[1, 2], [5, 6], [9, 10]]).into_dyn()
+    );
+    let rows = t.narrow(0, 1, 2).unwrap();
+    assert!(rows.is_contiguous());
+    assert_eq!(
+        rows.as_slice::<i32>().unwrap(),
+        &(4..12).collect::<Vec<_>>()[..]
+    );
+    assert_eq!(
+        t.narrow(2, 0, 1).unwrap_err(),
+        TensorError::AxisOutOfRange { axis: 2, rank: 2 }
+    );
+    assert!(matches!(
+        t.narrow(0, 2, 2),
+        Err(TensorError::OutOfRange {
+            start: 2,
+            end: 4,
+            available: 3
+        })
+    ));
+}
+
+#[test]
+fn mutation_needs_the_only_handle() {
+    let mut t = Tensor::zeros(DType::F32, &[4]).unwrap();
+    let view = t.narrow(0, 0, 2).unwrap();
+    assert_eq!(
+        t.as_mut_slice::<f32>().unwrap_err(),
+        TensorError::Shared {
+            kind: StorageKind::Owned
+        }
+    );
+    drop(view);
+    t.as_mut_slice::<f32>().unwrap()[3] = 7.0;
+    assert_eq!(t.as_slice::<f32>().unwrap(), &[0.0, 0.0, 0.0, 7.0]);
+}
+
+#[test]
+fn borrowed_memory_is_read_only_and_kept_alive() {
+    let owner = Arc::new(vec![1.5f32, -2.0, 4.25]);
+    let ptr = owner.as_ptr().cast::<u8>();
+    // SAFETY: `owner` keeps the Vec alive and nothing writes to it.
+    let mut t = unsafe { Tensor::from_borrowed(ptr, 12, owner.clone(), DType::F32, &[3]) }.unwrap();
+    drop(owner);
+    assert_eq!(t.storage_kind(), StorageKind::Borrowed);
+    assert_eq!(t.as_slice::<f32>().unwrap(), &[1.5, -2.0, 4.25]);
+    assert_eq!(t.as_mut_slice::<f32>().unwrap_err(), TensorError::ReadOnly);
+    let dummy: Arc<dyn Any + Send + Sync> = Arc::new(());
+    // SAFETY: the length check fails before the pointer is used.
+    let short = unsafe { Tensor::from_borrowed(ptr, 8, dummy.clone(), DType::F32, &[3]) };
+    assert!(matches!(
+        short,
+        Err(TensorError::DataLength {
+            expected: 12,
+            got: 8,
+            ..
+        })
+    ));
+    // SAFETY: a null pointer is rejected before use.
+    let null = unsafe { Tensor::from_borrowed(std::ptr::null(), 0, dummy, DType::F32, &[0]) };
+    assert_eq!(null.unwrap_err(), TensorError::NullPointer);
+}
+
+#[test]
+fn misaligned_borrowed_memory_refuses_typed_access() {
+    let owner = Arc::new([0u8; 16]);
+    // SAFETY: bytes 1..13 are inside `owner`, which stays alive and is never written.
+    let t = unsafe {
+        Tensor::from_borrowed(owner.as_ptr().add(1), 12, owner.clone(), DType::F32, &[3])
+    }
+    .unwrap();
+    assert!(matches!(
+        t.as_slice::<f32>(),
+        Err(TensorError::Misaligned { align: 4, .. })
+    ));
+    assert_eq!(t.as_bytes().unwrap().len(), 12);
+}
+
+#[test]
+fn arena_views_share_one_region() {
+    let arena = Arena::new(256).unwrap();
+    assert_eq!(arena.size(), 256);
+    assert_eq!(arena.base_ptr() as usize % BUFFER_ALIGN, 0);
+    let a = arena.view(64, DType::F32, &[4, 4]).unwrap();
+    assert_eq!(a.storage_kind(), StorageKind::Arena);
+    assert_eq!(a.data_ptr() as usize, arena.base_ptr() as usize + 64);
+    let err = arena.view(200, DType::F32, &[16]).unwrap_err();
+    assert_eq!(
+        err,
+        TensorError::OutOfRange {
+            start: 200,
+            end: 264,
+            available: 256
+        }
+    );
+}
+
+#[test]
+fn ndarray_round_trips_f32_i32_i64() {
+    let a = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![0.5f32, 1.0, -2.0, 3.0, 4.5, 6.0]).unwrap();
+    let t = Tensor::from_ndarray(&a).unwrap();
+    assert_eq!((t.dtype(), t.shape()), (DType::F32, &[2i64, 3][..]));
+    assert_eq!(t.to_ndarray::<f32>().unwrap(), a);
+    let ints = arr2(&[[1i32, 2], [3, 4]]);
+    let transposed = Tensor::from_ndarray(&ints.t()).unwrap();
+    assert_eq!(transposed.as_slice::<i32>().unwrap(), &[1, 3, 2, 4]);
+    let longs = arr2(&[[i64::MIN, 0, i64::MAX]]);
+    let t = Tensor::from_ndarray(&longs).unwrap();
+    assert_eq!(t.to_ndarray::<i64>().unwrap(), longs.into_dyn());
+    assert!(matches!(
+        t.to_ndarray::<i32>(),
+        Err(TensorError::DtypeMismatch { .. })
+    ));
+}
+
+#[test]
+fn ndarray_converts_f16_and_bf16_through_half() {
+    let values = arr2(&[[1.0f32, -0.5], [65504.0, 1.0 / 3.0]]);
+    let h = Tensor::from_ndarray_f32(&values, DType::F16).unwrap();
+    assert_eq!(h.dtype(), DType::F16);
+    assert_eq!(h.as_slice::<f16>().unwrap()[3], f16::from_f32(1.0 / 3.0));
+    let back = h.to_ndarray_f32().unwrap();
+    assert_eq!(back[[1, 0]], 65504.0);
+    assert!((back[[1, 1]] - 1.0 / 3.0).abs() < 1e-3);
+    let b = Tensor::from_ndarray_f32(&values, DType::BF16).unwrap();
+    let back = b.to_ndarray_f32().unwrap();
+    assert_eq!(back[[0, 1]], -0.5);
+    assert_eq!(back[[1, 0]], 65536.0, "bf16 rounds 65504 to 2^16");
+    let halves = ArrayD::from_shape_vec(IxDyn(&[2]), vec![bf16::from_f32(2.5), bf16::ONE]).unwrap();
+    let t = Tensor::from_ndarray(&halves).unwrap();
+    assert_eq!(t.to_ndarray::<bf16>().unwrap(), halves);
+    assert_eq!(
+        Tensor::from_ndarray_f32(&values, DType::I8).unwrap_err(),
+        TensorError::NotFloat { got: DType::I8 }
+    );
+    let ints = Tensor::from_slice(&[1i32], &[1]).unwrap();
+    assert_eq!(
+        ints.to_ndarray_f32().unwrap_err(),
+        TensorError::NotFloat { got: DType::I32 }
+    );
+}

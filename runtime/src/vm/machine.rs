@@ -1,0 +1,187 @@
+//! [`VirtualMachine`]: loads an executable, resolves its kernels and builtins, allocates
+//! each function's arena once, and runs functions by name.
+
+use super::bytecode::Instr;
+use super::error::VmError;
+use super::exec::{Executable, VmFunction};
+use super::profile::{KernelProfile, KernelStat};
+use super::run::Ctx;
+use crate::abi::{KernelFn, KernelLibrary, RuntimeEnv};
+use crate::packed::{PackedFunc, Registry};
+use crate::pool::ThreadPool;
+use crate::tensor::{Arena, TensorError};
+use crate::value::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Per-function state kept across calls.
+pub(super) struct Frame {
+    /// The function's arena, allocated once.
+    pub(super) arena: Arena,
+    /// Value registers (cleared after each call).
+    pub(super) regs: Vec<Option<Value>>,
+    /// Dim registers (unbound at the start of each call).
+    pub(super) dims: Vec<Option<i64>>,
+    /// Time per kernel, indexed by kernel id.
+    pub(super) profile: Vec<KernelStat>,
+}
+
+impl Frame {
+    fn new(func: &VmFunction, kernels: usize) -> Result<Frame, TensorError> {
+        let arena_size = usize::try_from(func.arena_size).unwrap_or(usize::MAX);
+        Ok(Frame {
+            arena: Arena::new(arena_size)?,
+            regs: vec![None; func.num_regs as usize],
+            dims: vec![None; func.dims.len()],
+            profile: vec![KernelStat::default(); kernels],
+        })
+    }
+
+    /// Drops every register's value and unbinds every dim.
+    fn clear(&mut self) {
+        self.regs.iter_mut().for_each(|r| *r = None);
+        self.dims.iter_mut().for_each(|d| *d = None);
+    }
+}
+
+/// Runs the functions of an [`Executable`].
+pub struct VirtualMachine {
+    exec: Executable,
+    /// Keeps the kernels' code alive (e.g. a JIT module or a loaded library).
+    _library: Arc<dyn KernelLibrary>,
+    kernels: Vec<KernelFn>,
+    builtins: HashMap<String, PackedFunc>,
+    env: RuntimeEnv,
+    frames: BTreeMap<String, Frame>,
+    profiling: bool,
+}
+
+impl VirtualMachine {
+    /// Validates `exec`, resolves its kernels in `library` and the builtins it calls in
+    /// `builtins`, and allocates every function's arena. Kernels launch parallel loops on
+    /// [`ThreadPool::global`] (see [`VirtualMachine::with_thread_pool`]).
+    pub fn new(
+        exec: Executable,
+        library: Arc<dyn KernelLibrary>,
+        builtins: &Registry,
+    ) -> Result<VirtualMachine, VmError> {
+        exec.validate()?;
+        let kernels = exec
+            .kernels
+            .iter()
+            .map(|decl| {
+                library
+                    .lookup(&decl.name)
+                    .ok_or_else(|| VmError::MissingKernel {
+                        name: decl.name.clone(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut used = HashMap::new();
+        let mut frames = BTreeMap::new();
+        for (func, f) in &exec.functions {
+            for instr in &f.instrs {
+                if let Instr::CallBuiltin { name, .. } = instr {
+                    let packed = builtins.get(name).map_err(|_| VmError::MissingBuiltin {
+                        func: func.clone(),
+                        name: name.clone(),
+                    })?;
+                    used.insert(name.clone(), packed.clone());
+                }
+            }
+            let frame = Frame::new(f, kernels.len()).map_err(|source| VmError::Tensor {
+                func: func.clone(),
+                source,
+            })?;
+            frames.insert(func.clone(), frame);
+        }
+        Ok(VirtualMachine {
+            exec,
+            _library: library,
+            kernels,
+            builtins: used,
+            env: RuntimeEnv::new(ThreadPool::global()),
+            frames,
+            profiling: false,
+        })
+    }
+
+    /// Launches kernels' parallel loops on `pool` instead of the global pool.
+    pub fn with_thread_pool(mut self, pool: Arc<ThreadPool>) -> VirtualMachine {
+        self.env = RuntimeEnv::new(pool);
+        self
+    }
+
+    /// The loaded executable.
+    pub fn executable(&self) -> &Executable {
+        &self.exec
+    }
+
+    /// The arena of function `name`.
+    pub fn arena(&self, name: &str) -> Option<&Arena> {
+        self.frames.get(name).map(|f| &f.arena)
+    }
+
+    /// Turns timing of kernel calls on or off.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profiling = on;
+    }
+
+    /// Time per kernel spent in calls of function `name` while profiling was on, slowest
+    /// first (kernels it never called are left out).
+    pub fn profile(&self, name: &str) -> Option<Vec<KernelProfile>> {
+        let frame = self.frames.get(name)?;
+        Some(KernelProfile::report(&frame.profile, &self.exec.kernels))
+    }
+
+    /// Zeroes every function's profile.
+    pub fn reset_profile(&mut self) {
+        for frame in self.frames.values_mut() {
+            frame.profile.fill(KernelStat::default());
+        }
+    }
+
+    /// Calls function `name` with `args`. Tensors in the result never alias the arena.
+    pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value, VmError> {
+        let unknown = || VmError::UnknownFunction {
+            name: name.to_string(),
+            available: self
+                .exec
+                .functions
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let (name, func) = self
+            .exec
+            .functions
+            .get_key_value(name)
+            .ok_or_else(unknown)?;
+        let frame = self.frames.get_mut(name).ok_or_else(unknown)?;
+        if args.len() != func.params.len() {
+            return Err(VmError::ArgCount {
+                func: name.clone(),
+                expected: func.params.len(),
+                params: func.params.join(", "),
+                got: args.len(),
+            });
+        }
+        for (reg, arg) in frame.regs.iter_mut().zip(args) {
+            *reg = Some(arg.clone());
+        }
+        let ctx = Ctx {
+            name,
+            func,
+            decls: &self.exec.kernels,
+            kernels: &self.kernels,
+            builtins: &self.builtins,
+            env: &self.env,
+            profiling: self.profiling,
+            dim_names: func.dim_names(),
+        };
+        let result = ctx.run(frame);
+        frame.clear();
+        result
+    }
+}

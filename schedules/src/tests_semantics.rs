@@ -1,0 +1,92 @@
+//! Scheduling must not change what a function computes: legalized kernels evaluated with
+//! the TIR reference evaluator before and after the default schedule give equal results.
+
+use crate::{default_schedule, ScheduleConfig};
+use oxrelax_dsl::legalize::legalize_call;
+use oxrelax_dsl::sym::SymBindings;
+use oxrelax_dsl::tir::run_with_inputs;
+use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Var};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn n() -> SymVar {
+    SymVar::bounded("n", 64)
+}
+
+fn tensor(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+    Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
+}
+
+fn calls() -> Vec<(&'static str, Expr)> {
+    let f = DataType::F32;
+    let x = tensor("x", vec![n().expr(), 17.into()], f);
+    let y = tensor("y", vec![1.into(), 17.into()], f);
+    let w = tensor("w", vec![17.into(), 5.into()], f);
+    let g = tensor("g", vec![17.into()], f);
+    let ids = tensor("ids", vec![n().expr()], DataType::I32);
+    let table = tensor("table", vec![9.into(), 17.into()], f);
+    vec![
+        ("matmul", op::matmul(&x, &w).unwrap()),
+        ("add", op::add(&x, &y).unwrap()),
+        ("softmax", op::softmax(&x, -1).unwrap()),
+        ("rms_norm", op::rms_norm(&x, &g, vec![-1], 1e-5).unwrap()),
+        (
+            "layer_norm",
+            op::layer_norm(&x, &g, &g, vec![-1], 1e-5).unwrap(),
+        ),
+        ("sum", op::sum(&x, Some(vec![-1]), false).unwrap()),
+        ("max", op::max(&x, None, true).unwrap()),
+        ("take", op::take(&table, &ids, 0).unwrap()),
+        ("permute", op::permute_dims(&x, None).unwrap()),
+        ("silu", op::silu(&x).unwrap()),
+    ]
+}
+
+#[test]
+fn default_schedule_preserves_results() {
+    let config = ScheduleConfig {
+        parallel_min_work: 1,
+    };
+    let mut rng = StdRng::seed_from_u64(7);
+    for (name, expr) in calls() {
+        let Expr::Call(call) = expr else {
+            unreachable!("op constructors build calls")
+        };
+        let func = legalize_call(&call).unwrap().func;
+        let scheduled = default_schedule(&func, &config);
+        assert_ne!(
+            scheduled, func,
+            "{name}: the default schedule changed nothing"
+        );
+        for value in [1, 3, 17] {
+            let dims = SymBindings::from([("n".to_string(), value)]);
+            let inputs: Vec<Vec<f64>> = func
+                .inputs()
+                .iter()
+                .map(|b| {
+                    let len = SymExpr::product(&b.shape).eval(&dims).unwrap() as usize;
+                    (0..len)
+                        .map(|_| match b.dtype {
+                            DataType::I32 => f64::from(rng.gen_range(0..9)),
+                            _ => f64::from(rng.gen_range(-2.0f32..2.0)),
+                        })
+                        .collect()
+                })
+                .collect();
+            let before = run_with_inputs(&func, &dims, &inputs).unwrap();
+            let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+            assert_eq!(before, after, "{name} with n = {value}");
+        }
+    }
+}
+
+#[test]
+fn reductions_accumulate_in_a_register() {
+    let Expr::Call(call) = calls().remove(0).1 else {
+        unreachable!("matmul is a call")
+    };
+    let func = legalize_call(&call).unwrap().func;
+    let text = oxrelax_dsl::text::print_prim_func("matmul", &crate::accumulate_in_registers(&func));
+    assert!(text.contains("alloc out_acc0: Buffer((1,), f32)"), "{text}");
+    assert!(text.contains("out_acc0[0] = out_acc0[0] + "), "{text}");
+    assert!(text.contains("= out_acc0[0]\n"), "{text}");
+}

@@ -112,3 +112,52 @@ fn dce_is_idempotent_and_drops_empty_blocks() {
     assert!(out.functions["main"].blocks.is_empty());
     assert!(out.prim_funcs.is_empty());
 }
+
+#[test]
+fn pipeline_dumps_each_pass_and_times_it() {
+    let dir = std::env::temp_dir().join(format!("oxrelax-dump-{}", std::process::id()));
+    let pipeline = Pipeline::new()
+        .with(DeadCodeElimination)
+        .with(DeadCodeElimination)
+        .instrumented(Instrument {
+            dump_dir: Some(dir.clone()),
+            verify: false,
+        });
+    assert_eq!(pipeline.pass_names(), ["dead-code-elimination"; 2]);
+    let (out, report) = pipeline.run(module_with_dead_code()).unwrap();
+    assert_eq!(report.timings.len(), 2);
+    let files: Vec<String> = report
+        .dumps
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "00-input.txt",
+            "01-dead-code-elimination.txt",
+            "02-dead-code-elimination.txt"
+        ]
+    );
+    let last = std::fs::read_to_string(&report.dumps[2]).unwrap();
+    assert_eq!(last, oxrelax_dsl::text::print_module(&out));
+    let first = std::fs::read_to_string(&report.dumps[0]).unwrap();
+    assert!(first.contains("@helper") && !last.contains("@helper"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn pipeline_reports_an_unwritable_dump_folder() {
+    let file = std::env::temp_dir().join(format!("oxrelax-not-a-dir-{}", std::process::id()));
+    std::fs::write(&file, "").unwrap();
+    let pipeline = Pipeline::new()
+        .with(DeadCodeElimination)
+        .instrumented(Instrument {
+            dump_dir: Some(file.join("sub")),
+            verify: false,
+        });
+    let err = pipeline.run(module_with_dead_code()).unwrap_err();
+    assert!(matches!(err, PassError::Dump { .. }), "{err}");
+    assert!(err.to_string().contains("cannot write IR dump"));
+    std::fs::remove_file(file).unwrap();
+}

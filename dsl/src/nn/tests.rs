@@ -422,7 +422,9 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
         panic!("expected a call")
     };
     assert_eq!(mask.attrs["k"], AttrValue::Int(1));
-    insta::assert_snapshot!(crate::text::print_module(&module));
+    insta::with_settings!({snapshot_path => "../../../snapshots"}, {
+        insta::assert_snapshot!(crate::text::print_module(&module));
+    });
 }
 
 /// The Hugging Face rotary embedding of `x` (`[seq, heads, dim]`, batch 1), in f64.
@@ -519,6 +521,8 @@ fn exported_module_prints_and_parses_back() {
     );
     let module = spec.export(&Mlp::new(&Prefix::new("mlp"))).unwrap();
     let text = crate::text::print_module(&module);
-    insta::assert_snapshot!(text);
+    insta::with_settings!({snapshot_path => "../../../snapshots"}, {
+        insta::assert_snapshot!(text);
+    });
     assert_eq!(crate::text::parse_module(&text).unwrap(), module);
 }

@@ -1,0 +1,75 @@
+//! The `oxrelax` command line, run as a user would.
+
+mod common;
+
+use std::process::Command;
+
+fn oxrelax(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .args(args)
+        .output()
+        .expect("the oxrelax binary runs")
+}
+
+fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("oxrelax-cli-{}-{name}", std::process::id()));
+    std::fs::write(&path, contents).expect("temp dir is writable");
+    path
+}
+
+#[test]
+fn opt_legalizes_a_module_in_text_form() {
+    let input = temp_file(
+        "mlp.txt",
+        &oxrelax_dsl::text::print_module(&common::mlp_module()),
+    );
+    let dumps = std::env::temp_dir().join(format!("oxrelax-cli-{}-dumps", std::process::id()));
+    let out = oxrelax(&[
+        "opt",
+        input.to_str().unwrap(),
+        "--time",
+        "--verify",
+        "--dump-dir",
+        dumps.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let module = oxrelax_dsl::text::parse_module(&stdout).unwrap();
+    assert_eq!(module.prim_funcs.len(), 6);
+    assert!(stdout.contains("call_tir(@matmul"));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for pass in ["normalize", "legalize-ops", "dead-code-elimination"] {
+        assert!(stderr.contains(pass), "{stderr}");
+    }
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 4);
+    std::fs::remove_dir_all(dumps).unwrap();
+    std::fs::remove_file(input).unwrap();
+}
+
+#[test]
+fn opt_reports_bad_input_without_a_panic() {
+    let input = temp_file(
+        "bad.txt",
+        "export graph @f(x: Tensor((n,), f32)) -> Tensor((n,), f32)\n{\n  return y\n}\n",
+    );
+    let out = oxrelax(&["opt", input.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("line 1") || stderr.contains("line 3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    std::fs::remove_file(input).unwrap();
+
+    let out = oxrelax(&["opt", "/nonexistent/module.txt"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("cannot read /nonexistent/module.txt"));
+}

@@ -1,0 +1,164 @@
+//! Small models written with the DSL's nn layer, shared by the end-to-end tests.
+
+use oxrelax_dsl::nn::{
+    causal_mask, Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding, Spec,
+};
+use oxrelax_dsl::op::InferError;
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+
+/// The token dim of a call: `n <= 2048`.
+pub fn n() -> SymVar {
+    SymVar::bounded("n", 2048)
+}
+
+fn c(v: i64) -> SymExpr {
+    SymExpr::int(v)
+}
+
+/// Emits an op call, naming this test model in an inference error.
+fn emit(bb: &mut BlockBuilder, call: Result<Expr, InferError>) -> Result<Expr, NnError> {
+    Ok(Expr::from(
+        bb.emit(call.map_err(NnError::op("test model"))?)?,
+    ))
+}
+
+fn input(name: &str, shape: Vec<SymExpr>) -> Var {
+    Var::new(name, StructInfo::tensor(shape, DataType::F32))
+}
+
+/// `down(silu(up(x)))`: a two-layer MLP over `[1, n, 64]`.
+pub struct Mlp {
+    up: Linear,
+    down: Linear,
+}
+
+impl Mlp {
+    fn new(prefix: &Prefix) -> Self {
+        Mlp {
+            up: Linear::new(&prefix.child("up_proj"), 64, 256, false, DataType::F32),
+            down: Linear::new(&prefix.child("down_proj"), 256, 64, true, DataType::F32),
+        }
+    }
+
+    fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+        let hidden = self.up.forward(bb, x)?;
+        let hidden = emit(bb, op::silu(&hidden))?;
+        self.down.forward(bb, &hidden)
+    }
+}
+
+impl Module for Mlp {
+    fn parameters(&self) -> Vec<Param> {
+        [self.up.parameters(), self.down.parameters()].concat()
+    }
+}
+
+/// The exported two-layer MLP: `forward(x: [1, n, 64])`.
+pub fn mlp_module() -> IRModule {
+    Spec::new()
+        .function(
+            "forward",
+            vec![input("x", vec![c(1), n().expr(), c(64)])],
+            |m: &Mlp, bb, xs| m.forward(bb, &xs[0]),
+        )
+        .export(&Mlp::new(&Prefix::new("mlp")))
+        .expect("the MLP exports")
+}
+
+const HIDDEN: i64 = 64;
+const HEADS: i64 = 4;
+const HEAD_DIM: i64 = 16;
+
+/// Pre-norm causal self-attention with RoPE over `[1, n, 64]`, plus the residual.
+pub struct Attention {
+    norm: RMSNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    rope: RotaryEmbedding,
+}
+
+impl Attention {
+    fn new(prefix: &Prefix) -> Self {
+        let linear =
+            |name: &str| Linear::new(&prefix.child(name), HIDDEN, HIDDEN, false, DataType::F32);
+        Attention {
+            norm: RMSNorm::new(
+                &prefix.child("input_layernorm"),
+                HIDDEN,
+                1e-5,
+                DataType::F32,
+            ),
+            q: linear("q_proj"),
+            k: linear("k_proj"),
+            v: linear("v_proj"),
+            o: linear("o_proj"),
+            rope: RotaryEmbedding::new(HEAD_DIM, 10000.0).expect("an even head dim"),
+        }
+    }
+
+    /// `[1, n, 64]` projected and split into heads: `[1, heads, n, head_dim]`.
+    fn heads(
+        &self,
+        bb: &mut BlockBuilder,
+        proj: &Linear,
+        x: &Expr,
+        rope: bool,
+    ) -> Result<Expr, NnError> {
+        let y = proj.forward(bb, x)?;
+        let shape = vec![c(1), n().expr(), c(HEADS), c(HEAD_DIM)];
+        let mut y = emit(bb, op::reshape(&y, shape))?;
+        if rope {
+            y = self.rope.forward(bb, &y, &c(0))?;
+        }
+        emit(bb, op::permute_dims(&y, Some(vec![0, 2, 1, 3])))
+    }
+
+    fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+        let h = self.norm.forward(bb, x)?;
+        let q = self.heads(bb, &self.q, &h, true)?;
+        let k = self.heads(bb, &self.k, &h, true)?;
+        let v = self.heads(bb, &self.v, &h, false)?;
+        let kt = emit(bb, op::permute_dims(&k, Some(vec![0, 1, 3, 2])))?;
+        let scores = emit(bb, op::matmul(&q, &kt))?;
+        let scale = emit(
+            bb,
+            op::full(vec![], 1.0 / (HEAD_DIM as f64).sqrt(), DataType::F32),
+        )?;
+        let scores = emit(bb, op::multiply(&scores, &scale))?;
+        let mask = causal_mask(bb, &n().expr(), DataType::F32)?;
+        let scores = emit(bb, op::add(&scores, &mask))?;
+        let probs = emit(bb, op::softmax(&scores, -1))?;
+        let out = emit(bb, op::matmul(&probs, &v))?;
+        let out = emit(bb, op::permute_dims(&out, Some(vec![0, 2, 1, 3])))?;
+        let out = emit(bb, op::reshape(&out, vec![c(1), n().expr(), c(HIDDEN)]))?;
+        let out = self.o.forward(bb, &out)?;
+        Ok(emit(bb, op::add(x, &out))?)
+    }
+}
+
+impl Module for Attention {
+    fn parameters(&self) -> Vec<Param> {
+        [
+            &self.norm.parameters()[..],
+            &self.q.parameters(),
+            &self.k.parameters(),
+            &self.v.parameters(),
+            &self.o.parameters(),
+        ]
+        .concat()
+    }
+}
+
+/// The exported attention block: `forward(x: [1, n, 64])`.
+pub fn attention_module() -> IRModule {
+    Spec::new()
+        .function(
+            "forward",
+            vec![input("x", vec![c(1), n().expr(), c(HIDDEN)])],
+            |m: &Attention, bb, xs| m.forward(bb, &xs[0]),
+        )
+        .export(&Attention::new(&Prefix::new("model.layers.0.self_attn")))
+        .expect("the attention block exports")
+}

@@ -1,0 +1,205 @@
+//! Snapshots of the printed IR of small models before and after each front-end pass,
+//! and of the legalized primitive function of every op family. Every snapshotted module
+//! must also read back from its text form unchanged.
+
+mod common;
+
+use oxrelax::passes::{DeadCodeElimination, LegalizeOps, Normalize, Pass};
+use oxrelax_dsl::text::{parse_module, print_module};
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, Var};
+
+/// Snapshots `module` under `name` in the top-level `snapshots/` folder, after checking
+/// that its text form parses back to the same module.
+fn snapshot(name: &str, module: &IRModule) {
+    let text = print_module(module);
+    let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+    assert_eq!(&parsed, module, "{name}: print -> parse changed the module");
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+/// Snapshots the module as given and after each pass of the front-end pipeline.
+fn snapshot_passes(model: &str, module: IRModule) -> IRModule {
+    snapshot(&format!("{model}.0-input"), &module);
+    let passes: [(&str, &dyn Pass); 3] = [
+        ("1-normalize", &Normalize),
+        ("2-legalize-ops", &LegalizeOps),
+        ("3-dead-code-elimination", &DeadCodeElimination),
+    ];
+    passes.into_iter().fold(module, |module, (step, pass)| {
+        let out = pass
+            .run(module)
+            .unwrap_or_else(|e| panic!("{model} {step}: {e}"));
+        oxrelax_dsl::wellformed::check_module(&out)
+            .unwrap_or_else(|e| panic!("{model} {step}: {e}"));
+        snapshot(&format!("{model}.{step}"), &out);
+        out
+    })
+}
+
+#[test]
+fn mlp_through_the_front_end() {
+    let out = snapshot_passes("mlp", common::mlp_module());
+    let names: Vec<&String> = out.prim_funcs.keys().collect();
+    assert_eq!(
+        names,
+        [
+            "add",
+            "matmul",
+            "matmul1",
+            "permute_dims",
+            "permute_dims1",
+            "silu"
+        ]
+    );
+}
+
+#[test]
+fn attention_through_the_front_end() {
+    let out = snapshot_passes("attention", common::attention_module());
+    let forward = &out.functions["forward"];
+    let mut op_calls = 0;
+    for binding in forward.bindings() {
+        binding.value.expr().for_each_call(&mut |call| {
+            op_calls += matches!(call.callee, oxrelax_dsl::ir::Callee::Op(_)) as usize;
+        });
+    }
+    assert_eq!(op_calls, 0, "every op is legalized");
+    assert!(out.prim_funcs.contains_key("softmax"));
+}
+
+fn tensor(name: &str, shape: Vec<SymExpr>) -> Expr {
+    Expr::Var(Var::new(name, StructInfo::tensor(shape, DataType::F32)))
+}
+
+/// A module `f(x: [n, 16], y: [n, 16])` whose body is built by `body`, legalized.
+fn legalized(body: impl Fn(&mut BlockBuilder, &Expr, &Expr) -> Vec<Expr>) -> IRModule {
+    let n = common::n().expr();
+    let (x, y) = (
+        tensor("x", vec![n.clone(), 16.into()]),
+        tensor("y", vec![n, 16.into()]),
+    );
+    let mut bb = BlockBuilder::new();
+    let params = [&x, &y]
+        .map(|e| e.as_var().cloned().expect("inputs are vars"))
+        .to_vec();
+    bb.begin_function("f", params, true).unwrap();
+    bb.begin_dataflow().unwrap();
+    let results = body(&mut bb, &x, &y);
+    let outputs: Vec<Expr> = results
+        .into_iter()
+        .map(|r| Expr::from(bb.emit_output(r).unwrap()))
+        .collect();
+    bb.end_dataflow().unwrap();
+    bb.end_function(Expr::Tuple(outputs)).unwrap();
+    let module = bb.finish().unwrap();
+    [&Normalize as &dyn Pass, &LegalizeOps, &DeadCodeElimination]
+        .into_iter()
+        .fold(module, |m, pass| pass.run(m).unwrap())
+}
+
+#[test]
+fn legalized_op_families() {
+    let families: Vec<(&str, IRModule)> = vec![
+        (
+            "prim.elementwise",
+            legalized(|_, x, _| {
+                vec![
+                    op::exp(x).unwrap(),
+                    op::gelu(x, true).unwrap(),
+                    op::astype(x, DataType::F16).unwrap(),
+                ]
+            }),
+        ),
+        (
+            "prim.broadcast",
+            legalized(|bb, x, y| {
+                let row = Expr::from(bb.emit(op::sum(y, Some(vec![0]), true).unwrap()).unwrap());
+                vec![op::add(x, &row).unwrap(), op::maximum(x, y).unwrap()]
+            }),
+        ),
+        (
+            "prim.matmul",
+            legalized(|bb, x, y| {
+                let yt = Expr::from(bb.emit(op::permute_dims(y, None).unwrap()).unwrap());
+                vec![op::matmul(x, &yt).unwrap()]
+            }),
+        ),
+        (
+            "prim.reduction",
+            legalized(|_, x, _| {
+                vec![
+                    op::softmax(x, -1).unwrap(),
+                    op::mean(x, Some(vec![1]), false).unwrap(),
+                    op::max(x, None, false).unwrap(),
+                ]
+            }),
+        ),
+        (
+            "prim.norm",
+            legalized(|bb, x, _| {
+                let w = Expr::from(
+                    bb.emit(op::ones(vec![16.into()], DataType::F32).unwrap())
+                        .unwrap(),
+                );
+                vec![
+                    op::rms_norm(x, &w, vec![-1], 1e-6).unwrap(),
+                    op::layer_norm(x, &w, &w, vec![-1], 1e-5).unwrap(),
+                ]
+            }),
+        ),
+        (
+            "prim.layout",
+            legalized(|bb, x, y| {
+                let both = Expr::from(
+                    bb.emit(op::concat(&[x.clone(), y.clone()], 1).unwrap())
+                        .unwrap(),
+                );
+                let parts = Expr::from(bb.emit(op::split_sections(&both, 2, 1).unwrap()).unwrap());
+                let first = Expr::TupleGetItem(Box::new(parts), 0);
+                let n = common::n().expr();
+                vec![
+                    op::reshape(&first, vec![n.clone(), 4.into(), 4.into()]).unwrap(),
+                    op::strided_slice(x, vec![1], vec![2.into()], vec![10.into()], None).unwrap(),
+                    op::expand_dims(x, vec![0]).unwrap(),
+                ]
+            }),
+        ),
+        (
+            "prim.gather",
+            legalized(|bb, x, _| {
+                let ids = Expr::from(
+                    bb.emit(op::zeros(vec![3.into()], DataType::I32).unwrap())
+                        .unwrap(),
+                );
+                vec![op::take(x, &ids, 0).unwrap()]
+            }),
+        ),
+        (
+            "prim.create",
+            legalized(|bb, x, _| {
+                let n = common::n().expr();
+                let mask = Expr::from(
+                    bb.emit(
+                        op::full(vec![n.clone(), n], f64::NEG_INFINITY, DataType::F32).unwrap(),
+                    )
+                    .unwrap(),
+                );
+                vec![
+                    op::triu(&mask, 1).unwrap(),
+                    op::r#where(
+                        &Expr::from(bb.emit(op::astype(x, DataType::Bool).unwrap()).unwrap()),
+                        x,
+                        x,
+                    )
+                    .unwrap(),
+                ]
+            }),
+        ),
+    ];
+    for (name, module) in families {
+        assert!(!module.prim_funcs.is_empty(), "{name}");
+        snapshot(name, &module);
+    }
+}

@@ -109,19 +109,6 @@ fn astype_converts_between_storage_dtypes() {
     }
 }
 
-/// The numpy broadcast of two shapes.
-fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| (i + s.len()).checked_sub(rank).map_or(1, |j| s[j]);
-    (0..rank)
-        .map(|i| match (dim(a, i), dim(b, i)) {
-            (1, d) | (d, 1) => d,
-            (x, y) if x == y => x,
-            (x, y) => panic!("{x} and {y} do not broadcast"),
-        })
-        .collect()
-}
-
 /// `f` applied elementwise to `a` and `b` broadcast together.
 fn zip2(a: &ArrayD<f64>, b: &ArrayD<f64>, f: impl Fn(f64, f64) -> f64) -> ArrayD<f64> {
     let shape = IxDyn(&broadcast_shape(a.shape(), b.shape()));
@@ -273,5 +260,20 @@ fn contiguous_elementwise_kernels_are_vectorized() {
     for (name, call) in calls {
         let clif = compile(&call).clif();
         assert!(clif.contains("f32x4"), "{name} is not vectorized:\n{clif}");
+    }
+}
+
+/// A rank-4 nest with enough work to be parallelized: the default schedule fuses its
+/// three outer (serial) loops into one.
+#[test]
+fn rank4_nest_large_enough_to_parallelize() {
+    let mut rng = rng(6);
+    let shape = vec![c(2), c(4), n(), c(16)];
+    let x = var("x", shape.clone(), DataType::F32);
+    let kernel = compile(&op::add(&x, &x).unwrap());
+    for n in NS {
+        let x = random(&mut rng, &dims(&shape, n), DataType::F32, -4.0, 4.0);
+        let want = f64s(&x).mapv(|v| v + v);
+        assert_exact(&kernel.run1(n, &[&x, &x]), &want, "add [2, 4, n, 16]");
     }
 }

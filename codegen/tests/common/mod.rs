@@ -52,6 +52,19 @@ pub fn dims(shape: &[SymExpr], n: i64) -> Vec<usize> {
         .collect()
 }
 
+/// The numpy broadcast of two shapes.
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| (i + s.len()).checked_sub(rank).map_or(1, |j| s[j]);
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (1, d) | (d, 1) => d,
+            (x, y) if x == y => x,
+            (x, y) => panic!("{x} and {y} do not broadcast"),
+        })
+        .collect()
+}
+
 /// A seeded RNG (every test is deterministic).
 pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)

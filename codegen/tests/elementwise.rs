@@ -54,6 +54,17 @@ fn erf(x: f64) -> f64 {
     sum * 2.0 / std::f64::consts::PI.sqrt()
 }
 
+/// GELU, `x * Phi(x)` with the normal CDF from erf.
+fn gelu_erf_form(x: f64) -> f64 {
+    0.5 * x * (1.0 + erf(x / 2f64.sqrt()))
+}
+
+/// GELU's tanh approximation.
+fn gelu_tanh_form(x: f64) -> f64 {
+    let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3));
+    0.5 * x * (1.0 + inner.tanh())
+}
+
 macro_rules! unary_tests {
     ($($name:ident: $build:expr, $reference:expr, [$lo:expr, $hi:expr], $tol:expr;)*) => {$(
         #[test]
@@ -74,10 +85,8 @@ unary_tests! {
     tanh: op::tanh, f64::tanh, [-6.0, 6.0], 1e-5;
     sigmoid: op::sigmoid, logistic, [-10.0, 10.0], 1e-5;
     silu: op::silu, |x| x * logistic(x), [-10.0, 10.0], 1e-5;
-    gelu_erf: |x| op::gelu(x, false), |x| 0.5 * x * (1.0 + erf(x / 2f64.sqrt())), [-6.0, 6.0], 1e-5;
-    gelu_tanh: |x| op::gelu(x, true),
-        |x| 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh()),
-        [-6.0, 6.0], 1e-5;
+    gelu_erf: |x| op::gelu(x, false), gelu_erf_form, [-6.0, 6.0], 1e-5;
+    gelu_tanh: |x| op::gelu(x, true), gelu_tanh_form, [-6.0, 6.0], 1e-5;
 }
 
 #[test]
@@ -189,12 +198,12 @@ fn where_selects_with_broadcasting() {
                 let cond = random(&mut rng, &dims(sc, n), DataType::Bool, 0.0, 2.0);
                 let a = random(&mut rng, &dims(sa, n), dtype, -4.0, 4.0);
                 let b = random(&mut rng, &dims(sb, n), dtype, -4.0, 4.0);
-                let picked = zip2(
-                    &f64s(&cond),
-                    &f64s(&a),
-                    |c, a| if c != 0.0 { a } else { f64::NAN },
-                );
-                let want = zip2(&picked, &f64s(&b), |p, b| if p.is_nan() { b } else { p });
+                let shape = broadcast_shape(&broadcast_shape(cond.shape(), a.shape()), b.shape());
+                let shape = IxDyn(&shape);
+                let want = Zip::from(&cond.broadcast(shape.clone()).unwrap())
+                    .and(&a.broadcast(shape.clone()).unwrap())
+                    .and(&b.broadcast(shape).unwrap())
+                    .map_collect(|&c, &a, &b| f64::from(if c != 0.0 { a } else { b }));
                 assert_exact(
                     &kernel.run1(n, &[&cond, &a, &b]),
                     &want,
@@ -238,6 +247,7 @@ fn contiguous_elementwise_kernels_are_vectorized() {
     let calls = [
         ("add", op::add(&x, &x).unwrap()),
         ("exp", op::exp(&x).unwrap()),
+        ("tanh", op::tanh(&x).unwrap()),
         ("silu", op::silu(&x).unwrap()),
         ("gelu", op::gelu(&x, false).unwrap()),
         (

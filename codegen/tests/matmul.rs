@@ -171,3 +171,16 @@ fn reference_matmul_follows_numpy_shapes() {
     );
     assert_eq!(batched.shape(), [4, 5, 2, 7]);
 }
+
+/// The default schedule fuses all three output loops of a batched matmul into one
+/// parallel loop (the reduction stays serial inside it).
+#[test]
+fn batched_matmul_runs_one_parallel_loop_over_the_output() {
+    let dtype = oxrelax_dsl::DataType::F32;
+    let a = var("a", vec![c(2), n(), c(17)], dtype);
+    let b = var("b", vec![c(2), c(17), c(3)], dtype);
+    let kernel = compile(&op::matmul(&a, &b).unwrap());
+    let text = oxrelax_dsl::text::print_prim_func("matmul", &kernel.func);
+    assert!(text.contains("for i0_i1_i2 in parallel("), "{text}");
+    assert!(text.contains("in serial(17)"), "{text}");
+}

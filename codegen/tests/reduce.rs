@@ -211,3 +211,13 @@ fn softmax_gives_masked_entries_zero_weight() {
         check_softmax(&shape, -1, masked);
     }
 }
+
+/// The softmax output stage (`exp(x - max) / sum`) stores contiguously and is vectorized.
+#[test]
+fn softmax_output_stage_is_vectorized() {
+    for dtype in FLOATS {
+        let x = var("x", vec![n(), c(129)], dtype);
+        let clif = compile(&op::softmax(&x, -1).unwrap()).clif();
+        assert!(clif.contains("f32x4"), "{dtype}:\n{clif}");
+    }
+}

@@ -13,7 +13,7 @@ use oxrelax_codegen::{clif_text, JitLibrary};
 use oxrelax_dsl::ir::{Expr, Var};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
-use oxrelax_dsl::tir::{Buffer, PrimFunc};
+use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::{DataType, StructInfo, SymExpr, SymVar};
 use oxrelax_schedules::{default_schedule, ScheduleConfig};
 use rand::rngs::StdRng;
@@ -207,31 +207,17 @@ impl Kernel {
         clif_text(&self.name, &self.func).unwrap()
     }
 
-    /// The concrete dims of `buffer` with `n` bound.
-    fn shape(&self, buffer: &Buffer, bindings: &SymBindings) -> Vec<usize> {
-        buffer
-            .shape
-            .iter()
-            .map(|d| usize::try_from(d.eval(bindings).unwrap()).unwrap())
-            .collect()
-    }
-
     /// Runs the kernel with `n` bound to `n` on `inputs` (the function's inputs in
     /// order, values converted to each parameter's storage dtype) and returns every
     /// output converted to f32.
     pub fn run(&self, n: i64, inputs: &[&ArrayD<f32>]) -> Vec<ArrayD<f32>> {
-        let bindings: SymBindings = [("n".to_string(), n)].into_iter().collect();
-        let dims: Vec<i64> = self
+        let dims_abi: Vec<i64> = self
             .func
             .dims
             .iter()
-            .map(|d| match bindings.get(d.name()) {
-                Some(&value) => value,
-                None => panic!(
-                    "{}: the harness binds only `n`, not `{}`",
-                    self.name,
-                    d.name()
-                ),
+            .map(|d| {
+                assert_eq!(d.name(), "n", "{}: the harness binds only `n`", self.name);
+                n
             })
             .collect();
         let params = self.func.inputs();
@@ -240,7 +226,7 @@ impl Kernel {
             .iter()
             .zip(inputs)
             .map(|(param, values)| {
-                let shape = self.shape(param, &bindings);
+                let shape = dims(&param.shape, n);
                 assert_eq!(
                     values.shape(),
                     shape,
@@ -252,10 +238,7 @@ impl Kernel {
             })
             .collect();
         for param in self.func.outputs() {
-            buffers.push(HostBuffer::poisoned(
-                param.dtype,
-                self.shape(param, &bindings),
-            ));
+            buffers.push(HostBuffer::poisoned(param.dtype, dims(&param.shape, n)));
         }
         let args: Vec<*mut u8> = buffers
             .iter_mut()
@@ -264,9 +247,9 @@ impl Kernel {
         let kernel = self.library.kernel(&self.name).unwrap();
         // SAFETY: `kernel` was compiled from `self.func`; `args` holds one pointer per
         // parameter, in order, to an 8-byte aligned buffer holding the parameter's shape
-        // (evaluated with `dims`) in its storage dtype; `dims` holds one value per
+        // (evaluated with `n`) in its storage dtype; `dims_abi` holds one value per
         // `func.dims` entry; the kernels ignore the (null) env.
-        let code = unsafe { kernel(args.as_ptr(), dims.as_ptr(), std::ptr::null()) };
+        let code = unsafe { kernel(args.as_ptr(), dims_abi.as_ptr(), std::ptr::null()) };
         assert_eq!(code, 0, "{}: kernel returned an error", self.name);
         let num_inputs = inputs.len();
         buffers[num_inputs..]

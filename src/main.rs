@@ -63,11 +63,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let (module, report) = pipeline.run(module)?;
             if time {
                 for timing in &report.timings {
-                    eprintln!(
-                        "{:>10.3} ms  {}",
-                        timing.elapsed.as_secs_f64() * 1e3,
-                        timing.pass
-                    );
+                    eprintln!("{:>10.3} ms  {}", timing.elapsed.as_secs_f64() * 1e3, timing.pass);
                 }
             }
             print!("{}", oxrelax_dsl::text::print_module(&module));

@@ -83,9 +83,7 @@ fn module_with_dead_code() -> IRModule {
     };
     IRModule {
         functions: [("main".into(), main), ("helper".into(), helper)].into(),
-        prim_funcs: ["f", "g", "unused"]
-            .map(|n| (n.to_string(), prim(n)))
-            .into(),
+        prim_funcs: ["f", "g", "unused"].map(|n| (n.to_string(), prim(n))).into(),
     }
 }
 

@@ -57,6 +57,20 @@ pub(crate) fn pick(b: &mut FunctionBuilder, cond: Value, x: Value, y: Value) -> 
     }
 }
 
+/// `magnitude` with the sign of `sign`, by bit masks (Cranelift's x64 backend has no
+/// `fcopysign` for vectors).
+fn copysign(b: &mut FunctionBuilder, magnitude: Value, sign: Value) -> Value {
+    let (ty, int) = lane_types(b, magnitude);
+    let sign_bit = iconst(b, int, 0x8000_0000);
+    let rest = iconst(b, int, 0x7FFF_FFFF);
+    let magnitude = bitcast(b, int, magnitude);
+    let sign = bitcast(b, int, sign);
+    let sign = b.ins().band(sign, sign_bit);
+    let magnitude = b.ins().band(magnitude, rest);
+    let bits = b.ins().bor(magnitude, sign);
+    bitcast(b, ty, bits)
+}
+
 /// Horner evaluation of `sum(coeffs[i] * x^i)` with fused multiply-adds.
 fn polynomial(b: &mut FunctionBuilder, x: Value, coeffs: &[f32]) -> Value {
     let ty = b.func.dfg.value_type(x);
@@ -200,7 +214,7 @@ fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let numerator = b.ins().fsub(e, one);
     let denominator = b.ins().fadd(e, one);
     let magnitude = b.ins().fdiv(numerator, denominator);
-    b.ins().fcopysign(magnitude, x)
+    copysign(b, magnitude, x)
 }
 
 /// `1 / (1 + e^-x)`.
@@ -238,7 +252,7 @@ fn erf(b: &mut FunctionBuilder, x: Value) -> Value {
     let gauss = exp(b, neg_square);
     let tail = b.ins().fmul(poly, gauss);
     let magnitude = b.ins().fsub(one, tail);
-    b.ins().fcopysign(magnitude, x)
+    copysign(b, magnitude, x)
 }
 
 /// `sin(x)` (`quadrant_shift = 0`) or `cos(x) = sin(x + pi/2)` (`quadrant_shift = 1`):

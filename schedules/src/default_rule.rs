@@ -60,18 +60,19 @@ fn parallelize_nest(
     config: &ScheduleConfig,
 ) {
     let chain = parallel_chain(nest);
-    let Some(innermost) = chain.last() else {
+    let Some((innermost, outer)) = chain.split_last() else {
         return;
     };
     let work = max_work(nest, func);
     if work.is_none_or(|w| w < config.parallel_min_work) {
         return;
     }
-    // Fuse from the inside out: each fused loop is then the whole body of the next outer.
+    // Fuse from the inside out: a fused loop's body starts with the `let`s recovering
+    // its variables, so it can be the inner loop of a fusion but not the outer one.
     let mut fused = innermost.clone();
-    for outer in chain.iter().rev().skip(1) {
+    for next in outer.iter().rev() {
         fused = schedule
-            .fuse(outer, &fused)
+            .fuse(next, &fused)
             .expect("the chain is perfectly nested");
     }
     schedule.parallel(&fused).expect("the fused loop exists");

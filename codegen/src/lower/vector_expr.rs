@@ -45,9 +45,13 @@ impl Lowerer<'_, '_> {
             PrimExpr::Cmp(cmp, a, b) => {
                 let float = a.dtype().is_float();
                 let (x, y) = (self.vector_expr(a)?, self.vector_expr(b)?);
-                if let (true, Some(x), Some(y)) = (float, self.as_vector(x), self.as_vector(y)) {
-                    let cc = float_cc(*cmp);
-                    return Ok(Lane::Mask(self.b.ins().fcmp(cc, x, y)));
+                // Only float operands may become f32x4 (an integer one would be splat
+                // into f32 lanes, which the verifier rejects).
+                if float {
+                    if let (Some(x), Some(y)) = (self.as_vector(x), self.as_vector(y)) {
+                        let cc = float_cc(*cmp);
+                        return Ok(Lane::Mask(self.b.ins().fcmp(cc, x, y)));
+                    }
                 }
                 self.per_lane(&[x, y], DataType::Bool, |l, v| {
                     Ok(l.compare(*cmp, float, v[0], v[1]))

@@ -30,7 +30,7 @@ impl Pass for LegalizeOps {
                     PassError::Legalize {
                         function: name.clone(),
                         var: binding.var.name.clone(),
-                        source,
+                        source: Box::new(source),
                     }
                 })?;
                 let callee = intern(&mut prim_funcs, &legalized.name_hint, legalized.func);

@@ -29,7 +29,7 @@ pub trait Pass {
 pub enum PassError {
     /// Normalization failed (an op's struct info could not be inferred).
     #[error(transparent)]
-    Normalize(#[from] oxrelax_dsl::normalize::NormalizeError),
+    Normalize(Box<oxrelax_dsl::normalize::NormalizeError>),
     /// An op could not be legalized.
     #[error("legalizing `{function}`, binding `{var}`: {source}")]
     Legalize {
@@ -38,7 +38,7 @@ pub enum PassError {
         /// The variable bound to the op call.
         var: String,
         /// What went wrong.
-        source: oxrelax_dsl::legalize::LegalizeError,
+        source: Box<oxrelax_dsl::legalize::LegalizeError>,
     },
     /// The module is not well formed after a pass (when verification is on).
     #[error("module is not well formed after pass `{pass}`: {source}")]
@@ -46,7 +46,7 @@ pub enum PassError {
         /// The pass that produced the module.
         pass: String,
         /// The first problem found.
-        source: oxrelax_dsl::wellformed::WellFormedError,
+        source: Box<oxrelax_dsl::wellformed::WellFormedError>,
     },
     /// Writing an IR dump failed.
     #[error("cannot write IR dump {path}: {source}")]

@@ -13,6 +13,7 @@ impl Pass for Normalize {
     }
 
     fn run(&self, module: IRModule) -> Result<IRModule, PassError> {
-        Ok(oxrelax_dsl::normalize::normalize_module(&module)?)
+        oxrelax_dsl::normalize::normalize_module(&module)
+            .map_err(|e| PassError::Normalize(Box::new(e)))
     }
 }

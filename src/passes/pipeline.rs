@@ -80,7 +80,7 @@ impl Pipeline {
                 oxrelax_dsl::wellformed::check_module(&module).map_err(|source| {
                     PassError::NotWellFormed {
                         pass: pass.name().to_string(),
-                        source,
+                        source: Box::new(source),
                     }
                 })?;
             }

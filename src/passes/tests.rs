@@ -37,16 +37,16 @@ fn bind(var: &Var, value: Expr) -> Binding {
 /// `m = match_cast(x, (k,))` (binds a new dim); plus an unexported function.
 fn module_with_dead_code() -> IRModule {
     let n = SymVar::bounded("n", 16).expr();
-    let sinfo = tensor(&[n.clone()]);
+    let sinfo = tensor(std::slice::from_ref(&n));
     let x = Var::new("x", sinfo.clone());
-    let mut df = |name: &str| Var {
+    let df = |name: &str| Var {
         dataflow: true,
         ..Var::new(name, sinfo.clone())
     };
     let (a, b) = (df("a"), df("b"));
     let c = Var::new("c", StructInfo::Object);
     let k = SymVar::new("k").expr();
-    let m = Var::new("m", tensor(&[k.clone()]));
+    let m = Var::new("m", tensor(std::slice::from_ref(&k)));
     let append = Expr::Call(Box::new(Call {
         callee: Callee::Packed("kv_cache.append".into()),
         args: vec![Expr::from(&x)],

@@ -13,6 +13,8 @@ pub mod op;
 pub mod struct_info;
 pub mod sym;
 pub mod te;
+#[cfg(test)]
+mod test_util;
 pub mod text;
 pub mod tir;
 pub mod wellformed;

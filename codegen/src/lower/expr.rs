@@ -162,15 +162,7 @@ impl Lowerer<'_, '_> {
 
     pub(crate) fn compare(&mut self, cmp: PrimCmp, float: bool, x: Value, y: Value) -> Value {
         if float {
-            let cc = match cmp {
-                PrimCmp::Lt => FloatCC::LessThan,
-                PrimCmp::Le => FloatCC::LessThanOrEqual,
-                PrimCmp::Gt => FloatCC::GreaterThan,
-                PrimCmp::Ge => FloatCC::GreaterThanOrEqual,
-                PrimCmp::Eq => FloatCC::Equal,
-                PrimCmp::Ne => FloatCC::NotEqual,
-            };
-            self.b.ins().fcmp(cc, x, y)
+            self.b.ins().fcmp(float_cc(cmp), x, y)
         } else {
             let cc = match cmp {
                 PrimCmp::Lt => IntCC::SignedLessThan,
@@ -235,5 +227,17 @@ impl Lowerer<'_, '_> {
             DataType::U4 => ins.band_imm_u(x, 0xF),
             DataType::F32 | DataType::I64 | DataType::Bool => x,
         }
+    }
+}
+
+/// The float condition code of a comparison (ordered, except `Ne`).
+pub(crate) fn float_cc(cmp: PrimCmp) -> FloatCC {
+    match cmp {
+        PrimCmp::Lt => FloatCC::LessThan,
+        PrimCmp::Le => FloatCC::LessThanOrEqual,
+        PrimCmp::Gt => FloatCC::GreaterThan,
+        PrimCmp::Ge => FloatCC::GreaterThanOrEqual,
+        PrimCmp::Eq => FloatCC::Equal,
+        PrimCmp::Ne => FloatCC::NotEqual,
     }
 }

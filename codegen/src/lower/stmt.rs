@@ -61,13 +61,28 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    /// `for var in start..end { body }` as header/body/exit blocks.
+    /// `for var in start..end { body }`.
     pub(crate) fn serial_loop(
         &mut self,
         var: &TVar,
         start: Value,
         end: Value,
         body: &Stmt,
+    ) -> Result<(), CodegenError> {
+        self.counted_loop(start, end, 1, |l, index| {
+            l.define_var(&var.name, types::I64, index);
+            l.stmt(body)
+        })
+    }
+
+    /// A loop over `index = start, start + step, ...` while `index < end`, as
+    /// header/body/exit blocks; `body` emits one iteration.
+    pub(crate) fn counted_loop(
+        &mut self,
+        start: Value,
+        end: Value,
+        step: i64,
+        body: impl FnOnce(&mut Self, Value) -> Result<(), CodegenError>,
     ) -> Result<(), CodegenError> {
         let header = self.b.create_block();
         let body_block = self.b.create_block();
@@ -81,9 +96,8 @@ impl Lowerer<'_, '_> {
         self.b.ins().brif(more, body_block, &[], exit, &[]);
 
         self.b.switch_to_block(body_block);
-        self.define_var(&var.name, types::I64, index);
-        self.stmt(body)?;
-        let next = self.b.ins().iadd_imm_s(index, 1);
+        body(self, index)?;
+        let next = self.b.ins().iadd_imm_s(index, step);
         self.b.ins().jump(header, &[next.into()]);
 
         self.b.switch_to_block(exit);

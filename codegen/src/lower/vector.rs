@@ -6,7 +6,6 @@
 use super::vector_expr::Lane;
 use super::Lowerer;
 use crate::CodegenError;
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use oxrelax_dsl::tir::{BinOp, PrimExpr, Stmt, TVar};
 use std::collections::{HashMap, HashSet};
@@ -38,30 +37,16 @@ impl Lowerer<'_, '_> {
             return self.serial_loop(var, zero, end, body);
         }
         let main_end = self.b.ins().band_imm_s(end, !(LANES - 1));
-        let header = self.b.create_block();
-        let body_block = self.b.create_block();
-        let tail = self.b.create_block();
-        self.b.append_block_param(header, types::I64);
-        self.b.ins().jump(header, &[zero.into()]);
-
-        self.b.switch_to_block(header);
-        let base = self.b.block_params(header)[0];
-        let more = self.b.ins().icmp(IntCC::SignedLessThan, base, main_end);
-        self.b.ins().brif(more, body_block, &[], tail, &[]);
-
-        self.b.switch_to_block(body_block);
-        self.lanes = Some(LaneScope {
-            var: var.name.clone(),
-            base,
-            lets: HashMap::new(),
-        });
-        let lowered = self.vector_stmt(body);
-        self.lanes = None;
-        lowered?;
-        let next = self.b.ins().iadd_imm_s(base, LANES);
-        self.b.ins().jump(header, &[next.into()]);
-
-        self.b.switch_to_block(tail);
+        self.counted_loop(zero, main_end, LANES, |l, base| {
+            l.lanes = Some(LaneScope {
+                var: var.name.clone(),
+                base,
+                lets: HashMap::new(),
+            });
+            let lowered = l.vector_stmt(body);
+            l.lanes = None;
+            lowered
+        })?;
         self.serial_loop(var, main_end, end, body)
     }
 

@@ -3,10 +3,11 @@
 //! uniform (same in every lane), affine integer (`base + lane * stride`), an `f32x4`
 //! vector, an `i32x4` lane mask, or 4 independent scalars (gathers, integer data).
 
+use super::expr::float_cc;
 use super::vector::{int_const, LANES};
 use super::Lowerer;
 use crate::{math, CodegenError};
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use oxrelax_dsl::tir::{BinOp, PrimExpr};
 use oxrelax_dsl::DataType;
@@ -359,16 +360,4 @@ impl Lowerer<'_, '_> {
 
 fn all_uniform(lanes: &[Lane]) -> bool {
     lanes.iter().all(|l| matches!(l, Lane::Uniform(_)))
-}
-
-fn float_cc(cmp: oxrelax_dsl::tir::PrimCmp) -> FloatCC {
-    use oxrelax_dsl::tir::PrimCmp;
-    match cmp {
-        PrimCmp::Lt => FloatCC::LessThan,
-        PrimCmp::Le => FloatCC::LessThanOrEqual,
-        PrimCmp::Gt => FloatCC::GreaterThan,
-        PrimCmp::Ge => FloatCC::GreaterThanOrEqual,
-        PrimCmp::Eq => FloatCC::Equal,
-        PrimCmp::Ne => FloatCC::NotEqual,
-    }
 }

@@ -1,27 +1,8 @@
 use super::*;
-use crate::ir::{Binding, Call, Callee};
+use crate::ir::{Binding, Callee};
+use crate::test_util::{exp, op, t};
 use crate::tir::{Buffer, Stmt};
 use crate::{DataType, SymExpr, SymVar, TensorInfo, TensorShape};
-
-fn t(dims: &[i64]) -> StructInfo {
-    StructInfo::tensor(
-        dims.iter().map(|&d| SymExpr::int(d)).collect(),
-        DataType::F32,
-    )
-}
-
-fn op(name: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
-    Expr::Call(Box::new(Call {
-        callee: Callee::Op(name.to_string()),
-        args,
-        attrs: Default::default(),
-        sinfo,
-    }))
-}
-
-fn exp(x: &Var) -> Expr {
-    op("exp", vec![x.into()], x.sinfo.clone())
-}
 
 fn names(function: &Function) -> Vec<(String, bool)> {
     function

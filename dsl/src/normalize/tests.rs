@@ -1,37 +1,7 @@
 use super::*;
 use crate::ir::Constant;
+use crate::test_util::{bind, op, t, var};
 use crate::{AttrValue, DataType, SymExpr, SymVar};
-
-fn t(dims: &[i64]) -> StructInfo {
-    StructInfo::tensor(
-        dims.iter().map(|&d| SymExpr::int(d)).collect(),
-        DataType::F32,
-    )
-}
-
-fn op(name: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
-    Expr::Call(Box::new(Call {
-        callee: Callee::Op(name.to_string()),
-        args,
-        attrs: Default::default(),
-        sinfo,
-    }))
-}
-
-fn var(name: &str, sinfo: StructInfo, dataflow: bool) -> Var {
-    Var {
-        name: name.to_string(),
-        sinfo,
-        dataflow,
-    }
-}
-
-fn bind(v: &Var, value: Expr) -> Binding {
-    Binding {
-        var: v.clone(),
-        value: BindingValue::Expr(value),
-    }
-}
 
 fn block(dataflow: bool, bindings: Vec<Binding>) -> BindingBlock {
     BindingBlock { dataflow, bindings }

@@ -1,42 +1,8 @@
 use super::*;
-use crate::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Expr, Var};
+use crate::ir::{Binding, BindingBlock, BindingValue, Callee, Expr, Var};
+use crate::test_util::{bind, call, exp, t, var};
 use crate::tir::{Buffer, PrimFunc, Stmt};
 use crate::{BlockBuilder, DataType, StructInfo, SymExpr, SymVar, TensorInfo, TensorShape};
-
-fn t(dims: &[i64]) -> StructInfo {
-    StructInfo::tensor(
-        dims.iter().map(|&d| SymExpr::int(d)).collect(),
-        DataType::F32,
-    )
-}
-
-fn call(callee: Callee, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
-    Expr::Call(Box::new(Call {
-        callee,
-        args,
-        attrs: Default::default(),
-        sinfo,
-    }))
-}
-
-fn exp(x: &Var) -> Expr {
-    call(Callee::Op("exp".into()), vec![x.into()], x.sinfo.clone())
-}
-
-fn var(name: &str, sinfo: StructInfo, dataflow: bool) -> Var {
-    Var {
-        name: name.into(),
-        sinfo,
-        dataflow,
-    }
-}
-
-fn bind(v: &Var, value: Expr) -> Binding {
-    Binding {
-        var: v.clone(),
-        value: BindingValue::Expr(value),
-    }
-}
 
 fn function(params: Vec<Var>, blocks: Vec<(bool, Vec<Binding>)>, ret: Expr) -> Function {
     Function {

@@ -3,15 +3,19 @@
 
 mod dce;
 mod legalize;
+mod memory_plan;
 mod normalize;
+mod schedule;
 mod pipeline;
 #[cfg(test)]
 mod tests;
 
 pub use dce::DeadCodeElimination;
 pub use legalize::LegalizeOps;
+pub use memory_plan::{arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS};
 pub use normalize::Normalize;
-pub use pipeline::{default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport};
+pub use schedule::ScheduleKernels;
+pub use pipeline::{compile_pipeline, default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport};
 
 use oxrelax_dsl::IRModule;
 
@@ -47,6 +51,16 @@ pub enum PassError {
         pass: String,
         /// The first problem found.
         source: Box<oxrelax_dsl::wellformed::WellFormedError>,
+    },
+    /// A tensor's size has no upper bound, so it cannot get a place in the arena.
+    #[error("cannot plan memory for `{var}` in `{function}`: {sinfo} has no upper bound (declare bounds on its dims)")]
+    Unplannable {
+        /// The graph function.
+        function: String,
+        /// The variable bound to the tensor.
+        var: String,
+        /// Its struct info.
+        sinfo: String,
     },
     /// Writing an IR dump failed.
     #[error("cannot write IR dump {path}: {source}")]

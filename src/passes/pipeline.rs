@@ -118,3 +118,11 @@ pub fn default_pipeline() -> Pipeline {
         .with(super::LegalizeOps)
         .with(super::DeadCodeElimination)
 }
+
+/// The whole compile pipeline up to bytecode: the front end, then scheduling of every
+/// kernel and static memory planning.
+pub fn compile_pipeline() -> Pipeline {
+    default_pipeline()
+        .with(super::ScheduleKernels::default())
+        .with(super::StaticPlanBlockMemory)
+}

@@ -1,0 +1,52 @@
+//! `build`: a module in, a runnable VM out — the compile pipeline, lowering to bytecode,
+//! and JIT compilation of every kernel for the host.
+
+use crate::lower_vm::{lower_to_vm, LowerError};
+use crate::passes::{compile_pipeline, Instrument, PassError};
+use oxrelax_codegen::{CodegenError, JitLibrary};
+use oxrelax_dsl::IRModule;
+use oxrelax_runtime::vm::{Executable, VirtualMachine, VmError};
+use oxrelax_runtime::Registry;
+use std::sync::Arc;
+
+/// Why a module could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A compiler pass failed.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// The module could not be lowered to bytecode.
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    /// A kernel could not be compiled.
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    /// The VM rejected the executable.
+    #[error(transparent)]
+    Vm(#[from] VmError),
+}
+
+/// A compiled module: the optimized IR, its bytecode and a VM ready to call it.
+pub struct Built {
+    /// The module after the compile pipeline (what the bytecode was lowered from).
+    pub module: IRModule,
+    /// The bytecode and kernel signatures.
+    pub executable: Executable,
+    /// The VM running the exported functions, with kernels compiled for the host.
+    pub vm: VirtualMachine,
+}
+
+/// Compiles `module` for the host: runs the compile pipeline (with `instrument`), lowers
+/// every graph function to bytecode, JIT-compiles every kernel, and loads both into a VM
+/// with the runtime's builtins (KV cache, ...).
+pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildError> {
+    let (module, _) = compile_pipeline().instrumented(instrument).run(module)?;
+    let executable = lower_to_vm(&module)?;
+    let library = JitLibrary::compile(&module.prim_funcs)?;
+    let vm = VirtualMachine::new(executable.clone(), Arc::new(library), &Registry::with_builtins())?;
+    Ok(Built {
+        module,
+        executable,
+        vm,
+    })
+}

@@ -1,0 +1,166 @@
+//! Modules built with the DSL run through the whole compiler (passes, schedules, memory
+//! plan, bytecode, JIT) in the VM, compared with ndarray references.
+
+mod common;
+
+use ndarray::{Array, ArrayD, Ix2, IxDyn};
+use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS};
+use oxrelax::{build, Built};
+use oxrelax_dsl::ir::BindingValue;
+use oxrelax_dsl::{AttrValue, Expr};
+use oxrelax_runtime::{Tensor, Value};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn random(rng: &mut StdRng, shape: &[usize], scale: f32) -> ArrayD<f32> {
+    Array::from_shape_fn(IxDyn(shape), |_| rng.gen_range(-scale..scale))
+}
+
+fn tensor(a: &ArrayD<f32>) -> Value {
+    Value::Tensor(Tensor::from_ndarray(a).expect("f32 arrays convert"))
+}
+
+fn output(value: Value) -> ArrayD<f32> {
+    value
+        .as_tensor()
+        .expect("a tensor result")
+        .to_ndarray::<f32>()
+        .expect("f32 result")
+}
+
+fn max_abs_diff(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {
+    assert_eq!(a.shape(), b.shape());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+fn built_mlp() -> Built {
+    build(common::mlp_module(), Instrument::default()).expect("the MLP builds")
+}
+
+#[test]
+fn mlp_matches_ndarray_for_several_token_counts() {
+    let mut built = built_mlp();
+    let mut rng = StdRng::seed_from_u64(1);
+    let up = random(&mut rng, &[256, 64], 0.1);
+    let down = random(&mut rng, &[64, 256], 0.1);
+    let bias = random(&mut rng, &[64], 0.1);
+    for n in [1usize, 3, 17, 129] {
+        let x = random(&mut rng, &[1, n, 64], 1.0);
+        let got = built
+            .vm
+            .call(
+                "forward",
+                &[tensor(&x), tensor(&up), tensor(&down), tensor(&bias)],
+            )
+            .unwrap();
+        let x2 = x
+            .clone()
+            .into_shape_with_order((n, 64))
+            .unwrap()
+            .into_dimensionality::<Ix2>()
+            .unwrap();
+        let up2 = up.view().into_dimensionality::<Ix2>().unwrap();
+        let down2 = down.view().into_dimensionality::<Ix2>().unwrap();
+        let hidden = x2.dot(&up2.t()).mapv(silu);
+        let want = (hidden.dot(&down2.t())
+            + &bias.view().into_dimensionality::<ndarray::Ix1>().unwrap())
+            .into_shape_with_order((1, n, 64))
+            .unwrap()
+            .into_dyn();
+        let diff = max_abs_diff(&output(got), &want);
+        assert!(diff < 1e-5, "n = {n}: max |diff| = {diff}");
+    }
+}
+
+#[test]
+fn memory_plan_is_sized_from_bounds_and_never_overlaps_live_tensors() {
+    let built = built_mlp();
+    let forward = &built.module.functions["forward"];
+    // (offset, size, def, last use) of every planned tensor.
+    let bindings: Vec<_> = forward.bindings().collect();
+    let mut planned = Vec::new();
+    for (index, binding) in bindings.iter().enumerate() {
+        let BindingValue::Expr(Expr::Call(call)) = &binding.value else {
+            continue;
+        };
+        let Some(AttrValue::Ints(offsets)) = call.attrs.get(ARENA_OFFSETS) else {
+            continue;
+        };
+        let size = planned_bytes(&call.sinfo).unwrap();
+        let last_use = bindings
+            .iter()
+            .rposition(|b| {
+                let mut uses = false;
+                b.value
+                    .expr()
+                    .for_each_var(&mut |v| uses |= v.name == binding.var.name);
+                uses
+            })
+            .unwrap_or(usize::MAX);
+        planned.push((offsets[0], size, index, last_use, binding.var.name.clone()));
+    }
+    assert!(!planned.is_empty());
+    // Every intermediate is [1, n, 256] or smaller with n <= 2048, f32.
+    let largest = 2048 * 256 * 4;
+    assert!(planned.iter().all(|p| p.1 <= largest));
+    assert!(planned.iter().any(|p| p.1 == largest));
+    for (i, a) in planned.iter().enumerate() {
+        for b in &planned[i + 1..] {
+            let live_together = a.2 <= b.3 && b.2 <= a.3;
+            let overlap = a.0 < b.0 + b.1 && b.0 < a.0 + a.1;
+            assert!(
+                !(live_together && overlap),
+                "{} and {} share memory while both live",
+                a.4,
+                b.4
+            );
+        }
+    }
+    let vm_function = &built.executable.functions["forward"];
+    assert_eq!(vm_function.arena_size as i64, arena_size(forward));
+    // Reuse: the arena is smaller than the sum of all planned tensors.
+    let total: i64 = planned.iter().map(|p| p.1).sum();
+    assert!(
+        arena_size(forward) < total,
+        "arena {} vs total {total}",
+        arena_size(forward)
+    );
+}
+
+#[test]
+fn wrong_argument_shape_is_a_clear_error() {
+    let mut built = built_mlp();
+    let mut rng = StdRng::seed_from_u64(2);
+    let x = random(&mut rng, &[1, 3, 32], 1.0);
+    let w = random(&mut rng, &[256, 64], 1.0);
+    let down = random(&mut rng, &[64, 256], 1.0);
+    let b = random(&mut rng, &[64], 1.0);
+    let err = built
+        .vm
+        .call(
+            "forward",
+            &[tensor(&x), tensor(&w), tensor(&down), tensor(&b)],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("forward") && err.contains("[1, 3, 32]"),
+        "{err}"
+    );
+    let too_long = random(&mut rng, &[1, 2049, 64], 1.0);
+    let err = built
+        .vm
+        .call(
+            "forward",
+            &[tensor(&too_long), tensor(&w), tensor(&down), tensor(&b)],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("2048") && err.contains("2049"), "{err}");
+}

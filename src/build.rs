@@ -43,7 +43,11 @@ pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildErr
     let (module, _) = compile_pipeline().instrumented(instrument).run(module)?;
     let executable = lower_to_vm(&module)?;
     let library = JitLibrary::compile(&module.prim_funcs)?;
-    let vm = VirtualMachine::new(executable.clone(), Arc::new(library), &Registry::with_builtins())?;
+    let vm = VirtualMachine::new(
+        executable.clone(),
+        Arc::new(library),
+        &Registry::with_builtins(),
+    )?;
     Ok(Built {
         module,
         executable,

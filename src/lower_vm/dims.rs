@@ -78,11 +78,12 @@ impl DimTable {
 
     /// `expr` over this table's dim registers.
     pub(crate) fn shape_expr(&self, expr: &SymExpr) -> Result<ShapeExpr, LowerError> {
-        self.prim_to_shape(&PrimExpr::from(expr)).map_err(|reason| LowerError::Shape {
-            function: self.owner.clone(),
-            expr: expr.to_string(),
-            reason,
-        })
+        self.prim_to_shape(&PrimExpr::from(expr))
+            .map_err(|reason| LowerError::Shape {
+                function: self.owner.clone(),
+                expr: expr.to_string(),
+                reason,
+            })
     }
 
     fn prim_to_shape(&self, expr: &PrimExpr) -> Result<ShapeExpr, String> {
@@ -103,7 +104,11 @@ impl DimTable {
                     BinOp::Max => ShapeOp::Max,
                     other => return Err(format!("`{}` is not shape arithmetic", other.name())),
                 };
-                Ok(ShapeExpr::bin(op, self.prim_to_shape(a)?, self.prim_to_shape(b)?))
+                Ok(ShapeExpr::bin(
+                    op,
+                    self.prim_to_shape(a)?,
+                    self.prim_to_shape(b)?,
+                ))
             }
             other => Err(format!("`{other:?}` is not shape arithmetic")),
         }

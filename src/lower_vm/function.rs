@@ -74,9 +74,19 @@ impl<'a> FunctionLowering<'a> {
         self.current = "return".into();
         let ret = self.value(&self.function.ret)?;
         self.instrs.push(Instr::Ret { reg: ret });
-        let arena_size = self.slots.iter().map(|s| s.offset + s.size).max().unwrap_or(0);
+        let arena_size = self
+            .slots
+            .iter()
+            .map(|s| s.offset + s.size)
+            .max()
+            .unwrap_or(0);
         Ok(VmFunction {
-            params: self.function.params.iter().map(|p| p.name.clone()).collect(),
+            params: self
+                .function
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .collect(),
             dims: self.dims.decls(),
             num_regs: self.num_regs,
             instrs: self.instrs,
@@ -295,12 +305,16 @@ impl<'a> FunctionLowering<'a> {
                 });
                 match from_buffer {
                     Some(expr) => self.dims.shape_expr(&expr),
-                    None => self.dims.reg(dim.name()).map(ShapeExpr::Dim).ok_or_else(|| {
-                        self.unsupported(format!(
-                            "kernel `{callee}` takes dim `{}`, which no argument determines",
-                            dim.name()
-                        ))
-                    }),
+                    None => self
+                        .dims
+                        .reg(dim.name())
+                        .map(ShapeExpr::Dim)
+                        .ok_or_else(|| {
+                            self.unsupported(format!(
+                                "kernel `{callee}` takes dim `{}`, which no argument determines",
+                                dim.name()
+                            ))
+                        }),
                 }
             })
             .collect()

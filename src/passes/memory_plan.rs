@@ -76,9 +76,10 @@ fn plan_function(name: &str, function: &mut Function) -> Result<(), PassError> {
     let bindings: Vec<_> = function.bindings().cloned().collect();
     for (index, binding) in bindings.iter().enumerate() {
         let mut used: Vec<usize> = Vec::new();
-        binding.value.expr().for_each_var(&mut |v| {
-            used.extend(refs.get(&v.name).into_iter().flatten().copied())
-        });
+        binding
+            .value
+            .expr()
+            .for_each_var(&mut |v| used.extend(refs.get(&v.name).into_iter().flatten().copied()));
         for &block in &used {
             blocks[block].last_use = blocks[block].last_use.max(index);
         }
@@ -119,8 +120,9 @@ fn assign_offsets(blocks: &mut [Block]) {
     order.sort_by_key(|&i| (std::cmp::Reverse(blocks[i].size), i));
     let mut placed: Vec<usize> = Vec::new();
     for i in order {
-        let live_together =
-            |j: &&usize| blocks[**j].def <= blocks[i].last_use && blocks[i].def <= blocks[**j].last_use;
+        let live_together = |j: &&usize| {
+            blocks[**j].def <= blocks[i].last_use && blocks[i].def <= blocks[**j].last_use
+        };
         let mut busy: Vec<(i64, i64)> = placed
             .iter()
             .filter(live_together)
@@ -146,8 +148,11 @@ fn write_offsets(function: &mut Function, blocks: &[Block], owners: &[(usize, us
     }
     let all = function.blocks.iter_mut().flat_map(|b| &mut b.bindings);
     for (index, binding) in all.enumerate() {
-        if let (Some(list), BindingValue::Expr(Expr::Call(call))) = (offsets.remove(&index), &mut binding.value) {
-            call.attrs.insert(ARENA_OFFSETS.to_string(), AttrValue::Ints(list));
+        if let (Some(list), BindingValue::Expr(Expr::Call(call))) =
+            (offsets.remove(&index), &mut binding.value)
+        {
+            call.attrs
+                .insert(ARENA_OFFSETS.to_string(), AttrValue::Ints(list));
         }
     }
 }

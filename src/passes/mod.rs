@@ -5,17 +5,21 @@ mod dce;
 mod legalize;
 mod memory_plan;
 mod normalize;
-mod schedule;
 mod pipeline;
+mod schedule;
 #[cfg(test)]
 mod tests;
 
 pub use dce::DeadCodeElimination;
 pub use legalize::LegalizeOps;
-pub use memory_plan::{arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS};
+pub use memory_plan::{
+    arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS,
+};
 pub use normalize::Normalize;
+pub use pipeline::{
+    compile_pipeline, default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport,
+};
 pub use schedule::ScheduleKernels;
-pub use pipeline::{compile_pipeline, default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport};
 
 use oxrelax_dsl::IRModule;
 

@@ -68,8 +68,8 @@ fn mlp_matches_ndarray_for_several_token_counts() {
         let up2 = up.view().into_dimensionality::<Ix2>().unwrap();
         let down2 = down.view().into_dimensionality::<Ix2>().unwrap();
         let hidden = x2.dot(&up2.t()).mapv(silu);
-        let want = (hidden.dot(&down2.t())
-            + &bias.view().into_dimensionality::<ndarray::Ix1>().unwrap())
+        let bias1 = bias.view().into_dimensionality::<ndarray::Ix1>().unwrap();
+        let want = (hidden.dot(&down2.t()) + bias1)
             .into_shape_with_order((1, n, 64))
             .unwrap()
             .into_dyn();

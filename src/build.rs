@@ -7,7 +7,6 @@ use oxrelax_codegen::{CodegenError, JitLibrary};
 use oxrelax_dsl::IRModule;
 use oxrelax_runtime::vm::{Executable, VirtualMachine, VmError};
 use oxrelax_runtime::Registry;
-use std::sync::Arc;
 
 /// Why a module could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -37,17 +36,14 @@ pub struct Built {
 }
 
 /// Compiles `module` for the host: runs the compile pipeline (with `instrument`), lowers
-/// every graph function to bytecode, JIT-compiles every kernel, and loads both into a VM
+/// every graph function to bytecode, JIT-compiles every kernel (once per process for
+/// identical kernels), and loads both into a VM
 /// with the runtime's builtins (KV cache, ...).
 pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildError> {
     let (module, _) = compile_pipeline().instrumented(instrument).run(module)?;
     let executable = lower_to_vm(&module)?;
-    let library = JitLibrary::compile(&module.prim_funcs)?;
-    let vm = VirtualMachine::new(
-        executable.clone(),
-        Arc::new(library),
-        &Registry::with_builtins(),
-    )?;
+    let library = JitLibrary::compile_cached(&module.prim_funcs)?;
+    let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
     Ok(Built {
         module,
         executable,

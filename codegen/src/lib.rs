@@ -1,6 +1,7 @@
 //! Codegen: primitive functions (TIR) to native code with Cranelift, using the kernel
 //! ABI of DESIGN.md: `fn(args: *const *mut u8, dims: *const i64, env: *const RtEnv) -> i32`.
 
+mod cache;
 mod convert;
 mod error;
 pub mod isa;

@@ -569,3 +569,18 @@ fn parallel_loops_run_on_the_pool_and_inline() {
         }
     }
 }
+
+#[test]
+fn identical_functions_compile_once_per_process() {
+    let func = elementwise(F32, |x, y| x * y);
+    let funcs = std::collections::BTreeMap::from([("mul".to_string(), func.clone())]);
+    let first = JitLibrary::compile_cached(&funcs).unwrap();
+    let again = JitLibrary::compile_cached(&funcs).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    let other =
+        std::collections::BTreeMap::from([("mul".to_string(), elementwise(F32, |x, y| x + y))]);
+    assert!(!std::sync::Arc::ptr_eq(
+        &first,
+        &JitLibrary::compile_cached(&other).unwrap()
+    ));
+}

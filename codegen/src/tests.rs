@@ -584,3 +584,30 @@ fn identical_functions_compile_once_per_process() {
         &JitLibrary::compile_cached(&other).unwrap()
     ));
 }
+
+#[test]
+fn unrolled_loops_repeat_the_body_and_stay_correct() {
+    let unrolled = |extent: PrimExpr| {
+        let Stmt::For { var, body, .. } = elementwise(F32, |x, y| x - y).body else {
+            unreachable!("elementwise builds one loop")
+        };
+        PrimFunc {
+            body: Stmt::For {
+                var,
+                extent,
+                kind: ForKind::Unrolled,
+                body,
+            },
+            ..elementwise(F32, |x, y| x - y)
+        }
+    };
+    let constant = unrolled(PrimExpr::index(5));
+    let clif = crate::clif_text("unrolled", &constant).unwrap();
+    assert_eq!(clif.matches("fsub").count(), 5, "{clif}");
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let y = [0.5f32; 6];
+    assert_eq!(run_f32(&constant, &x, &y)[..5], [0.5, 1.5, 2.5, 3.5, 4.5]);
+    // A symbolic trip count cannot be unrolled: it runs as a serial loop.
+    let symbolic = unrolled(PrimExpr::from(&n().expr()));
+    assert_eq!(run_f32(&symbolic, &x, &y), [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]);
+}

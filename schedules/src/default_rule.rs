@@ -1,15 +1,16 @@
 //! The default schedule: makes any legalized primitive function correct and not naive.
 //!
 //! 0. Accumulate reductions in registers ([`accumulate_in_registers`]).
+//! 0. Read loop-invariant loads once before their loop ([`hoist_invariant_loads`]).
 //! 1. Vectorize every innermost loop whose stores all write contiguously along it (last
 //!    index is the loop variable, no other index uses it).
 //! 2. Parallelize each top-level loop nest: the leading perfectly nested loops whose
 //!    iterations write disjoint elements are fused into one loop, which runs on the
 //!    thread pool when the nest's work (at the dims' upper bounds) is large enough.
 //!
-//! Loop-invariant work is left to the fused loops' `let`s and to Cranelift's GVN/LICM.
+//! Other loop-invariant arithmetic is left to Cranelift's GVN and LICM.
 
-use crate::{accumulate_in_registers, Schedule};
+use crate::{accumulate_in_registers, hoist_invariant_loads, Schedule};
 use oxrelax_dsl::tir::{BinOp, ForKind, PrimExpr, PrimFunc, Stmt};
 
 /// Knobs of the default schedule.
@@ -30,7 +31,7 @@ impl Default for ScheduleConfig {
 
 /// Applies the default rule to `func`.
 pub fn default_schedule(func: &PrimFunc, config: &ScheduleConfig) -> PrimFunc {
-    let func = accumulate_in_registers(func);
+    let func = hoist_invariant_loads(&accumulate_in_registers(func));
     let mut schedule = Schedule::new(func.clone());
     for var in innermost_contiguous_loops(&func.body) {
         schedule

@@ -8,6 +8,7 @@
 
 mod accumulate;
 mod default_rule;
+mod hoist;
 mod primitives;
 #[cfg(test)]
 mod tests;
@@ -16,4 +17,5 @@ mod tests_semantics;
 
 pub use accumulate::accumulate_in_registers;
 pub use default_rule::{default_schedule, ScheduleConfig};
+pub use hoist::hoist_invariant_loads;
 pub use primitives::{Schedule, ScheduleError};

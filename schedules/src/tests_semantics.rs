@@ -90,3 +90,15 @@ fn reductions_accumulate_in_a_register() {
     assert!(text.contains("out_acc0[0] = out_acc0[0] + "), "{text}");
     assert!(text.contains("= out_acc0[0]\n"), "{text}");
 }
+
+#[test]
+fn invariant_loads_are_read_once_before_their_loop() {
+    let Expr::Call(call) = calls().remove(2).1 else {
+        unreachable!("softmax is a call")
+    };
+    let func = legalize_call(&call).unwrap().func;
+    let text = oxrelax_dsl::text::print_prim_func("softmax", &crate::hoist_invariant_loads(&func));
+    // The output stage divides by the row sum: read once per row, not per element.
+    assert!(text.contains("let inv"), "{text}");
+    assert!(!text.contains("/ exp_sum["), "{text}");
+}

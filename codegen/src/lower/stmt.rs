@@ -7,6 +7,10 @@ use cranelift_codegen::ir::{types, InstBuilder, StackSlotData, StackSlotKind, Va
 use oxrelax_dsl::tir::{Buffer, ForKind, PrimExpr, Stmt, TVar};
 use oxrelax_dsl::SymExpr;
 
+/// Unrolled loops with a constant trip count up to this are emitted iteration by
+/// iteration; longer or symbolic ones run as serial loops.
+const MAX_UNROLL: i64 = 64;
+
 /// Local allocations up to this many bytes live on the stack.
 const MAX_STACK_ALLOCATION: i64 = 256 * 1024;
 
@@ -26,6 +30,16 @@ impl Lowerer<'_, '_> {
                 kind: ForKind::Parallel,
                 body,
             } => self.parallel_loop(var, extent, body),
+            Stmt::For {
+                var,
+                extent: PrimExpr::Int(trips, _),
+                kind: ForKind::Unrolled,
+                body,
+            } if *trips <= MAX_UNROLL => (0..*trips).try_for_each(|i| {
+                let index = self.b.ins().iconst(types::I64, i);
+                self.define_var(&var.name, types::I64, index);
+                self.stmt(body)
+            }),
             Stmt::For {
                 var, extent, body, ..
             } => {

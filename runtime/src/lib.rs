@@ -9,6 +9,7 @@ pub mod pool;
 pub mod tensor;
 pub mod value;
 pub mod vm;
+pub mod weights;
 
 pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
 pub use dtype::{DType, Element};
@@ -18,3 +19,4 @@ pub use pool::ThreadPool;
 pub use tensor::{Arena, StorageKind, Tensor, TensorError};
 pub use value::{Object, Value, ValueKind};
 pub use vm::{Executable, VirtualMachine, VmError};
+pub use weights::{ExpectedTensor, WeightError, WeightStore};

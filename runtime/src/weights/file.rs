@@ -1,0 +1,186 @@
+//! One memory-mapped safetensors file: its header, parsed and checked once, and views of
+//! its tensors.
+
+use super::convert::convert_bytes;
+use super::WeightError;
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+use memmap2::Mmap;
+use safetensors::{Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A tensor's entry in a safetensors header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTensor {
+    /// The stored element type.
+    pub dtype: DType,
+    /// The stored shape.
+    pub shape: Vec<i64>,
+    /// Byte range of its data, relative to the start of the file.
+    range: (usize, usize),
+}
+
+/// The file's bytes: a read-only mapping, or nothing for an empty file (which cannot be
+/// mapped and is never a valid safetensors file).
+enum Bytes {
+    Mapped(Mmap),
+    Empty,
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map,
+            Bytes::Empty => &[],
+        }
+    }
+}
+
+/// A safetensors file mapped into memory. Tensors loaded from it without conversion borrow
+/// the mapping, which stays alive as long as any of them does.
+pub struct SafetensorsFile {
+    path: PathBuf,
+    bytes: Arc<Bytes>,
+    tensors: BTreeMap<String, StoredTensor>,
+}
+
+impl std::fmt::Debug for SafetensorsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SafetensorsFile")
+            .field("path", &self.path)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+/// The runtime dtype of a stored safetensors dtype, if it has one.
+fn runtime_dtype(dtype: Dtype) -> Option<DType> {
+    Some(match dtype {
+        Dtype::F32 => DType::F32,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::I64 => DType::I64,
+        Dtype::I32 => DType::I32,
+        Dtype::I8 => DType::I8,
+        Dtype::U8 => DType::U8,
+        Dtype::BOOL => DType::Bool,
+        _ => return None,
+    })
+}
+
+impl SafetensorsFile {
+    /// Maps the file at `path` and checks its header: valid JSON, every tensor of a
+    /// supported dtype, offsets consistent with the shapes, data covering the file exactly.
+    pub fn open(path: &Path) -> Result<SafetensorsFile, WeightError> {
+        let io = |source| WeightError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let bytes = if len == 0 {
+            Bytes::Empty
+        } else {
+            // SAFETY: the mapping is read-only; like every reader of a mapped file, we rely
+            // on no one truncating or rewriting the file while it is open.
+            Bytes::Mapped(unsafe { Mmap::map(&file) }.map_err(io)?)
+        };
+        let tensors = parse_header(path, bytes.as_slice())?;
+        Ok(SafetensorsFile {
+            path: path.to_path_buf(),
+            bytes: Arc::new(bytes),
+            tensors,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every tensor in the file, by name.
+    pub fn tensors(&self) -> &BTreeMap<String, StoredTensor> {
+        &self.tensors
+    }
+
+    /// The header entry of tensor `name`, if the file holds it.
+    pub fn info(&self, name: &str) -> Option<&StoredTensor> {
+        self.tensors.get(name)
+    }
+
+    /// Tensor `name` as `dtype`: a borrowed view of the mapping when stored as `dtype` and
+    /// aligned for it, else a converted (or copied) owned tensor. f16 and bf16 convert to
+    /// f32; any dtype loads as itself.
+    pub fn load(&self, name: &str, dtype: DType) -> Result<Tensor, WeightError> {
+        let info = self.info(name).ok_or_else(|| WeightError::NotFound {
+            tensor: name.to_string(),
+            source_name: self.path.clone(),
+        })?;
+        let data = &self.bytes.as_slice()[info.range.0..info.range.1];
+        let tensor_error = |source| WeightError::Tensor {
+            tensor: name.to_string(),
+            file: self.path.clone(),
+            source,
+        };
+        let aligned = (data.as_ptr() as usize).is_multiple_of(dtype.bits().div_ceil(8) as usize);
+        if info.dtype == dtype && aligned {
+            let owner: Arc<dyn std::any::Any + Send + Sync> = self.bytes.clone();
+            // SAFETY: `data` lies inside the mapping that `owner` keeps alive; the mapping is
+            // read-only and nothing in this process writes it.
+            return unsafe {
+                Tensor::from_borrowed(data.as_ptr(), data.len(), owner, dtype, &info.shape)
+            }
+            .map_err(tensor_error);
+        }
+        let converted =
+            convert_bytes(data, info.dtype, dtype).ok_or_else(|| WeightError::Conversion {
+                tensor: name.to_string(),
+                file: self.path.clone(),
+                stored: info.dtype,
+                wanted: dtype,
+            })?;
+        Tensor::from_bytes(dtype, &info.shape, &converted).map_err(tensor_error)
+    }
+}
+
+/// Parses and checks the header of the safetensors bytes of `path`.
+fn parse_header(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, StoredTensor>, WeightError> {
+    let malformed = |reason: String| WeightError::Malformed {
+        path: path.to_path_buf(),
+        len: bytes.len(),
+        reason,
+    };
+    let (header_len, metadata) =
+        SafeTensors::read_metadata(bytes).map_err(|e| malformed(e.to_string()))?;
+    let data_start = 8 + header_len;
+    let mut tensors = BTreeMap::new();
+    for (name, info) in metadata.tensors() {
+        let dtype = runtime_dtype(info.dtype).ok_or_else(|| WeightError::UnsupportedDtype {
+            tensor: name.clone(),
+            file: path.to_path_buf(),
+            stored: format!("{:?}", info.dtype),
+        })?;
+        let shape = info
+            .shape
+            .iter()
+            .map(|&d| {
+                i64::try_from(d)
+                    .map_err(|_| malformed(format!("tensor `{name}`: extent {d} is too large")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (start, end) = info.data_offsets;
+        let range = (data_start + start, data_start + end);
+        tensors.insert(
+            name,
+            StoredTensor {
+                dtype,
+                shape,
+                range,
+            },
+        );
+    }
+    Ok(tensors)
+}

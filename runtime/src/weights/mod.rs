@@ -1,0 +1,205 @@
+//! Loading Hugging Face weights: memory-mapped safetensors files, single or sharded
+//! (`model.safetensors.index.json`), as runtime [`Tensor`]s.
+//!
+//! Tensors stored in the dtype asked for borrow the mapping (no copy). f16 and bf16
+//! tensors asked for as f32 are converted while loading (a plain element-by-element
+//! conversion into an owned tensor). [`WeightStore::load_expected`] checks a checkpoint
+//! against what a model expects, both ways: every expected tensor exists with its shape,
+//! and no stored tensor is left over. Every error names the file and the tensor; a
+//! truncated or malformed file is an error, never a panic.
+
+mod convert;
+mod error;
+mod file;
+mod index;
+#[cfg(test)]
+mod tests;
+
+pub use error::WeightError;
+pub use file::{SafetensorsFile, StoredTensor};
+
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The single-file checkpoint name.
+pub const SINGLE_FILE: &str = "model.safetensors";
+/// The index of a sharded checkpoint.
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+
+/// A tensor a model expects: its name, shape and the dtype to load it as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedTensor {
+    /// The Hugging Face name (`model.layers.0.self_attn.q_proj.weight`).
+    pub name: String,
+    /// The shape.
+    pub shape: Vec<i64>,
+    /// The dtype the model computes with (stored f16/bf16 convert to f32).
+    pub dtype: DType,
+}
+
+/// The tensors of one checkpoint, from one file or several shards.
+#[derive(Debug)]
+pub struct WeightStore {
+    /// The file or index the store was opened from (named in errors).
+    source: PathBuf,
+    files: Vec<SafetensorsFile>,
+    /// Tensor name to the index of the file holding it.
+    locations: BTreeMap<String, usize>,
+}
+
+impl WeightStore {
+    /// Opens a checkpoint: a folder (its `model.safetensors`, else its
+    /// `model.safetensors.index.json`), an index file (`*.index.json`), or one
+    /// safetensors file.
+    pub fn open(path: &Path) -> Result<WeightStore, WeightError> {
+        if path.is_dir() {
+            let (single, index) = (path.join(SINGLE_FILE), path.join(INDEX_FILE));
+            return match (single.is_file(), index.is_file()) {
+                (true, _) => WeightStore::open_file(&single),
+                (false, true) => WeightStore::open_index(&index),
+                (false, false) => Err(WeightError::NoWeights {
+                    dir: path.to_path_buf(),
+                }),
+            };
+        }
+        let is_index = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".index.json"));
+        if is_index {
+            WeightStore::open_index(path)
+        } else {
+            WeightStore::open_file(path)
+        }
+    }
+
+    /// Opens one safetensors file.
+    pub fn open_file(path: &Path) -> Result<WeightStore, WeightError> {
+        let file = SafetensorsFile::open(path)?;
+        WeightStore::from_files(path, vec![file])
+    }
+
+    /// Opens a sharded checkpoint from its index: every shard it names, each checked to
+    /// hold the tensors the index puts in it.
+    pub fn open_index(path: &Path) -> Result<WeightStore, WeightError> {
+        let index = index::read_index(path)?;
+        let files = index
+            .shards
+            .iter()
+            .map(|shard| SafetensorsFile::open(shard))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (tensor, shard) in &index.weight_map {
+            let holder = files.iter().find(|f| f.path() == shard);
+            if holder.is_none_or(|f| f.info(tensor).is_none()) {
+                return Err(WeightError::NotInShard {
+                    tensor: tensor.clone(),
+                    file: shard.clone(),
+                });
+            }
+        }
+        WeightStore::from_files(path, files)
+    }
+
+    /// A store over `files`; a tensor stored in two of them is an error.
+    fn from_files(source: &Path, files: Vec<SafetensorsFile>) -> Result<WeightStore, WeightError> {
+        let mut locations = BTreeMap::new();
+        for (i, file) in files.iter().enumerate() {
+            for name in file.tensors().keys() {
+                if let Some(first) = locations.insert(name.clone(), i) {
+                    return Err(WeightError::Duplicate {
+                        tensor: name.clone(),
+                        first: files[first].path().to_path_buf(),
+                        second: file.path().to_path_buf(),
+                    });
+                }
+            }
+        }
+        Ok(WeightStore {
+            source: source.to_path_buf(),
+            files,
+            locations,
+        })
+    }
+
+    /// The file or index the store was opened from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// Every stored tensor name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.locations.keys().map(String::as_str)
+    }
+
+    /// The file holding tensor `name` and its header entry.
+    pub fn info(&self, name: &str) -> Option<(&Path, &StoredTensor)> {
+        let file = &self.files[*self.locations.get(name)?];
+        Some((file.path(), file.info(name)?))
+    }
+
+    /// Tensor `name` loaded as `dtype` (see [`SafetensorsFile::load`]).
+    pub fn load(&self, name: &str, dtype: DType) -> Result<Tensor, WeightError> {
+        let file = self
+            .locations
+            .get(name)
+            .map(|&i| &self.files[i])
+            .ok_or_else(|| WeightError::NotFound {
+                tensor: name.to_string(),
+                source_name: self.source.clone(),
+            })?;
+        file.load(name, dtype)
+    }
+
+    /// Checks the checkpoint against `expected` both ways — every expected tensor is
+    /// stored with its shape, and every stored tensor is expected — then loads them, in
+    /// the order of `expected`.
+    pub fn load_expected(&self, expected: &[ExpectedTensor]) -> Result<Vec<Tensor>, WeightError> {
+        self.check_expected(expected)?;
+        expected
+            .iter()
+            .map(|e| self.load(&e.name, e.dtype))
+            .collect()
+    }
+
+    /// The both-ways check of [`WeightStore::load_expected`], without loading.
+    pub fn check_expected(&self, expected: &[ExpectedTensor]) -> Result<(), WeightError> {
+        let missing: Vec<&ExpectedTensor> = expected
+            .iter()
+            .filter(|e| !self.locations.contains_key(&e.name))
+            .collect();
+        if let Some(first) = missing.first() {
+            return Err(WeightError::Missing {
+                tensor: first.name.clone(),
+                source_name: self.source.clone(),
+                expected: first.shape.clone(),
+                more: missing.len() - 1,
+            });
+        }
+        let wanted: std::collections::BTreeSet<&str> =
+            expected.iter().map(|e| e.name.as_str()).collect();
+        let unexpected: Vec<&str> = self.names().filter(|n| !wanted.contains(n)).collect();
+        if let Some((file, info)) = unexpected.first().and_then(|n| self.info(n)) {
+            return Err(WeightError::Unexpected {
+                tensor: unexpected[0].to_string(),
+                file: file.to_path_buf(),
+                shape: info.shape.clone(),
+                more: unexpected.len() - 1,
+            });
+        }
+        for e in expected {
+            if let Some((file, info)) = self.info(&e.name) {
+                if info.shape != e.shape {
+                    return Err(WeightError::Shape {
+                        tensor: e.name.clone(),
+                        file: file.to_path_buf(),
+                        expected: e.shape.clone(),
+                        got: info.shape.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}

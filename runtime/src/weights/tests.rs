@@ -1,0 +1,274 @@
+use super::*;
+use crate::tensor::StorageKind;
+use half::{bf16, f16};
+use std::fs;
+
+/// One tensor to write: name, safetensors dtype name, shape, raw bytes.
+type Entry<'a> = (&'a str, &'a str, Vec<usize>, Vec<u8>);
+
+/// Writes a safetensors file by hand; the header is padded with spaces to `header_len`
+/// bytes when given (so data alignment can be chosen).
+fn write_raw(path: &Path, entries: &[Entry<'_>], header_len: Option<usize>) {
+    let mut offset = 0;
+    let mut header = serde_json::Map::new();
+    for (name, dtype, shape, bytes) in entries {
+        let end = offset + bytes.len();
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, end]}),
+        );
+        offset = end;
+    }
+    let mut json = serde_json::Value::Object(header).to_string().into_bytes();
+    if let Some(len) = header_len {
+        json.resize(len, b' ');
+    }
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    entries.iter().for_each(|e| out.extend(&e.3));
+    fs::write(path, out).unwrap();
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn f16_bytes(values: &[f32]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+        .collect()
+}
+
+fn bf16_bytes(values: &[f32]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+        .collect()
+}
+
+const VALUES: [f32; 6] = [1.0, -2.5, 0.125, 3.0, -0.5, 96.0];
+
+fn mixed_entries() -> Vec<Entry<'static>> {
+    vec![
+        ("a.weight", "F32", vec![2, 3], f32_bytes(&VALUES)),
+        ("b.weight", "F16", vec![3, 2], f16_bytes(&VALUES)),
+        ("c.weight", "BF16", vec![6], bf16_bytes(&VALUES)),
+    ]
+}
+
+fn expected(name: &str, shape: &[i64]) -> ExpectedTensor {
+    ExpectedTensor {
+        name: name.to_string(),
+        shape: shape.to_vec(),
+        dtype: DType::F32,
+    }
+}
+
+fn mixed_expected() -> Vec<ExpectedTensor> {
+    vec![
+        expected("a.weight", &[2, 3]),
+        expected("b.weight", &[3, 2]),
+        expected("c.weight", &[6]),
+    ]
+}
+
+#[test]
+fn f32_borrows_the_mapping_and_f16_bf16_convert_to_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    write_raw(&dir.path().join(SINGLE_FILE), &mixed_entries(), Some(256));
+    let store = WeightStore::open(dir.path()).unwrap();
+    let tensors = store.load_expected(&mixed_expected()).unwrap();
+    for (tensor, shape) in tensors.iter().zip([[2, 3].as_slice(), &[3, 2], &[6]]) {
+        assert_eq!(tensor.dtype(), DType::F32);
+        assert_eq!(tensor.shape(), shape);
+        assert_eq!(tensor.as_slice::<f32>().unwrap(), VALUES);
+    }
+    assert_eq!(tensors[0].storage_kind(), StorageKind::Borrowed);
+    assert_eq!(tensors[1].storage_kind(), StorageKind::Owned);
+    let bf = store.load("c.weight", DType::BF16).unwrap();
+    assert_eq!(bf.storage_kind(), StorageKind::Borrowed);
+    assert_eq!(bf.to_ndarray_f32().unwrap().as_slice().unwrap(), VALUES);
+    assert_eq!(
+        store.names().collect::<Vec<_>>(),
+        ["a.weight", "b.weight", "c.weight"]
+    );
+}
+
+#[test]
+fn misaligned_f32_data_is_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd.safetensors");
+    // Header of 2 mod 4 bytes: the f32 data starts 2 bytes past a 4-byte boundary.
+    write_raw(
+        &path,
+        &[("x", "F32", vec![6], f32_bytes(&VALUES))],
+        Some(130),
+    );
+    let store = WeightStore::open(&path).unwrap();
+    let x = store.load("x", DType::F32).unwrap();
+    assert_eq!(x.storage_kind(), StorageKind::Owned);
+    assert_eq!(x.as_slice::<f32>().unwrap(), VALUES);
+}
+
+#[test]
+fn truncated_empty_and_garbage_files_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.safetensors");
+    write_raw(&good, &mixed_entries(), None);
+    let bytes = fs::read(&good).unwrap();
+    let cases: [(&str, &[u8]); 4] = [
+        ("data.safetensors", &bytes[..bytes.len() - 3]),
+        ("header.safetensors", &bytes[..20]),
+        ("empty.safetensors", &[]),
+        ("garbage.safetensors", b"\x05\0\0\0\0\0\0\0{oops"),
+    ];
+    for (name, content) in cases {
+        let path = dir.path().join(name);
+        fs::write(&path, content).unwrap();
+        let err = WeightStore::open(&path).unwrap_err();
+        assert!(
+            matches!(err, WeightError::Malformed { .. }),
+            "{name}: {err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(name) && message.contains(&format!("({} bytes)", content.len())),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_file_or_folder_without_weights_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = WeightStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, WeightError::NoWeights { .. }), "{err}");
+    let err = WeightStore::open(&dir.path().join("nope.safetensors")).unwrap_err();
+    assert!(
+        matches!(err, WeightError::Io { .. }) && err.to_string().contains("nope.safetensors"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_expected_names_missing_unexpected_and_misshapen_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    write_raw(&dir.path().join(SINGLE_FILE), &mixed_entries(), None);
+    let store = WeightStore::open(dir.path()).unwrap();
+    let mut wanted = mixed_expected();
+    wanted.push(expected("d.weight", &[4]));
+    wanted.push(expected("e.weight", &[4]));
+    let err = store.check_expected(&wanted).unwrap_err().to_string();
+    assert!(
+        err.contains("missing tensor `d.weight`")
+            && err.contains("[4]")
+            && err.contains("and 1 more")
+            && err.contains(SINGLE_FILE),
+        "{err}"
+    );
+    let err = store
+        .check_expected(&mixed_expected()[..2])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unexpected tensor `c.weight`") && err.contains("[6]"),
+        "{err}"
+    );
+    let mut wrong = mixed_expected();
+    wrong[1].shape = vec![2, 3];
+    let err = store.load_expected(&wrong).unwrap_err().to_string();
+    assert!(
+        err.contains("`b.weight`") && err.contains("[3, 2]") && err.contains("[2, 3]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unsupported_dtypes_and_conversions_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f64.safetensors");
+    write_raw(&path, &[("x", "F64", vec![1], vec![0; 8])], None);
+    let err = WeightStore::open(&path).unwrap_err().to_string();
+    assert!(err.contains("`x`") && err.contains("F64"), "{err}");
+    let path = dir.path().join("i64.safetensors");
+    write_raw(&path, &[("ids", "I64", vec![2], vec![0; 16])], None);
+    let store = WeightStore::open(&path).unwrap();
+    let err = store.load("ids", DType::F32).unwrap_err().to_string();
+    assert!(
+        err.contains("`ids`") && err.contains("i64") && err.contains("f32"),
+        "{err}"
+    );
+    assert_eq!(store.load("ids", DType::I64).unwrap().shape(), [2]);
+    let err = store.load("other", DType::F32).unwrap_err().to_string();
+    assert!(err.contains("no tensor `other`"), "{err}");
+}
+
+/// Writes `a` and `b` to shard 1, `c` to shard 2, and an index mapping them as given.
+fn write_shards(dir: &Path, map: &[(&str, &str)]) {
+    let entries = mixed_entries();
+    write_raw(
+        &dir.join("model-00001-of-00002.safetensors"),
+        &entries[..2],
+        None,
+    );
+    write_raw(
+        &dir.join("model-00002-of-00002.safetensors"),
+        &entries[2..],
+        None,
+    );
+    let weight_map: serde_json::Map<_, _> = map
+        .iter()
+        .map(|(t, f)| (t.to_string(), serde_json::Value::from(*f)))
+        .collect();
+    let index = serde_json::json!({"metadata": {"total_size": 48}, "weight_map": weight_map});
+    fs::write(dir.join(INDEX_FILE), index.to_string()).unwrap();
+}
+
+const SHARD_1: &str = "model-00001-of-00002.safetensors";
+const SHARD_2: &str = "model-00002-of-00002.safetensors";
+
+#[test]
+fn sharded_checkpoints_load_through_their_index() {
+    let dir = tempfile::tempdir().unwrap();
+    write_shards(
+        dir.path(),
+        &[
+            ("a.weight", SHARD_1),
+            ("b.weight", SHARD_1),
+            ("c.weight", SHARD_2),
+        ],
+    );
+    let store = WeightStore::open(dir.path()).unwrap();
+    assert!(store.source().ends_with(INDEX_FILE));
+    let tensors = store.load_expected(&mixed_expected()).unwrap();
+    assert_eq!(tensors[2].as_slice::<f32>().unwrap(), VALUES);
+    let (file, info) = store.info("c.weight").unwrap();
+    assert!(file.ends_with(SHARD_2) && info.dtype == DType::BF16);
+}
+
+#[test]
+fn bad_indexes_are_errors_naming_the_index_or_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    write_shards(dir.path(), &[("a.weight", SHARD_1), ("c.weight", SHARD_1)]);
+    let err = WeightStore::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("`c.weight`") && err.contains(SHARD_1), "{err}");
+    write_shards(dir.path(), &[("a.weight", "../elsewhere.safetensors")]);
+    let err = WeightStore::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(INDEX_FILE) && err.contains("elsewhere"),
+        "{err}"
+    );
+    fs::write(dir.path().join(INDEX_FILE), "{\"weight_map\": 3}").unwrap();
+    let err = WeightStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, WeightError::Index { .. }), "{err}");
+    let entries = mixed_entries();
+    write_shards(dir.path(), &[("a.weight", SHARD_1), ("c.weight", SHARD_2)]);
+    write_raw(
+        &dir.path().join(SHARD_2),
+        &[entries[0].clone(), entries[2].clone()],
+        None,
+    );
+    let err = WeightStore::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("`a.weight`") && err.contains("both"), "{err}");
+}

@@ -10,10 +10,65 @@ use crate::{BlockBuilder, DataType, Expr, StructInfo, SymExpr};
 /// `out = x * cos + rotate_half(x) * sin` where `rotate_half` swaps the halves and
 /// negates the new first half. Cos and sin are computed inline from the position (no
 /// tables); the offset (tokens already in the KV cache, e.g. `m`) may be symbolic.
+/// Optionally the frequencies are rescaled as Llama 3.1 does ([`Llama3RopeScaling`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RotaryEmbedding {
     head_dim: i64,
     theta: f64,
+    scaling: Option<Llama3RopeScaling>,
+}
+
+/// Llama 3.1's frequency rescaling (`rope_scaling` of type `llama3`), as Hugging Face
+/// computes it: with `wavelen = 2 pi / inv_freq`, frequencies whose wavelength is below
+/// `original_max_position_embeddings / high_freq_factor` are kept, those above
+/// `original_max_position_embeddings / low_freq_factor` are divided by `factor`, and
+/// those between are interpolated with
+/// `smooth = (original_max_position_embeddings / wavelen - low_freq_factor) /
+/// (high_freq_factor - low_freq_factor)`: `(1 - smooth) * inv_freq / factor + smooth * inv_freq`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Llama3RopeScaling {
+    /// How much longer the extended context is (`factor`, e.g. 8).
+    pub factor: f64,
+    /// `low_freq_factor` (e.g. 1).
+    pub low_freq_factor: f64,
+    /// `high_freq_factor` (e.g. 4).
+    pub high_freq_factor: f64,
+    /// The context the model was pre-trained with (e.g. 8192).
+    pub original_max_position_embeddings: f64,
+}
+
+impl Llama3RopeScaling {
+    /// `inv_freq` (f32) rescaled; `lane` is the frequency index `j < head_dim / 2` and the
+    /// regime boundaries are computed here in f64 from `inv_freq_of(j)`.
+    fn rescale(
+        &self,
+        inv_freq: te::Expr,
+        lane: &te::Expr,
+        inv_freq_of: impl Fn(i64) -> f64,
+        half: i64,
+    ) -> te::Expr {
+        let wavelen = |j: i64| 2.0 * std::f64::consts::PI / inv_freq_of(j);
+        let high_wavelen = self.original_max_position_embeddings / self.high_freq_factor;
+        let low_wavelen = self.original_max_position_embeddings / self.low_freq_factor;
+        // The wavelength grows with the lane, so each regime is a range of lanes.
+        let first_smoothed = (0..half)
+            .find(|&j| wavelen(j) >= high_wavelen)
+            .unwrap_or(half);
+        let first_scaled = (0..half)
+            .find(|&j| wavelen(j) > low_wavelen)
+            .unwrap_or(half);
+        let inv_factor = 1.0 / self.factor;
+        let per_radian = self.original_max_position_embeddings / (2.0 * std::f64::consts::PI);
+        let band = self.high_freq_factor - self.low_freq_factor;
+        let smooth = (&inv_freq * per_radian - self.low_freq_factor) / band;
+        let smoothed = &inv_freq * (smooth * (1.0 - inv_factor) + inv_factor);
+        let scaled = &inv_freq * inv_factor;
+        te::select(
+            lane.lt(first_smoothed),
+            inv_freq,
+            te::select(lane.lt(first_scaled), smoothed, scaled),
+        )
+    }
 }
 
 impl RotaryEmbedding {
@@ -29,7 +84,38 @@ impl RotaryEmbedding {
                 ),
             });
         }
-        Ok(RotaryEmbedding { head_dim, theta })
+        Ok(RotaryEmbedding {
+            head_dim,
+            theta,
+            scaling: None,
+        })
+    }
+
+    /// The same rotation with Llama 3.1's frequency rescaling; the factors must be
+    /// positive with `high_freq_factor > low_freq_factor`.
+    pub fn with_llama3_scaling(self, scaling: Llama3RopeScaling) -> Result<Self, NnError> {
+        let s = scaling;
+        let positive = [
+            s.factor,
+            s.low_freq_factor,
+            s.high_freq_factor,
+            s.original_max_position_embeddings,
+        ]
+        .iter()
+        .all(|v| v.is_finite() && *v > 0.0);
+        if !positive || s.high_freq_factor <= s.low_freq_factor {
+            return Err(NnError::Config {
+                module: "rotary_embedding".to_string(),
+                reason: format!(
+                    "llama3 rope scaling needs positive factors with high_freq_factor > \
+                     low_freq_factor, got {scaling:?}"
+                ),
+            });
+        }
+        Ok(RotaryEmbedding {
+            scaling: Some(scaling),
+            ..self
+        })
     }
 
     /// The lanes per head.
@@ -79,7 +165,12 @@ impl RotaryEmbedding {
         te::compute("rotary", x.shape().to_vec(), |idx| {
             let (b, s, h, i) = (&idx[0], &idx[1], &idx[2], &idx[3]);
             let position = (te::Expr::from(offset) + s).cast(DataType::F32);
-            let inv_freq = (i.floormod(half).cast(DataType::F32) * freq_scale).exp();
+            let lane = i.floormod(half);
+            let mut inv_freq = (lane.cast(DataType::F32) * freq_scale).exp();
+            if let Some(scaling) = &self.scaling {
+                let of = |j: i64| (j as f64 * freq_scale).exp();
+                inv_freq = scaling.rescale(inv_freq, &lane, of, half);
+            }
             let angle = position * inv_freq;
             let partner = x.at(&[b.clone(), s.clone(), h.clone(), (i + half).floormod(d)]);
             let partner = partner.cast(DataType::F32);

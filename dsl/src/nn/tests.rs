@@ -427,14 +427,18 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
     });
 }
 
-/// The Hugging Face rotary embedding of `x` (`[seq, heads, dim]`, batch 1), in f64.
+/// Hugging Face's default RoPE frequencies: `theta^(-2j / dim)`.
+fn default_inv_freq(theta: f64, dim: usize) -> impl Fn(usize) -> f64 {
+    move |j| 1.0 / theta.powf(2.0 * j as f64 / dim as f64)
+}
+
+/// The Hugging Face rotary embedding of `x` (`[seq, heads, dim]`, batch 1), in f64, with
+/// frequency `inv_freq(j)` for lane `j < dim / 2`.
 fn rope_reference(
     x: &[f64],
-    seq: usize,
-    heads: usize,
-    dim: usize,
+    (seq, heads, dim): (usize, usize, usize),
     offset: usize,
-    theta: f64,
+    inv_freq: &dyn Fn(usize) -> f64,
 ) -> Vec<f64> {
     let half = dim / 2;
     let mut out = vec![0.0; x.len()];
@@ -443,8 +447,7 @@ fn rope_reference(
             let base = (s * heads + h) * dim;
             for i in 0..dim {
                 let j = i % half;
-                let inv_freq = 1.0 / theta.powf(2.0 * j as f64 / dim as f64);
-                let angle = (offset + s) as f64 * inv_freq;
+                let angle = (offset + s) as f64 * inv_freq(j);
                 let rotated = if i < half {
                     -x[base + i + half]
                 } else {
@@ -457,15 +460,15 @@ fn rope_reference(
     out
 }
 
-#[test]
-fn rope_over_symbolic_n_with_offset_m_matches_hugging_face() {
+/// Runs `rope` over `[1, 3, 2, dim]` at positions `start..start + 3` (through the TIR
+/// interpreter) and compares with [`rope_reference`] using `inv_freq`.
+fn check_rope(rope: RotaryEmbedding, dim: usize, start: usize, inv_freq: &dyn Fn(usize) -> f64) {
     let m = SymVar::bounded("m", 4096);
-    let rope = RotaryEmbedding::new(8, 10000.0).unwrap();
     let offset = m.expr();
     let spec = Spec::new().function(
         "rope",
         vec![
-            f32_input("x", &[c(1), n().expr(), c(2), c(8)]),
+            f32_input("x", &[c(1), n().expr(), c(2), c(dim as i64)]),
             Var::new("cache_len", StructInfo::Shape(Some(vec![m.expr()]))),
         ],
         move |rope: &RotaryEmbedding, bb, inputs| rope.forward(bb, &inputs[0], &offset),
@@ -473,11 +476,14 @@ fn rope_over_symbolic_n_with_offset_m_matches_hugging_face() {
     let module = spec.export(&rope).unwrap();
     check_module(&module).unwrap();
     let f = &module.functions["rope"];
-    assert_eq!(f.ret_sinfo().to_string(), "Tensor((1, n, 2, 8), f32)");
+    assert_eq!(
+        f.ret_sinfo().to_string(),
+        format!("Tensor((1, n, 2, {dim}), f32)")
+    );
     let func = &module.prim_funcs["rotary"];
     assert_eq!(func.dims, [m, n()]);
     assert_eq!(func.params.len(), 2);
-    let (seq, heads, dim, start) = (3, 2, 8, 5);
+    let (seq, heads) = (3, 2);
     let x: Vec<f64> = (0..seq * heads * dim)
         .map(|k| ((k * 7 % 11) as f64 - 5.0) / 4.0)
         .collect();
@@ -488,10 +494,61 @@ fn rope_over_symbolic_n_with_offset_m_matches_hugging_face() {
     .into_iter()
     .collect();
     let out = crate::tir::run_with_inputs(func, &dims, std::slice::from_ref(&x)).unwrap();
-    let expected = rope_reference(&x, seq, heads, dim, start, 10000.0);
+    let expected = rope_reference(&x, (seq, heads, dim), start, inv_freq);
     for (got, want) in out[0].iter().zip(&expected) {
         assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
     }
+}
+
+#[test]
+fn rope_over_symbolic_n_with_offset_m_matches_hugging_face() {
+    let rope = RotaryEmbedding::new(8, 10000.0).unwrap();
+    check_rope(rope, 8, 5, &default_inv_freq(10000.0, 8));
+}
+
+/// Hugging Face's `_compute_llama3_parameters`, in f64.
+fn llama3_inv_freq(base: impl Fn(usize) -> f64, s: Llama3RopeScaling) -> impl Fn(usize) -> f64 {
+    move |j| {
+        let inv_freq = base(j);
+        let wavelen = 2.0 * std::f64::consts::PI / inv_freq;
+        let old = s.original_max_position_embeddings;
+        if wavelen < old / s.high_freq_factor {
+            inv_freq
+        } else if wavelen > old / s.low_freq_factor {
+            inv_freq / s.factor
+        } else {
+            let smooth =
+                (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+            (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq
+        }
+    }
+}
+
+#[test]
+fn rope_with_llama3_scaling_matches_hugging_face_in_every_regime() {
+    // dim 16, theta 1e4: wavelengths 6.3, 20, 63, 199 (kept: below 2048 / 8 = 256),
+    // 628, 1987 (smoothed) and 6283, 19869 (scaled: above 2048 / 1).
+    let scaling = Llama3RopeScaling {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 8.0,
+        original_max_position_embeddings: 2048.0,
+    };
+    let rope = RotaryEmbedding::new(16, 10000.0)
+        .unwrap()
+        .with_llama3_scaling(scaling)
+        .unwrap();
+    let inv_freq = llama3_inv_freq(default_inv_freq(10000.0, 16), scaling);
+    check_rope(rope, 16, 700, &inv_freq);
+    let bad = Llama3RopeScaling {
+        high_freq_factor: 1.0,
+        ..scaling
+    };
+    let err = RotaryEmbedding::new(16, 10000.0)
+        .unwrap()
+        .with_llama3_scaling(bad)
+        .unwrap_err();
+    assert!(err.to_string().contains("high_freq_factor"), "{err}");
 }
 
 #[test]

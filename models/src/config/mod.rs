@@ -1,0 +1,283 @@
+//! Typed model configs parsed from Hugging Face `config.json` files.
+//!
+//! One [`ModelConfig`] covers Llama, Qwen2 and Qwen3: the fields they share, with
+//! transformers' per-architecture defaults filled in. A field value the models cannot
+//! honour (another activation, another RoPE scaling, sliding-window attention) is a
+//! [`ConfigError`] naming the field and the value.
+
+mod error;
+mod raw;
+mod rope;
+#[cfg(test)]
+mod tests;
+
+pub use error::ConfigError;
+
+use oxrelax_dsl::nn::Llama3RopeScaling;
+use oxrelax_dsl::DataType;
+use raw::RawConfig;
+use std::path::Path;
+
+/// A supported model architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    /// `LlamaForCausalLM` (`model_type` `llama`).
+    Llama,
+    /// `Qwen2ForCausalLM` (`model_type` `qwen2`): bias on q/k/v.
+    Qwen2,
+    /// `Qwen3ForCausalLM` (`model_type` `qwen3`): per-head q/k RMSNorm, explicit head_dim.
+    Qwen3,
+}
+
+impl Architecture {
+    const ALL: [Architecture; 3] = [
+        Architecture::Llama,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+    ];
+
+    /// The Hugging Face class name (`LlamaForCausalLM`).
+    pub fn class_name(self) -> &'static str {
+        match self {
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+        }
+    }
+
+    /// The Hugging Face `model_type` (`llama`).
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
+
+    /// The first of `architectures` that is supported, else the `model_type`'s.
+    fn detect(architectures: &[String], model_type: Option<&str>) -> Result<Self, ConfigError> {
+        let by_class = architectures
+            .iter()
+            .find_map(|name| Self::ALL.into_iter().find(|a| a.class_name() == name));
+        let by_type = || {
+            Self::ALL
+                .into_iter()
+                .find(|a| Some(a.model_type()) == model_type)
+        };
+        by_class
+            .or_else(|| architectures.is_empty().then(by_type).flatten())
+            .ok_or_else(|| ConfigError::UnknownArchitecture {
+                names: if architectures.is_empty() {
+                    model_type.into_iter().map(str::to_string).collect()
+                } else {
+                    architectures.to_vec()
+                },
+            })
+    }
+
+    /// transformers' `max_position_embeddings` default.
+    fn default_max_positions(self) -> i64 {
+        match self {
+            Architecture::Llama => 2048,
+            Architecture::Qwen2 | Architecture::Qwen3 => 32768,
+        }
+    }
+}
+
+impl std::fmt::Display for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.class_name())
+    }
+}
+
+/// The dtype the checkpoint's weights are stored in (`torch_dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredDtype {
+    /// `float32`.
+    F32,
+    /// `float16`.
+    F16,
+    /// `bfloat16`.
+    BF16,
+}
+
+impl StoredDtype {
+    const NAMES: [(&'static str, StoredDtype); 3] = [
+        ("float32", StoredDtype::F32),
+        ("float16", StoredDtype::F16),
+        ("bfloat16", StoredDtype::BF16),
+    ];
+
+    fn parse(name: &str) -> Result<Self, ConfigError> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| *d)
+            .ok_or_else(|| {
+                ConfigError::unsupported("torch_dtype", name, "float32, float16, bfloat16")
+            })
+    }
+
+    /// The DSL data type of the same name.
+    pub fn data_type(self) -> DataType {
+        match self {
+            StoredDtype::F32 => DataType::F32,
+            StoredDtype::F16 => DataType::F16,
+            StoredDtype::BF16 => DataType::BF16,
+        }
+    }
+}
+
+/// A decoder-only model's hyperparameters, as `config.json` gives them (with transformers'
+/// defaults for absent fields).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// The architecture.
+    pub architecture: Architecture,
+    /// The residual stream's width.
+    pub hidden_size: i64,
+    /// The MLP's inner width.
+    pub intermediate_size: i64,
+    /// Decoder layers.
+    pub num_hidden_layers: i64,
+    /// Query heads.
+    pub num_attention_heads: i64,
+    /// Key/value heads (divides `num_attention_heads`).
+    pub num_key_value_heads: i64,
+    /// Lanes per head (explicit for Qwen3, else `hidden_size / num_attention_heads`).
+    pub head_dim: i64,
+    /// Rows of the embedding and of the output matrix (may exceed the tokenizer's size).
+    pub vocab_size: i64,
+    /// The epsilon of every RMSNorm.
+    pub rms_norm_eps: f64,
+    /// The RoPE base.
+    pub rope_theta: f64,
+    /// Llama 3.1 RoPE frequency scaling, if any.
+    pub rope_scaling: Option<Llama3RopeScaling>,
+    /// The longest context the model was trained for.
+    pub max_position_embeddings: i64,
+    /// Whether the output matrix is the embedding (no `lm_head.weight`).
+    pub tie_word_embeddings: bool,
+    /// How the checkpoint stores its weights.
+    pub torch_dtype: StoredDtype,
+    /// Bias on every attention projection (Llama, Qwen3; Qwen2 always has q/k/v bias).
+    pub attention_bias: bool,
+    /// Bias on the MLP's projections (Llama).
+    pub mlp_bias: bool,
+}
+
+impl ModelConfig {
+    /// Reads and checks the `config.json` at `path`.
+    pub fn from_file(path: &Path) -> Result<ModelConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ModelConfig::from_json(&text).map_err(|e| ConfigError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
+    }
+
+    /// Parses and checks `config.json` text.
+    pub fn from_json(text: &str) -> Result<ModelConfig, ConfigError> {
+        let raw: RawConfig = serde_json::from_str(text)?;
+        let architecture = Architecture::detect(&raw.architectures, raw.model_type.as_deref())?;
+        let (rope_theta, rope_scaling) = rope::parse_rope(&raw)?;
+        check_supported(&raw)?;
+        let heads = raw.num_attention_heads;
+        let default_head_dim = match architecture {
+            Architecture::Qwen3 => 128,
+            _ if heads > 0 => raw.hidden_size / heads,
+            _ => 0,
+        };
+        let config = ModelConfig {
+            architecture,
+            hidden_size: raw.hidden_size,
+            intermediate_size: raw.intermediate_size,
+            num_hidden_layers: raw.num_hidden_layers,
+            num_attention_heads: heads,
+            num_key_value_heads: raw.num_key_value_heads.unwrap_or(heads),
+            head_dim: raw.head_dim.unwrap_or(default_head_dim),
+            vocab_size: raw.vocab_size,
+            rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            rope_theta,
+            rope_scaling,
+            max_position_embeddings: raw
+                .max_position_embeddings
+                .unwrap_or(architecture.default_max_positions()),
+            tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
+            torch_dtype: match raw.torch_dtype.as_deref().or(raw.dtype.as_deref()) {
+                Some(name) => StoredDtype::parse(name)?,
+                None => StoredDtype::F32,
+            },
+            attention_bias: raw.attention_bias.unwrap_or(false),
+            mlp_bias: raw.mlp_bias.unwrap_or(false),
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Checks sizes are positive and consistent.
+    fn check(&self) -> Result<(), ConfigError> {
+        let sizes = [
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+            ("vocab_size", self.vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        if let Some((field, value)) = sizes.iter().find(|(_, v)| *v <= 0) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("must be positive, got {value}"),
+            ));
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return Err(ConfigError::invalid(
+                "num_key_value_heads",
+                format!(
+                    "{} does not divide num_attention_heads {}",
+                    self.num_key_value_heads, self.num_attention_heads
+                ),
+            ));
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(ConfigError::invalid(
+                "head_dim",
+                format!("RoPE needs an even head_dim, got {}", self.head_dim),
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
+            return Err(ConfigError::invalid(
+                "rms_norm_eps",
+                format!("must be positive, got {}", self.rms_norm_eps),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The context window: `max_position_embeddings`, capped at `cap`.
+    pub fn context_window(&self, cap: i64) -> i64 {
+        self.max_position_embeddings.min(cap)
+    }
+}
+
+/// Rejects features the models do not implement: an activation other than SiLU and
+/// sliding-window attention.
+fn check_supported(raw: &RawConfig) -> Result<(), ConfigError> {
+    if let Some(act) = raw.hidden_act.as_deref().filter(|a| *a != "silu") {
+        return Err(ConfigError::unsupported("hidden_act", act, "silu"));
+    }
+    if raw.use_sliding_window == Some(true) {
+        return Err(ConfigError::unsupported(
+            "use_sliding_window",
+            true,
+            "false",
+        ));
+    }
+    Ok(())
+}

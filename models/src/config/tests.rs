@@ -1,0 +1,235 @@
+use super::*;
+use serde_json::{json, Value};
+
+/// The tiny-llama fixture's config.json, as a JSON value to modify.
+fn llama() -> Value {
+    json!({
+        "architectures": ["LlamaForCausalLM"],
+        "attention_bias": false,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "max_position_embeddings": 2048,
+        "mlp_bias": false,
+        "model_type": "llama",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": null,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": false,
+        "torch_dtype": "float32",
+        "vocab_size": 1024
+    })
+}
+
+fn with(mut base: Value, key: &str, value: Value) -> Value {
+    base[key] = value;
+    base
+}
+
+fn without(mut base: Value, key: &str) -> Value {
+    base.as_object_mut().unwrap().remove(key);
+    base
+}
+
+fn parse(value: &Value) -> Result<ModelConfig, ConfigError> {
+    ModelConfig::from_json(&value.to_string())
+}
+
+fn error(value: &Value) -> String {
+    parse(value).unwrap_err().to_string()
+}
+
+#[test]
+fn llama_config_parses_every_field() {
+    let config = parse(&llama()).unwrap();
+    let expected = ModelConfig {
+        architecture: Architecture::Llama,
+        hidden_size: 64,
+        intermediate_size: 176,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        head_dim: 16,
+        vocab_size: 1024,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000.0,
+        rope_scaling: None,
+        max_position_embeddings: 2048,
+        tie_word_embeddings: false,
+        torch_dtype: StoredDtype::F32,
+        attention_bias: false,
+        mlp_bias: false,
+    };
+    assert_eq!(config, expected);
+    assert_eq!(config.context_window(512), 512);
+    assert_eq!(config.context_window(1 << 20), 2048);
+}
+
+#[test]
+fn absent_fields_take_transformers_defaults() {
+    let mut minimal = llama();
+    for key in [
+        "head_dim",
+        "num_key_value_heads",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_scaling",
+        "max_position_embeddings",
+        "tie_word_embeddings",
+        "torch_dtype",
+        "hidden_act",
+    ] {
+        minimal = without(minimal, key);
+    }
+    let config = parse(&minimal).unwrap();
+    assert_eq!(config.head_dim, 16);
+    assert_eq!(config.num_key_value_heads, 4);
+    assert_eq!(config.rms_norm_eps, 1e-6);
+    assert_eq!(config.rope_theta, 10000.0);
+    assert_eq!(config.max_position_embeddings, 2048);
+    assert!(!config.tie_word_embeddings);
+    assert_eq!(config.torch_dtype, StoredDtype::F32);
+    let qwen3 = with(minimal, "architectures", json!(["Qwen3ForCausalLM"]));
+    let config = parse(&qwen3).unwrap();
+    assert_eq!(
+        (config.architecture, config.head_dim),
+        (Architecture::Qwen3, 128)
+    );
+    assert_eq!(config.max_position_embeddings, 32768);
+}
+
+#[test]
+fn architecture_comes_from_architectures_or_model_type() {
+    let qwen2 = with(llama(), "architectures", json!(["Qwen2ForCausalLM"]));
+    assert_eq!(parse(&qwen2).unwrap().architecture, Architecture::Qwen2);
+    let by_type = with(
+        without(llama(), "architectures"),
+        "model_type",
+        json!("qwen3"),
+    );
+    assert_eq!(parse(&by_type).unwrap().architecture, Architecture::Qwen3);
+    let unknown = with(llama(), "architectures", json!(["MistralForCausalLM"]));
+    let err = parse(&unknown).unwrap_err();
+    assert!(
+        matches!(err, ConfigError::UnknownArchitecture { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("MistralForCausalLM"), "{err}");
+    let unknown_type = with(
+        without(llama(), "architectures"),
+        "model_type",
+        json!("gpt2"),
+    );
+    assert!(error(&unknown_type).contains("gpt2"));
+}
+
+#[test]
+fn llama3_rope_scaling_parses_and_other_types_are_unsupported() {
+    let scaling = json!({
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192
+    });
+    let config = parse(&with(llama(), "rope_scaling", scaling.clone())).unwrap();
+    assert_eq!(
+        config.rope_scaling,
+        Some(Llama3RopeScaling {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192.0,
+        })
+    );
+    let yarn = json!({"type": "yarn", "factor": 4.0});
+    let err = parse(&with(llama(), "rope_scaling", yarn)).unwrap_err();
+    assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("rope_scaling.rope_type") && message.contains("`yarn`"),
+        "{message}"
+    );
+    let mut incomplete = scaling;
+    incomplete
+        .as_object_mut()
+        .unwrap()
+        .remove("high_freq_factor");
+    let message = error(&with(llama(), "rope_scaling", incomplete));
+    assert!(
+        message.contains("rope_scaling.high_freq_factor"),
+        "{message}"
+    );
+}
+
+#[test]
+fn transformers_5_rope_parameters_are_read() {
+    let params = json!({"rope_type": "default", "rope_theta": 500000.0});
+    let config = parse(&with(
+        without(llama(), "rope_theta"),
+        "rope_parameters",
+        params,
+    ))
+    .unwrap();
+    assert_eq!((config.rope_theta, config.rope_scaling), (500000.0, None));
+    let dtype = with(without(llama(), "torch_dtype"), "dtype", json!("bfloat16"));
+    assert_eq!(parse(&dtype).unwrap().torch_dtype, StoredDtype::BF16);
+}
+
+#[test]
+fn unsupported_values_name_the_field_and_the_value() {
+    let cases = [
+        ("hidden_act", json!("gelu"), "hidden_act `gelu`"),
+        (
+            "use_sliding_window",
+            json!(true),
+            "use_sliding_window `true`",
+        ),
+        ("torch_dtype", json!("float8"), "torch_dtype `float8`"),
+    ];
+    for (key, value, needle) in cases {
+        let err = parse(&with(llama(), key, value)).unwrap_err();
+        assert!(matches!(err, ConfigError::Unsupported { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn inconsistent_sizes_are_invalid() {
+    let cases = [
+        ("num_key_value_heads", json!(3), "num_key_value_heads"),
+        ("head_dim", json!(15), "even head_dim"),
+        ("hidden_size", json!(0), "hidden_size"),
+        ("rope_theta", json!(0.5), "rope_theta"),
+    ];
+    for (key, value, needle) in cases {
+        let err = parse(&with(llama(), key, value)).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    let err = error(&without(llama(), "vocab_size"));
+    assert!(err.contains("vocab_size"), "{err}");
+}
+
+#[test]
+fn file_errors_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("oxrelax-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.json");
+    std::fs::write(
+        &path,
+        with(llama(), "hidden_act", json!("relu")).to_string(),
+    )
+    .unwrap();
+    let err = ModelConfig::from_file(&path).unwrap_err().to_string();
+    assert!(err.contains("config.json") && err.contains("relu"), "{err}");
+    let err = ModelConfig::from_file(&dir.join("absent.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("absent.json"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

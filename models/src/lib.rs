@@ -1,6 +1,37 @@
-//! Models written in the DSL (Llama, Qwen2, Qwen3), their Hugging Face configs and weight
-//! mappings.
+//! Models written in the DSL — `LlamaForCausalLM`, `Qwen2ForCausalLM`,
+//! `Qwen3ForCausalLM` — with their Hugging Face configs and weight names.
+//!
+//! All three are a [`CausalLM`]: token embedding, decoder layers sharing one building block
+//! ([`decoder`]) that differ only in [`decoder::LayerOptions`], a final RMSNorm and the
+//! output projection. [`CausalLM::export`] builds the exported functions (`prefill`,
+//! `decode`, `create_kv_cache`, ...) and [`CausalLM::weight_shapes`] lists the weights
+//! they take, named as in the Hugging Face checkpoint.
 
+pub mod causal_lm;
+mod class;
 pub mod config;
+pub mod decoder;
+mod error;
+pub mod export;
+pub mod llama;
+pub mod qwen2;
+pub mod qwen3;
+#[cfg(test)]
+mod tests;
 
+pub use causal_lm::{CausalLM, Positions};
 pub use config::{Architecture, ConfigError, ModelConfig, StoredDtype};
+pub use error::ModelError;
+pub use export::{ExportOptions, Exported};
+pub use llama::LlamaForCausalLM;
+pub use qwen2::Qwen2ForCausalLM;
+pub use qwen3::Qwen3ForCausalLM;
+
+/// The model of `config`'s architecture.
+pub fn causal_lm(config: &ModelConfig) -> Result<CausalLM, ModelError> {
+    Ok(match config.architecture {
+        Architecture::Llama => LlamaForCausalLM::new(config)?.into_inner(),
+        Architecture::Qwen2 => Qwen2ForCausalLM::new(config)?.into_inner(),
+        Architecture::Qwen3 => Qwen3ForCausalLM::new(config)?.into_inner(),
+    })
+}

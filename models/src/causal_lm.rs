@@ -1,0 +1,141 @@
+//! `CausalLM`: the decoder-only language model all three architectures are — token
+//! embedding, a stack of [`DecoderLayer`]s, a final RMSNorm and the output projection
+//! (`lm_head`, or the embedding itself when tied).
+
+use crate::config::ModelConfig;
+use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
+use oxrelax_dsl::nn::RotaryEmbedding;
+use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
+
+/// Which positions' logits a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Only the last token's: `[1, 1, vocab]`.
+    Last,
+    /// Every token's: `[1, n, vocab]`.
+    All,
+}
+
+/// A decoder-only causal language model with Hugging Face parameter names
+/// (`model.embed_tokens.weight`, `model.layers.0....`, `model.norm.weight`,
+/// `lm_head.weight` unless the embeddings are tied).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CausalLM {
+    config: ModelConfig,
+    embed_tokens: Embedding,
+    layers: ModuleList<DecoderLayer>,
+    norm: RMSNorm,
+    /// With tied embeddings, a projection whose weight is `model.embed_tokens.weight`.
+    lm_head: Linear,
+}
+
+impl CausalLM {
+    /// The model of `config` whose layers differ from the common block by `options`.
+    pub fn new(config: &ModelConfig, options: LayerOptions) -> Result<Self, NnError> {
+        let model = Prefix::new("model");
+        let (hidden, vocab) = (config.hidden_size, config.vocab_size);
+        let mut rope = RotaryEmbedding::new(config.head_dim, config.rope_theta)?;
+        if let Some(scaling) = config.rope_scaling {
+            rope = rope.with_llama3_scaling(scaling)?;
+        }
+        let mut next_layer = 0;
+        let layers = ModuleList::new(
+            &model.child("layers"),
+            config.num_hidden_layers as usize,
+            |prefix| {
+                next_layer += 1;
+                DecoderLayer::new(prefix, next_layer - 1, config, options, &rope)
+            },
+        );
+        let embed_prefix = model.child("embed_tokens");
+        let head_prefix = if config.tie_word_embeddings {
+            embed_prefix.clone()
+        } else {
+            Prefix::new("lm_head")
+        };
+        Ok(CausalLM {
+            config: config.clone(),
+            embed_tokens: Embedding::new(&embed_prefix, vocab, hidden, DataType::F32),
+            layers,
+            norm: RMSNorm::new(
+                &model.child("norm"),
+                hidden,
+                config.rms_norm_eps,
+                DataType::F32,
+            ),
+            lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32),
+        })
+    }
+
+    /// The config the model was built from.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Every weight the model takes, with its shape, in parameter order.
+    pub fn weight_shapes(&self) -> Vec<(String, Vec<i64>)> {
+        self.parameters()
+            .into_iter()
+            .map(|p| {
+                let dims = p
+                    .sinfo
+                    .as_tensor()
+                    .and_then(|t| t.dims())
+                    .unwrap_or_default();
+                let shape = dims.iter().filter_map(SymExpr::as_const).collect();
+                (p.name, shape)
+            })
+            .collect()
+    }
+
+    /// Emits the embedding of `ids` (`[1, n]` i32): `[1, n, hidden]`.
+    pub fn embed(&self, bb: &mut BlockBuilder, ids: &Expr) -> Result<Expr, NnError> {
+        self.embed_tokens.forward(bb, ids)
+    }
+
+    /// Emits a forward pass over `ids` (`[1, n]` i32) that reads and extends `cache`, and
+    /// returns the logits of `positions`.
+    pub fn forward(
+        &self,
+        bb: &mut BlockBuilder,
+        ids: &Expr,
+        cache: &Expr,
+        dims: &Dims,
+        positions: Positions,
+    ) -> Result<Expr, NnError> {
+        let mut x = self.embed(bb, ids)?;
+        for layer in &self.layers {
+            x = layer.forward(bb, &x, cache, dims)?;
+        }
+        if positions == Positions::Last {
+            x = self.last_position(bb, &x, dims)?;
+        }
+        let x = self.norm.forward(bb, &x)?;
+        self.lm_head.forward(bb, &x)
+    }
+
+    /// `x[:, n - 1:n, :]`.
+    fn last_position(&self, bb: &mut BlockBuilder, x: &Expr, dims: &Dims) -> Result<Expr, NnError> {
+        let n = dims.tokens.clone();
+        let last = n.clone() - SymExpr::int(1);
+        emit(
+            bb,
+            "last_position",
+            op::strided_slice(x, vec![1], vec![last], vec![n], None),
+        )
+    }
+}
+
+impl Module for CausalLM {
+    fn parameters(&self) -> Vec<Param> {
+        let head = (!self.config.tie_word_embeddings).then(|| self.lm_head.parameters());
+        [
+            self.embed_tokens.parameters(),
+            self.layers.parameters(),
+            self.norm.parameters(),
+            head.unwrap_or_default(),
+        ]
+        .concat()
+    }
+}

@@ -1,0 +1,185 @@
+//! Grouped-query self-attention over the KV cache, Hugging Face names
+//! (`self_attn.{q,k,v,o}_proj`, Qwen3's `self_attn.{q,k}_norm`).
+
+use super::{emit, kv_cache, Dims, LayerOptions};
+use crate::config::ModelConfig;
+use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
+
+/// Self-attention of decoder layer `layer`: project, (Qwen3: RMSNorm each q/k head,)
+/// rotate q and k to their positions, append k/v to the cache, attend causally over past
+/// and new positions, project back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    prefix: Prefix,
+    layer: i64,
+    heads: i64,
+    kv_heads: i64,
+    head_dim: i64,
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: Option<RMSNorm>,
+    k_norm: Option<RMSNorm>,
+    rope: RotaryEmbedding,
+}
+
+fn c(value: i64) -> SymExpr {
+    SymExpr::int(value)
+}
+
+impl Attention {
+    /// The attention of layer `layer` at `prefix` (`model.layers.0.self_attn`), rotating
+    /// q and k with `rope`.
+    pub fn new(
+        prefix: &Prefix,
+        layer: i64,
+        config: &ModelConfig,
+        options: LayerOptions,
+        rope: RotaryEmbedding,
+    ) -> Self {
+        let (hidden, heads, kv_heads, head_dim) = (
+            config.hidden_size,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        );
+        let linear = |name: &str, inp: i64, out: i64, bias: bool| {
+            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32)
+        };
+        let head_norm = |name: &str| {
+            options.qk_norm.then(|| {
+                RMSNorm::new(
+                    &prefix.child(name),
+                    head_dim,
+                    config.rms_norm_eps,
+                    DataType::F32,
+                )
+            })
+        };
+        Attention {
+            prefix: prefix.clone(),
+            layer,
+            heads,
+            kv_heads,
+            head_dim,
+            q_proj: linear("q_proj", hidden, heads * head_dim, options.qkv_bias),
+            k_proj: linear("k_proj", hidden, kv_heads * head_dim, options.qkv_bias),
+            v_proj: linear("v_proj", hidden, kv_heads * head_dim, options.qkv_bias),
+            o_proj: linear("o_proj", heads * head_dim, hidden, options.o_bias),
+            q_norm: head_norm("q_norm"),
+            k_norm: head_norm("k_norm"),
+            rope,
+        }
+    }
+
+    /// `x` (`[1, n, hidden]`) projected by `proj` into `heads` heads, normed by `norm` and
+    /// rotated to positions `m..m + n` when `rotate`; returns `[n, heads, head_dim]`.
+    fn project(
+        &self,
+        bb: &mut BlockBuilder,
+        (proj, norm, heads): (&Linear, Option<&RMSNorm>, i64),
+        x: &Expr,
+        rotate: bool,
+        dims: &Dims,
+    ) -> Result<Expr, NnError> {
+        let name = self.prefix.as_str();
+        let n = dims.tokens.clone();
+        let y = proj.forward(bb, x)?;
+        let shape = vec![c(1), n.clone(), c(heads), c(self.head_dim)];
+        let mut y = emit(bb, name, op::reshape(&y, shape))?;
+        if let Some(norm) = norm {
+            y = norm.forward(bb, &y)?;
+        }
+        if rotate {
+            y = self.rope.forward(bb, &y, &dims.past.expr())?;
+        }
+        emit(
+            bb,
+            name,
+            op::reshape(&y, vec![n, c(heads), c(self.head_dim)]),
+        )
+    }
+
+    /// Past (`[m, kv_heads, head_dim]`) and new (`[n, ...]`) K or V joined and laid out as
+    /// `[heads, m + n, head_dim]`, each kv head repeated for the query heads of its group.
+    fn all_positions(
+        &self,
+        bb: &mut BlockBuilder,
+        past: &Expr,
+        new: &Expr,
+        dims: &Dims,
+    ) -> Result<Expr, NnError> {
+        let name = self.prefix.as_str();
+        let total = dims.past.expr() + dims.tokens.clone();
+        let all = emit(bb, name, op::concat(&[past.clone(), new.clone()], 0))?;
+        let all = emit(bb, name, op::permute_dims(&all, Some(vec![1, 0, 2])))?;
+        let group = self.heads / self.kv_heads;
+        if group == 1 {
+            return Ok(all);
+        }
+        let all = emit(bb, name, op::expand_dims(&all, vec![1]))?;
+        let shape = vec![c(self.kv_heads), c(group), total.clone(), c(self.head_dim)];
+        let all = emit(bb, name, op::broadcast_to(&all, shape))?;
+        emit(
+            bb,
+            name,
+            op::reshape(&all, vec![c(self.heads), total, c(self.head_dim)]),
+        )
+    }
+
+    /// Attends `x` (`[1, n, hidden]`, already normed) over this layer's cached positions
+    /// and itself, appending its K and V to `cache`; returns `[1, n, hidden]`.
+    pub fn forward(
+        &self,
+        bb: &mut BlockBuilder,
+        x: &Expr,
+        cache: &Expr,
+        dims: &Dims,
+    ) -> Result<Expr, NnError> {
+        let name = self.prefix.as_str();
+        let kv_shape = (self.kv_heads, self.head_dim);
+        let (k_past, v_past) = kv_cache::view_past(bb, cache, self.layer, kv_shape, dims)?;
+        let q_spec = (&self.q_proj, self.q_norm.as_ref(), self.heads);
+        let q = self.project(bb, q_spec, x, true, dims)?;
+        let k_spec = (&self.k_proj, self.k_norm.as_ref(), self.kv_heads);
+        let k = self.project(bb, k_spec, x, true, dims)?;
+        let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, false, dims)?;
+        kv_cache::append(bb, cache, self.layer, &k, &v)?;
+        let keys = self.all_positions(bb, &k_past, &k, dims)?;
+        let values = self.all_positions(bb, &v_past, &v, dims)?;
+        let q = emit(bb, name, op::permute_dims(&q, Some(vec![1, 0, 2])))?;
+        let keys_t = emit(bb, name, op::permute_dims(&keys, Some(vec![0, 2, 1])))?;
+        let scores = emit(bb, name, op::matmul(&q, &keys_t))?;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let scale = emit(bb, name, op::full(vec![], scale, DataType::F32))?;
+        let mut scores = emit(bb, name, op::multiply(&scores, &scale))?;
+        // A single new token sees every position: no mask needed.
+        if dims.tokens.as_const() != Some(1) {
+            let mask = kv_cache::causal_mask_with_past(bb, dims)?;
+            scores = emit(bb, name, op::add(&scores, &mask))?;
+        }
+        let probs = emit(bb, name, op::softmax(&scores, -1))?;
+        let out = emit(bb, name, op::matmul(&probs, &values))?;
+        let out = emit(bb, name, op::permute_dims(&out, Some(vec![1, 0, 2])))?;
+        let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];
+        let out = emit(bb, name, op::reshape(&out, shape))?;
+        self.o_proj.forward(bb, &out)
+    }
+}
+
+impl Module for Attention {
+    fn parameters(&self) -> Vec<Param> {
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
+            .into_iter()
+            .flat_map(Module::parameters)
+            .chain(
+                self.q_norm
+                    .iter()
+                    .chain(&self.k_norm)
+                    .flat_map(Module::parameters),
+            )
+            .collect()
+    }
+}

@@ -1,0 +1,115 @@
+//! The decoder layer Llama, Qwen2 and Qwen3 share: pre-norm grouped-query attention with
+//! RoPE over the KV cache, then a pre-norm SwiGLU MLP, each added to the residual stream.
+//! The architectures differ only in [`LayerOptions`].
+
+mod attention;
+pub mod kv_cache;
+mod mlp;
+
+pub use attention::Attention;
+pub use mlp::SwiGluMlp;
+
+use crate::config::ModelConfig;
+use oxrelax_dsl::nn::{Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
+use oxrelax_dsl::op::InferError;
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr, SymVar};
+
+/// Where the architectures' decoder layers differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct LayerOptions {
+    /// Bias on the q, k and v projections (Qwen2 always; Llama/Qwen3 with `attention_bias`).
+    pub qkv_bias: bool,
+    /// Bias on the output projection (Llama/Qwen3 with `attention_bias`).
+    pub o_bias: bool,
+    /// RMSNorm over each q and k head before RoPE (Qwen3's `q_norm`/`k_norm`).
+    pub qk_norm: bool,
+    /// Bias on the MLP's projections (Llama's `mlp_bias`).
+    pub mlp_bias: bool,
+}
+
+/// The dynamic dims of one exported function: `tokens` in this call (`n`, or 1 for
+/// decode) and `past`, the positions already in the KV cache (`m`, bounded by the context
+/// window).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dims {
+    /// Tokens in this call.
+    pub tokens: SymExpr,
+    /// Positions in the cache before this call; bound by the first `kv_cache.view`.
+    pub past: SymVar,
+}
+
+/// Emits an op call, naming module `module` in an inference error.
+pub(crate) fn emit(
+    bb: &mut BlockBuilder,
+    module: &str,
+    call: Result<Expr, InferError>,
+) -> Result<Expr, NnError> {
+    Ok(bb.emit(call.map_err(NnError::op(module))?)?.into())
+}
+
+/// One decoder layer: `h = x + attn(norm(x))`, `h + mlp(norm(h))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderLayer {
+    prefix: Prefix,
+    input_layernorm: RMSNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RMSNorm,
+    mlp: SwiGluMlp,
+}
+
+impl DecoderLayer {
+    /// Layer `layer` at `prefix` (`model.layers.0`), rotating q and k with `rope`.
+    pub fn new(
+        prefix: &Prefix,
+        layer: i64,
+        config: &ModelConfig,
+        options: LayerOptions,
+        rope: &RotaryEmbedding,
+    ) -> Self {
+        let norm = |name: &str| {
+            RMSNorm::new(
+                &prefix.child(name),
+                config.hidden_size,
+                config.rms_norm_eps,
+                DataType::F32,
+            )
+        };
+        let self_attn = prefix.child("self_attn");
+        DecoderLayer {
+            prefix: prefix.clone(),
+            input_layernorm: norm("input_layernorm"),
+            self_attn: Attention::new(&self_attn, layer, config, options, rope.clone()),
+            post_attention_layernorm: norm("post_attention_layernorm"),
+            mlp: SwiGluMlp::new(&prefix.child("mlp"), config, options.mlp_bias),
+        }
+    }
+
+    /// Runs the layer over `x` (`[1, n, hidden]`), reading and extending `cache`.
+    pub fn forward(
+        &self,
+        bb: &mut BlockBuilder,
+        x: &Expr,
+        cache: &Expr,
+        dims: &Dims,
+    ) -> Result<Expr, NnError> {
+        let name = self.prefix.as_str();
+        let h = self.input_layernorm.forward(bb, x)?;
+        let attn = self.self_attn.forward(bb, &h, cache, dims)?;
+        let x = emit(bb, name, op::add(x, &attn))?;
+        let h = self.post_attention_layernorm.forward(bb, &x)?;
+        let mlp = self.mlp.forward(bb, &h)?;
+        emit(bb, name, op::add(&x, &mlp))
+    }
+}
+
+impl Module for DecoderLayer {
+    fn parameters(&self) -> Vec<Param> {
+        [
+            self.input_layernorm.parameters(),
+            self.self_attn.parameters(),
+            self.post_attention_layernorm.parameters(),
+            self.mlp.parameters(),
+        ]
+        .concat()
+    }
+}

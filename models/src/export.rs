@@ -1,0 +1,148 @@
+//! The functions a model exports: `create_kv_cache`, `embed`, `prefill`, `prefill_all`,
+//! `decode` and `softmax_with_temperature`.
+
+use crate::causal_lm::{CausalLM, Positions};
+use crate::decoder::{emit, kv_cache, Dims};
+use crate::error::ModelError;
+use oxrelax_dsl::nn::{NnError, Spec};
+use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+
+/// How a model is exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// The longest context to support; the context window is `max_position_embeddings`
+    /// capped at this. It sizes the KV cache and bounds `m`.
+    pub max_context: i64,
+    /// Tokens per `prefill` call at most (the bound of `n`).
+    pub prefill_chunk: i64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            max_context: 4096,
+            prefill_chunk: 128,
+        }
+    }
+}
+
+/// An exported model: its functions and the sizes they were built for.
+#[derive(Clone, Debug)]
+pub struct Exported {
+    /// The exported functions. Every function but `create_kv_cache` and
+    /// `softmax_with_temperature` takes its inputs followed by every weight in the order of
+    /// [`CausalLM::weight_shapes`].
+    pub module: IRModule,
+    /// Positions the KV cache holds.
+    pub context_window: i64,
+    /// Tokens per `prefill` call at most.
+    pub prefill_chunk: i64,
+}
+
+fn ids_input(tokens: SymExpr) -> Var {
+    Var::new(
+        "ids",
+        StructInfo::tensor(vec![SymExpr::int(1), tokens], DataType::I32),
+    )
+}
+
+fn cache_input() -> Var {
+    Var::new("cache", StructInfo::Object)
+}
+
+impl CausalLM {
+    /// Exports the model: `create_kv_cache()`; `embed(ids: [1, n] i32) -> [1, n, hidden]`;
+    /// `prefill(ids: [1, n] i32, cache) -> [1, 1, vocab]` (the last position's logits) and
+    /// `prefill_all(ids, cache) -> [1, n, vocab]` (every position's) with
+    /// `n <= prefill_chunk`; `decode(ids: [1, 1] i32, cache) -> [1, 1, vocab]`;
+    /// `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`.
+    pub fn export(&self, options: &ExportOptions) -> Result<Exported, ModelError> {
+        let context_window = self.config().context_window(options.max_context);
+        let positive = [
+            ("max_context", options.max_context),
+            ("prefill_chunk", options.prefill_chunk),
+        ];
+        if let Some((option, value)) = positive.into_iter().find(|(_, v)| *v <= 0) {
+            return Err(ModelError::Options {
+                option,
+                reason: format!("must be positive, got {value}"),
+            });
+        }
+        let n = SymVar::bounded("n", options.prefill_chunk);
+        let past = SymVar::bounded("m", context_window);
+        let step = |tokens: SymExpr, positions: Positions| {
+            let dims = Dims {
+                tokens,
+                past: past.clone(),
+            };
+            move |model: &CausalLM, bb: &mut BlockBuilder, inputs: &[Expr]| {
+                model.forward(bb, &inputs[0], &inputs[1], &dims, positions)
+            }
+        };
+        let spec = Spec::new()
+            .function(
+                "embed",
+                vec![ids_input(n.expr())],
+                |model: &CausalLM, bb, inputs| model.embed(bb, &inputs[0]),
+            )
+            .function(
+                "prefill",
+                vec![ids_input(n.expr()), cache_input()],
+                step(n.expr(), Positions::Last),
+            )
+            .function(
+                "prefill_all",
+                vec![ids_input(n.expr()), cache_input()],
+                step(n.expr(), Positions::All),
+            )
+            .function(
+                "decode",
+                vec![ids_input(SymExpr::int(1)), cache_input()],
+                step(SymExpr::int(1), Positions::Last),
+            );
+        let mut bb = BlockBuilder::new();
+        spec.export_into(self, &mut bb)?;
+        self.add_create_kv_cache(&mut bb, context_window)?;
+        self.add_softmax_with_temperature(&mut bb)?;
+        Ok(Exported {
+            module: bb.finish().map_err(NnError::from)?,
+            context_window,
+            prefill_chunk: options.prefill_chunk,
+        })
+    }
+
+    /// `create_kv_cache()`: a cache of every layer holding `capacity` positions.
+    fn add_create_kv_cache(&self, bb: &mut BlockBuilder, capacity: i64) -> Result<(), NnError> {
+        let c = self.config();
+        let create = kv_cache::create(
+            c.num_hidden_layers,
+            c.num_key_value_heads,
+            c.head_dim,
+            capacity,
+        );
+        bb.function("create_kv_cache", Vec::new(), true, |bb| {
+            Ok::<_, NnError>(bb.emit_named(create, "cache")?.into())
+        })?;
+        Ok(())
+    }
+
+    /// `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`:
+    /// `softmax(logits / temperature)` over the vocabulary.
+    fn add_softmax_with_temperature(&self, bb: &mut BlockBuilder) -> Result<(), NnError> {
+        let vocab = self.config().vocab_size;
+        let shape = vec![SymExpr::int(1), SymExpr::int(1), SymExpr::int(vocab)];
+        let logits = Var::new("logits", StructInfo::tensor(shape, DataType::F32));
+        let temperature = Var::new("temperature", StructInfo::tensor(vec![], DataType::F32));
+        let params = vec![logits.clone(), temperature.clone()];
+        bb.function("softmax_with_temperature", params, true, |bb| {
+            let probs = bb.dataflow(|bb| {
+                let name = "softmax_with_temperature";
+                let scaled = emit(bb, name, op::divide(&logits.into(), &temperature.into()))?;
+                let probs = op::softmax(&scaled, -1).map_err(NnError::op(name))?;
+                Ok::<_, NnError>(bb.emit_output(probs)?)
+            })?;
+            Ok::<_, NnError>(probs.into())
+        })?;
+        Ok(())
+    }
+}

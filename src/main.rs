@@ -59,7 +59,11 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let module = oxrelax_dsl::text::parse_module(&text)
                 .map_err(|e| format!("{}: {e}", file.display()))?;
-            let pipeline = default_pipeline().instrumented(Instrument { dump_dir, verify });
+            let pipeline = default_pipeline().instrumented(Instrument {
+                dump_dir,
+                verify,
+                verify_text: false,
+            });
             let (module, report) = pipeline.run(module)?;
             if time {
                 for timing in &report.timings {

@@ -46,7 +46,7 @@ impl FromStr for MatmulShape {
         };
         let parts: Vec<&str> = value.split(['x', 'X']).collect();
         let [m, n, k] = parts.as_slice() else {
-            return Err(bad(format!("{} dims", parts.len())));
+            return Err(bad(format!("{} dims instead of 3", parts.len())));
         };
         let dim = |name: &str, text: &str| match text.trim().parse::<usize>() {
             Ok(0) => Err(bad(format!("{name} is 0"))),

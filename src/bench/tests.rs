@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 /// A naive `[m, k] x [k, n]` matmul in f64.
 fn naive_matmul(x: &[f32], w: &[f32], shape: MatmulShape) -> Vec<f64> {

@@ -35,7 +35,7 @@ impl Timing {
         times.sort_unstable();
         let min = *times.first()?;
         let mid = times.len() / 2;
-        let median = if times.len() % 2 == 0 {
+        let median = if times.len().is_multiple_of(2) {
             (times[mid - 1] + times[mid]) / 2
         } else {
             times[mid]

@@ -35,7 +35,7 @@ pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result
     )?;
     writeln!(
         out,
-        "plan: {threads} threads, warmup {}, runs {}, budget {:.1} s per shape \
+        "plan: threads {threads}, warmup {}, runs {}, budget {:.1} s per shape \
          (times are medians; * = the budget cut the runs short)",
         plan.warmup,
         plan.runs,
@@ -67,7 +67,7 @@ pub fn bandwidth(out: &mut dyn Write, bandwidth: &Bandwidth, bytes: usize) -> io
     writeln!(
         out,
         "reference (measured): memory read bandwidth, sum of {} MiB of f32: \
-         1 thread {:.1} GB/s, {} threads {:.1} GB/s",
+         single thread {:.1} GB/s, pool (threads {}) {:.1} GB/s",
         bytes >> 20,
         bandwidth.single,
         bandwidth.threads,
@@ -121,7 +121,7 @@ pub fn peer(
     };
     writeln!(
         out,
-        "peer: numpy {numpy} matmul, {threads} BLAS threads, same shapes and plan \
+        "peer: numpy {numpy} matmul, BLAS threads {threads}, same shapes and plan \
          (ours/peer = peer median / our median)"
     )?;
     for (shape, timing) in timings {

@@ -30,6 +30,9 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Time the compiled matmul, softmax and rms_norm kernels (f32, symbolic token
+    /// count) next to a memory-bandwidth probe, the documented fp32 peak and numpy.
+    BenchKernel(oxrelax::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,7 +62,11 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let module = oxrelax_dsl::text::parse_module(&text)
                 .map_err(|e| format!("{}: {e}", file.display()))?;
-            let pipeline = default_pipeline().instrumented(Instrument { dump_dir, verify });
+            let pipeline = default_pipeline().instrumented(Instrument {
+                dump_dir,
+                verify,
+                verify_text: false,
+            });
             let (module, report) = pipeline.run(module)?;
             if time {
                 for timing in &report.timings {
@@ -73,5 +80,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             print!("{}", oxrelax_dsl::text::print_module(&module));
             Ok(())
         }
+        Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
     }
 }

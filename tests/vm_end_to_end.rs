@@ -40,7 +40,7 @@ fn silu(x: f32) -> f32 {
 }
 
 fn built_mlp() -> Built {
-    build(common::mlp_module(), Instrument::default()).expect("the MLP builds")
+    build(common::mlp_module(), Instrument::from_env()).expect("the MLP builds")
 }
 
 #[test]

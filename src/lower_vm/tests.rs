@@ -18,7 +18,7 @@ fn compiled() -> oxrelax_runtime::Executable {
     bb.end_dataflow().unwrap();
     bb.end_function(out.into()).unwrap();
     let (module, _) = compile_pipeline()
-        .instrumented(Instrument::default())
+        .instrumented(Instrument::from_env())
         .run(bb.finish().unwrap())
         .unwrap();
     lower_to_vm(&module).unwrap()

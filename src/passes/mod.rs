@@ -18,6 +18,7 @@ pub use memory_plan::{
 pub use normalize::Normalize;
 pub use pipeline::{
     compile_pipeline, default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport,
+    VERIFY_ENV,
 };
 pub use schedule::ScheduleKernels;
 
@@ -65,6 +66,14 @@ pub enum PassError {
         var: String,
         /// Its struct info.
         sinfo: String,
+    },
+    /// The module after a pass does not survive its text form (when checking text).
+    #[error("the module after pass `{pass}` does not read back from its text form: {reason}")]
+    TextRoundTrip {
+        /// The pass that produced the module.
+        pass: String,
+        /// What went wrong.
+        reason: String,
     },
     /// Writing an IR dump failed.
     #[error("cannot write IR dump {path}: {source}")]

@@ -6,7 +6,7 @@ use oxrelax_dsl::IRModule;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// What to record while running a pipeline.
+/// What to record and check while running a pipeline.
 #[derive(Debug, Clone, Default)]
 pub struct Instrument {
     /// Write the printed module before the first pass and after each pass into this
@@ -14,6 +14,30 @@ pub struct Instrument {
     pub dump_dir: Option<PathBuf>,
     /// Check well-formedness after every pass.
     pub verify: bool,
+    /// Continue from the module's text form after every pass: print it, parse it back,
+    /// and fail if that changed the module. Keeps the text form complete.
+    pub verify_text: bool,
+}
+
+/// The environment variable that turns on checks in [`Instrument::from_env`]: a comma
+/// list of `wellformed` and `text` (or `all`).
+pub const VERIFY_ENV: &str = "OXRELAX_VERIFY";
+
+impl Instrument {
+    /// No dumps; the checks named in [`VERIFY_ENV`] (none when it is unset).
+    pub fn from_env() -> Self {
+        let value = std::env::var(VERIFY_ENV).unwrap_or_default();
+        let on = |name: &str| {
+            value
+                .split(',')
+                .any(|v| v.trim() == name || v.trim() == "all")
+        };
+        Instrument {
+            dump_dir: None,
+            verify: on("wellformed"),
+            verify_text: on("text"),
+        }
+    }
 }
 
 /// Time spent in one pass.
@@ -76,6 +100,9 @@ impl Pipeline {
                 pass: pass.name(),
                 elapsed: start.elapsed(),
             });
+            if self.instrument.verify_text {
+                module = through_text(module, pass.name())?;
+            }
             if self.instrument.verify {
                 oxrelax_dsl::wellformed::check_module(&module).map_err(|source| {
                     PassError::NotWellFormed {
@@ -125,4 +152,20 @@ pub fn compile_pipeline() -> Pipeline {
     default_pipeline()
         .with(super::ScheduleKernels::default())
         .with(super::StaticPlanBlockMemory)
+}
+
+/// The module after printing and parsing it back; an error if that changed it.
+fn through_text(module: IRModule, pass: &str) -> Result<IRModule, PassError> {
+    let text = oxrelax_dsl::text::print_module(&module);
+    let failed = |reason: String| PassError::TextRoundTrip {
+        pass: pass.to_string(),
+        reason,
+    };
+    let parsed = oxrelax_dsl::text::parse_module(&text).map_err(|e| failed(e.to_string()))?;
+    if parsed != module {
+        return Err(failed(
+            "the parsed module differs from the printed one".into(),
+        ));
+    }
+    Ok(parsed)
 }

@@ -122,6 +122,7 @@ fn pipeline_dumps_each_pass_and_times_it() {
         .instrumented(Instrument {
             dump_dir: Some(dir.clone()),
             verify: false,
+            verify_text: false,
         });
     assert_eq!(pipeline.pass_names(), ["dead-code-elimination"; 2]);
     let (out, report) = pipeline.run(module_with_dead_code()).unwrap();
@@ -155,9 +156,26 @@ fn pipeline_reports_an_unwritable_dump_folder() {
         .instrumented(Instrument {
             dump_dir: Some(file.join("sub")),
             verify: false,
+            verify_text: false,
         });
     let err = pipeline.run(module_with_dead_code()).unwrap_err();
     assert!(matches!(err, PassError::Dump { .. }), "{err}");
     assert!(err.to_string().contains("cannot write IR dump"));
     std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn text_verification_passes_complete_modules_through_their_text_form() {
+    let pipeline = Pipeline::new()
+        .with(DeadCodeElimination)
+        .instrumented(Instrument {
+            dump_dir: None,
+            verify: false,
+            verify_text: true,
+        });
+    let (out, _) = pipeline.run(module_with_dead_code()).unwrap();
+    assert_eq!(
+        out,
+        DeadCodeElimination.run(module_with_dead_code()).unwrap()
+    );
 }

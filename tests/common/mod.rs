@@ -8,6 +8,8 @@ use oxrelax_dsl::nn::{
 use oxrelax_dsl::op::InferError;
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
 
+pub mod transformer;
+
 /// The token dim of a call: `n <= 2048`.
 pub fn n() -> SymVar {
     SymVar::bounded("n", 2048)

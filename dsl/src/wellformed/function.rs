@@ -223,16 +223,23 @@ impl<'m> FunctionChecker<'m> {
                     });
                 };
                 let expected = func.inputs().len();
-                if call.args.len() == expected {
-                    Ok(())
-                } else {
-                    Err(Problem::CallTirArity {
+                if call.args.len() != expected {
+                    return Err(Problem::CallTirArity {
                         site: site.clone(),
                         callee: callee.clone(),
                         expected,
                         got: call.args.len(),
-                    })
+                    });
                 }
+                // A dim that no buffer has as a whole extent (such as a position offset)
+                // is passed by name from the caller, which must bind it.
+                let free = func.dims.iter().filter(|dim| {
+                    !func
+                        .params
+                        .iter()
+                        .any(|b| b.shape.iter().any(|d| d.as_var() == Some(*dim)))
+                });
+                self.check_dim_names(free.map(|d| d.name()), site)
             }
             Callee::Packed(_) => Ok(()),
         }

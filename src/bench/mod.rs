@@ -1,0 +1,89 @@
+//! `oxrelax bench-kernel`: times what the compiler emits today for the hot kernels of an
+//! LLM (matmul, softmax, rms_norm) with a dynamic token count, next to reference figures
+//! (measured memory bandwidth, documented fp32 peak, numpy's matmul when available).
+//!
+//! Each kernel is built as the front end builds it: an op call on f32 tensors whose
+//! leading dim is the symbolic `n`, legalized, given the default schedule and compiled
+//! with the JIT; `n` is bound to the benchmarked row count at run time and parallel
+//! loops run on a thread pool of `--threads` participants.
+
+mod args;
+mod buffer;
+mod error;
+mod kernel;
+mod membw;
+mod peer;
+mod report;
+mod spec;
+#[cfg(test)]
+mod tests;
+mod timing;
+
+pub use args::{BenchArgs, BenchPlan, DEFAULT_COLS, DEFAULT_MATMULS, DEFAULT_ROWS};
+pub use error::BenchError;
+pub use kernel::BenchKernel;
+pub use membw::{probe, Bandwidth, PROBE_BYTES};
+pub use peer::{measure_numpy, Peer};
+pub use report::{KernelResult, DOCUMENTED_PEAK_GFLOPS};
+pub use spec::{KernelSpec, MatmulShape, RowShape, MAX_DIM, N_BOUND};
+pub use timing::{measure, measure_with, RunPlan, Timing};
+
+use oxrelax_runtime::{RuntimeEnv, ThreadPool};
+use std::io::Write;
+use std::sync::Arc;
+
+/// Runs `bench-kernel` with `args` and writes the report to `out` (flushed line by line
+/// as results come in).
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), BenchError> {
+    let plan = args.plan()?;
+    let pool = ThreadPool::new(plan.threads).map_err(|source| BenchError::Pool {
+        threads: plan.threads,
+        source,
+    })?;
+    let pool = Arc::new(pool);
+    report::header(out, &plan.runs, plan.threads)?;
+    let bandwidth = probe(&pool, plan.probe_bytes)?;
+    report::bandwidth(out, &bandwidth, plan.probe_bytes)?;
+    report::table_header(out)?;
+    out.flush()?;
+    let env = RuntimeEnv::new(pool);
+    let mut results = Vec::with_capacity(plan.kernels.len());
+    for &spec in &plan.kernels {
+        let result = bench_kernel(spec, &plan.runs, &env)?;
+        report::kernel_line(out, &result, plan.threads)?;
+        out.flush()?;
+        results.push(result);
+    }
+    let shapes: Vec<MatmulShape> = plan
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            KernelSpec::Matmul(shape) => Some(*shape),
+            _ => None,
+        })
+        .collect();
+    if !shapes.is_empty() {
+        let peer = measure_numpy(&shapes, &plan.runs, plan.threads);
+        report::peer(out, &peer, &results, plan.threads)?;
+    }
+    Ok(())
+}
+
+/// Builds and times one kernel.
+pub fn bench_kernel(
+    spec: KernelSpec,
+    plan: &RunPlan,
+    env: &RuntimeEnv,
+) -> Result<KernelResult, BenchError> {
+    let mut kernel = BenchKernel::build(spec)?;
+    let timing = measure(plan, || kernel.run(env))?.ok_or(BenchError::BadOption {
+        flag: "--runs",
+        value: plan.runs.to_string(),
+        reason: "too small",
+    })?;
+    Ok(KernelResult {
+        spec,
+        bytes: kernel.bytes(),
+        timing,
+    })
+}

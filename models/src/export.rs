@@ -57,7 +57,6 @@ impl CausalLM {
     /// `n <= prefill_chunk`; `decode(ids: [1, 1] i32, cache) -> [1, 1, vocab]`;
     /// `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`.
     pub fn export(&self, options: &ExportOptions) -> Result<Exported, ModelError> {
-        let context_window = self.config().context_window(options.max_context);
         let positive = [
             ("max_context", options.max_context),
             ("prefill_chunk", options.prefill_chunk),
@@ -68,6 +67,7 @@ impl CausalLM {
                 reason: format!("must be positive, got {value}"),
             });
         }
+        let context_window = self.config().context_window(options.max_context);
         let n = SymVar::bounded("n", options.prefill_chunk);
         let past = SymVar::bounded("m", context_window);
         let step = |tokens: SymExpr, positions: Positions| {

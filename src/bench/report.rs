@@ -44,8 +44,8 @@ pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result
     writeln!(out, "{}", machine())?;
     writeln!(
         out,
-        "reference (documented in DESIGN.md, not measured): fp32 FMA peak \
-         {DOCUMENTED_PEAK_GFLOPS:.0} GFLOP/s on this machine kind (2 cores, 128-bit vectors)"
+        "reference (documented in DESIGN.md, not measured): fp32 FMA peak of this machine \
+         kind (2 cores, 128-bit vectors) = {DOCUMENTED_PEAK_GFLOPS:.0} (GFLOP/s)"
     )
 }
 

@@ -1,5 +1,7 @@
 //! The `oxrelax` command line.
 
+mod cli_tokenize;
+
 use clap::{Parser, Subcommand};
 use oxrelax::passes::{default_pipeline, Instrument};
 use std::path::PathBuf;
@@ -30,6 +32,9 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Encode text, or render chats with the chat template and encode them, with a model
+    /// folder's tokenizer; prints one JSON line per input.
+    Tokenize(cli_tokenize::TokenizeArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,5 +78,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             print!("{}", oxrelax_dsl::text::print_module(&module));
             Ok(())
         }
+        Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
     }
 }

@@ -97,11 +97,8 @@ fn python_formatter(
 fn transformers_syntax() -> SyntaxConfig {
     let mut builder = SyntaxConfig::builder();
     builder.trim_blocks(true).lstrip_blocks(true);
-    match builder.build() {
-        Ok(syntax) => syntax,
-        // Only custom delimiters can make `build` fail, and none are set.
-        Err(_) => SyntaxConfig::default(),
-    }
+    // Only custom delimiters can make `build` fail, and none are set.
+    builder.build().unwrap_or_default()
 }
 
 impl ChatTemplate {

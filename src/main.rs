@@ -1,5 +1,7 @@
 //! The `oxrelax` command line.
 
+mod cli_tokenize;
+
 use clap::{Parser, Subcommand};
 use oxrelax::passes::{default_pipeline, Instrument};
 use std::path::PathBuf;
@@ -33,6 +35,9 @@ enum Command {
     /// Time the compiled matmul, softmax and rms_norm kernels (f32, symbolic token
     /// count) next to a memory-bandwidth probe, the documented fp32 peak and numpy.
     BenchKernel(oxrelax::bench::BenchArgs),
+    /// Encode text, or render chats with the chat template and encode them, with a model
+    /// folder's tokenizer; prints one JSON line per input.
+    Tokenize(cli_tokenize::TokenizeArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,5 +86,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
+        Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
     }
 }

@@ -1,7 +1,9 @@
 //! The runtime (no compiler inside): tensors, values and packed functions, the kernel ABI,
-//! the thread pool, KV caches, and the VM that runs compiled graph functions.
+//! the thread pool, KV caches, the VM that runs compiled graph functions, and chat text
+//! (tokenizer, chat template, streaming detokenizer).
 
 pub mod abi;
+pub mod chat;
 pub mod dtype;
 pub mod kv_cache;
 pub mod packed;
@@ -13,6 +15,7 @@ pub mod vm;
 pub mod weights;
 
 pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
+pub use chat::{ChatError, ChatTemplate, Detokenizer, Message, Tokenizer};
 pub use dtype::{DType, Element};
 pub use kv_cache::{KvCache, KvCacheError, SharedKvCache};
 pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};

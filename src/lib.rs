@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod build;
 pub mod lower_vm;
+pub mod model;
 pub mod passes;
 
 pub use build::{build, BuildError, Built};

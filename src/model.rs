@@ -1,0 +1,94 @@
+//! Loading a Hugging Face model folder for inference in this process: parse
+//! `config.json`, build the model's exported functions, compile them for the host, and
+//! load the weights (memory-mapped safetensors) in the order the functions take them.
+
+use crate::passes::Instrument;
+use crate::{build, BuildError, Built};
+use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
+use oxrelax_runtime::{DType, Value};
+use std::path::{Path, PathBuf};
+
+/// Why a model folder could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// `config.json` is missing, malformed or unsupported.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The weights are missing, malformed or do not match the config.
+    #[error(transparent)]
+    Weights(#[from] WeightError),
+    /// The model could not be compiled.
+    #[error(transparent)]
+    Build(#[from] Box<BuildError>),
+}
+
+/// How to compile a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The longest context to support (the KV cache's capacity is the smaller of this
+    /// and the model's `max_position_embeddings`).
+    pub max_context: i64,
+    /// Tokens per `prefill` call at most; longer prompts are prefilled in chunks.
+    pub prefill_chunk: i64,
+    /// Pipeline instrumentation (IR dumps, checks).
+    pub instrument: Instrument,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        let export = ExportOptions::default();
+        LoadOptions {
+            max_context: export.max_context,
+            prefill_chunk: export.prefill_chunk,
+            instrument: Instrument::from_env(),
+        }
+    }
+}
+
+/// A compiled model with its weights, ready to run.
+pub struct LoadedModel {
+    /// The folder it was loaded from.
+    pub dir: PathBuf,
+    /// The parsed `config.json`.
+    pub config: ModelConfig,
+    /// The compiled module and its VM (`create_kv_cache`, `embed`, `prefill`,
+    /// `prefill_all`, `decode`, `softmax_with_temperature`).
+    pub built: Built,
+    /// The weights, in the order every weighted function takes them after its inputs.
+    pub weights: Vec<Value>,
+    /// Positions the KV cache holds.
+    pub context_window: i64,
+    /// Tokens per `prefill` call at most.
+    pub prefill_chunk: i64,
+}
+
+/// Loads the Hugging Face model in `dir` (config.json + safetensors) and compiles it.
+pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
+    let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
+    let model = causal_lm(&config)?;
+    let exported = model.export(&ExportOptions {
+        max_context: options.max_context,
+        prefill_chunk: options.prefill_chunk,
+    })?;
+    let expected: Vec<ExpectedTensor> = model
+        .weight_shapes()
+        .into_iter()
+        .map(|(name, shape)| ExpectedTensor {
+            name,
+            shape,
+            dtype: DType::F32,
+        })
+        .collect();
+    let store = WeightStore::open(dir)?;
+    let weights = store.load_expected(&expected)?;
+    let built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
+    Ok(LoadedModel {
+        dir: dir.to_path_buf(),
+        config,
+        built,
+        weights: weights.into_iter().map(Value::Tensor).collect(),
+        context_window: exported.context_window,
+        prefill_chunk: exported.prefill_chunk,
+    })
+}

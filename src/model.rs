@@ -92,3 +92,8 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
         prefill_chunk: exported.prefill_chunk,
     })
 }
+
+/// Loads the model at `path`: a Hugging Face model folder (compiled now).
+pub fn load(path: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
+    load_hf(path, options)
+}

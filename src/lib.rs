@@ -5,6 +5,7 @@
 //! the kernel benchmark behind `oxrelax bench-kernel` ([`bench`]); the language (graph IR,
 //! TIR, tensor expressions, nn modules) lives in [`oxrelax_dsl`].
 
+pub mod artifact;
 pub mod bench;
 pub mod build;
 pub mod lower_vm;

@@ -1,5 +1,7 @@
 //! The `oxrelax` command line.
 
+mod cli_compile;
+mod cli_dump_ir;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,12 @@ enum Command {
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.
     Tokenize(cli_tokenize::TokenizeArgs),
+    /// Compile a Hugging Face model folder into an artifact folder (bytecode, module,
+    /// converted weights, tokenizer, manifest with hashes).
+    Compile(cli_compile::CompileArgs),
+    /// Print a model's IR after a pass of the compile pipeline, or write it after every
+    /// pass into a folder.
+    DumpIr(cli_dump_ir::DumpIrArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,5 +95,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
         Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
+        Command::Compile(args) => Ok(cli_compile::run(&args)?),
+        Command::DumpIr(args) => cli_dump_ir::run(&args),
     }
 }

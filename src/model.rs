@@ -2,9 +2,10 @@
 //! `config.json`, build the model's exported functions, compile them for the host, and
 //! load the weights (memory-mapped safetensors) in the order the functions take them.
 
+use crate::artifact::{is_artifact, load_artifact, ArtifactError};
 use crate::passes::Instrument;
 use crate::{build, BuildError, Built};
-use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{causal_lm, CausalLM, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::{DType, Value};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,9 @@ pub enum LoadError {
     /// The model could not be compiled.
     #[error(transparent)]
     Build(#[from] Box<BuildError>),
+    /// An artifact could not be written, or failed its checks when loading.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
 }
 
 /// How to compile a model.
@@ -71,17 +75,8 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
     })?;
-    let expected: Vec<ExpectedTensor> = model
-        .weight_shapes()
-        .into_iter()
-        .map(|(name, shape)| ExpectedTensor {
-            name,
-            shape,
-            dtype: DType::F32,
-        })
-        .collect();
     let store = WeightStore::open(dir)?;
-    let weights = store.load_expected(&expected)?;
+    let weights = store.load_expected(&expected_weights(&model))?;
     let built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
@@ -93,7 +88,25 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     })
 }
 
-/// Loads the model at `path`: a Hugging Face model folder (compiled now).
+/// What `model`'s functions take as weights: every tensor as f32, in order.
+pub(crate) fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
+    model
+        .weight_shapes()
+        .into_iter()
+        .map(|(name, shape)| ExpectedTensor {
+            name,
+            shape,
+            dtype: DType::F32,
+        })
+        .collect()
+}
+
+/// Loads the model at `path`: an artifact folder (one with `oxrelax-model.json`, loaded
+/// as compiled, after its checks; `options` do not apply), else a Hugging Face model
+/// folder (compiled now with `options`).
 pub fn load(path: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
+    if is_artifact(path) {
+        return load_artifact(path);
+    }
     load_hf(path, options)
 }

@@ -90,7 +90,18 @@ impl Pipeline {
 
     /// Runs every pass in order.
     pub fn run(&self, module: IRModule) -> Result<(IRModule, PipelineReport), PassError> {
+        self.run_observed(module, |_, _| {})
+    }
+
+    /// Runs every pass in order, showing `observe` the module before the first pass (as
+    /// `input`) and after each pass (with the pass name).
+    pub fn run_observed(
+        &self,
+        module: IRModule,
+        mut observe: impl FnMut(&str, &IRModule),
+    ) -> Result<(IRModule, PipelineReport), PassError> {
         let mut report = PipelineReport::default();
+        observe("input", &module);
         self.dump(&module, "00-input.txt", &mut report)?;
         let mut module = module;
         for (index, pass) in self.passes.iter().enumerate() {
@@ -111,6 +122,7 @@ impl Pipeline {
                     }
                 })?;
             }
+            observe(pass.name(), &module);
             let file = format!("{:02}-{}.txt", index + 1, pass.name());
             self.dump(&module, &file, &mut report)?;
         }

@@ -1,0 +1,91 @@
+//! Why an artifact could not be written or loaded.
+
+use std::path::PathBuf;
+
+/// Why an artifact could not be written or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// `oxrelax-model.json` is not valid JSON of the expected shape.
+    #[error("{path}: malformed manifest: {source}")]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What went wrong.
+        source: serde_json::Error,
+    },
+    /// The artifact was written by another version of the format.
+    #[error("{path}: artifact format version {found}, this oxrelax reads version {expected} (recompile the model with `oxrelax compile`)")]
+    FormatVersion {
+        /// The manifest file.
+        path: PathBuf,
+        /// The version in the manifest.
+        found: u32,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// The artifact was compiled for another target.
+    #[error("{path}: the artifact was compiled for target `{artifact}`, but this host is `{host}` (recompile it on or for this target)")]
+    WrongTarget {
+        /// The manifest file.
+        path: PathBuf,
+        /// The artifact's target triple.
+        artifact: String,
+        /// The host's target triple.
+        host: String,
+    },
+    /// A file the manifest lists is missing or was modified.
+    #[error("{path}: SHA-256 mismatch (the file was modified or corrupted since compilation): expected {expected}, got {found}")]
+    HashMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The hash in the manifest.
+        expected: String,
+        /// The hash of the file on disk.
+        found: String,
+    },
+    /// A file the artifact needs is not listed in its manifest.
+    #[error("{manifest}: the manifest lists no hash for `{file}`")]
+    Unlisted {
+        /// The manifest file.
+        manifest: PathBuf,
+        /// The artifact-relative file name.
+        file: String,
+    },
+    /// `module.txt` does not parse.
+    #[error("{path}: {source}")]
+    Module {
+        /// The module file.
+        path: PathBuf,
+        /// The parse error.
+        source: oxrelax_dsl::text::ParseError,
+    },
+    /// `vm.json` is malformed or invalid.
+    #[error("{path}: {source}")]
+    Executable {
+        /// The executable file.
+        path: PathBuf,
+        /// What went wrong.
+        source: oxrelax_runtime::vm::ExecError,
+    },
+    /// Writing the converted weights failed.
+    #[error("{path}: cannot write weights: {reason}")]
+    WriteWeights {
+        /// The weights file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A weight dtype the compiler cannot produce yet.
+    #[error(
+        "--dtype {0}: not supported yet (the kernels compute in f32; compile with --dtype f32)"
+    )]
+    UnsupportedDtype(String),
+}

@@ -1,0 +1,77 @@
+//! The IR of a model after each pass of the compile pipeline (behind `oxrelax dump-ir`).
+
+use super::manifest::Manifest;
+use super::read::is_artifact;
+use crate::model::LoadError;
+use crate::passes::{compile_pipeline, Instrument, PassError};
+use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
+use oxrelax_dsl::IRModule;
+use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The exported module (before the compile pipeline) of a model folder or an artifact.
+/// A model folder is exported with `options`; an artifact with its recorded context
+/// window and prefill chunk.
+pub fn source_module(path: &Path, options: &ExportOptions) -> Result<IRModule, LoadError> {
+    let (config, options) = if is_artifact(path) {
+        let manifest = Manifest::read(path)?;
+        let config = ModelConfig::from_json(&manifest.model_config.to_string());
+        let options = ExportOptions {
+            max_context: manifest.context_window,
+            prefill_chunk: manifest.prefill_chunk,
+        };
+        (config, options)
+    } else {
+        let config = ModelConfig::from_file(&path.join("config.json"));
+        (config, options.clone())
+    };
+    let config = config.map_err(ModelError::from)?;
+    Ok(causal_lm(&config)?.export(&options)?.module)
+}
+
+/// The module before the compile pipeline and after each of its passes, as
+/// `(NN-name, module)` (`00-input`, `01-normalize`, ...), with `instrument`'s dumps
+/// and checks.
+pub fn modules_after_each_pass(
+    module: IRModule,
+    instrument: Instrument,
+) -> Result<Vec<(String, IRModule)>, PassError> {
+    let mut stages = Vec::new();
+    compile_pipeline()
+        .instrumented(instrument)
+        .run_observed(module, |name, module| {
+            stages.push((format!("{:02}-{name}", stages.len()), module.clone()));
+        })?;
+    Ok(stages)
+}
+
+/// The graph functions of `module` named in `functions` and the primitive functions
+/// they call.
+pub fn extract_functions(module: &IRModule, functions: &[&str]) -> IRModule {
+    let mut out = IRModule::new();
+    for (name, function) in &module.functions {
+        if functions.contains(&name.as_str()) {
+            out.functions.insert(name.clone(), function.clone());
+        }
+    }
+    let called: BTreeSet<&String> = out
+        .functions
+        .values()
+        .flat_map(|f| f.bindings())
+        .filter_map(|binding| match &binding.value {
+            BindingValue::Expr(Expr::Call(call)) => match &call.callee {
+                Callee::Tir(name) => Some(name),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    out.prim_funcs = module
+        .prim_funcs
+        .iter()
+        .filter(|(name, _)| called.contains(name))
+        .map(|(name, f)| (name.clone(), f.clone()))
+        .collect();
+    out
+}

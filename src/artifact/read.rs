@@ -1,0 +1,73 @@
+//! `load_artifact`: an artifact folder in, a model ready to run out.
+
+use super::error::ArtifactError;
+use super::manifest::{Manifest, Target, MODULE_FILE, PARAMS_FILE, VM_FILE};
+use crate::model::{expected_weights, LoadError, LoadedModel};
+use crate::{BuildError, Built};
+use oxrelax_codegen::JitLibrary;
+use oxrelax_models::{causal_lm, ModelConfig, ModelError};
+use oxrelax_runtime::vm::{Executable, VirtualMachine};
+use oxrelax_runtime::weights::WeightStore;
+use oxrelax_runtime::{Registry, Value};
+use std::path::Path;
+
+/// Whether `dir` is an artifact folder (it holds a manifest).
+pub fn is_artifact(dir: &Path) -> bool {
+    dir.join(super::MANIFEST_FILE).is_file()
+}
+
+/// Reads the manifest of the artifact in `dir` and checks it: the format version, the
+/// target triple (against this host) and the hash of every file.
+pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
+    let manifest = Manifest::read(dir)?;
+    manifest.check_compatible(dir, &Target::host())?;
+    manifest.check_files(dir, &[MODULE_FILE, VM_FILE, PARAMS_FILE])?;
+    Ok(manifest)
+}
+
+/// Loads the artifact in `dir`: verifies it ([`verify_artifact`]), parses its module,
+/// JIT-compiles the module's kernels for the host, loads the executable into a VM and
+/// the weights.
+pub fn load_artifact(dir: &Path) -> Result<LoadedModel, LoadError> {
+    let manifest = verify_artifact(dir)?;
+    let config =
+        ModelConfig::from_json(&manifest.model_config.to_string()).map_err(ModelError::from)?;
+    let model = causal_lm(&config)?;
+    let module_path = dir.join(MODULE_FILE);
+    let text = std::fs::read_to_string(&module_path).map_err(|source| ArtifactError::Io {
+        path: module_path.clone(),
+        source,
+    })?;
+    let module =
+        oxrelax_dsl::text::parse_module(&text).map_err(|source| ArtifactError::Module {
+            path: module_path,
+            source,
+        })?;
+    let vm_path = dir.join(VM_FILE);
+    let executable = Executable::load(&vm_path).map_err(|source| ArtifactError::Executable {
+        path: vm_path,
+        source,
+    })?;
+    let built = vm_of(module, executable).map_err(Box::new)?;
+    let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
+    let weights = store.load_expected(&expected_weights(&model))?;
+    Ok(LoadedModel {
+        dir: dir.to_path_buf(),
+        config,
+        built,
+        weights: weights.into_iter().map(Value::Tensor).collect(),
+        context_window: manifest.context_window,
+        prefill_chunk: manifest.prefill_chunk,
+    })
+}
+
+/// JIT-compiles `module`'s kernels and loads `executable` into a VM with them.
+fn vm_of(module: oxrelax_dsl::IRModule, executable: Executable) -> Result<Built, BuildError> {
+    let library = JitLibrary::compile_cached(&module.prim_funcs)?;
+    let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
+    Ok(Built {
+        module,
+        executable,
+        vm,
+    })
+}

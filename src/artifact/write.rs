@@ -1,0 +1,213 @@
+//! `compile_artifact`: a Hugging Face model folder in, an artifact folder out.
+
+use super::error::ArtifactError;
+use super::hash::sha256_file;
+use super::manifest::{
+    exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
+};
+use crate::build;
+use crate::model::{expected_weights, LoadError};
+use crate::passes::Instrument;
+use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::weights::WeightStore;
+use oxrelax_runtime::Tensor;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Tokenizer files copied when present (`tokenizer.json` is what the runtime reads).
+pub const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
+/// Generation defaults copied when present.
+pub const GENERATION_CONFIG: &str = "generation_config.json";
+
+/// The dtype the artifact stores the weights in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightDtype {
+    /// 32-bit floats (what the kernels compute in).
+    F32,
+    /// 16-bit floats (not supported yet).
+    F16,
+}
+
+/// How to compile an artifact.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// The dtype of the stored weights.
+    pub dtype: WeightDtype,
+    /// The longest context to support (capped by the model's `max_position_embeddings`).
+    pub max_context: i64,
+    /// Tokens per `prefill` call at most.
+    pub prefill_chunk: i64,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        let export = ExportOptions::default();
+        CompileOptions {
+            dtype: WeightDtype::F32,
+            max_context: export.max_context,
+            prefill_chunk: export.prefill_chunk,
+        }
+    }
+}
+
+/// A step of [`compile_artifact`], reported as it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileStep {
+    /// Building the model's exported functions and compiling them (passes, bytecode,
+    /// kernels).
+    Compile,
+    /// Converting and writing the weights.
+    Weights,
+    /// Writing the module, the executable and the tokenizer files.
+    Files,
+    /// Hashing every file and writing the manifest.
+    Manifest,
+}
+
+impl CompileStep {
+    /// Every step, in order.
+    pub const ALL: [CompileStep; 4] = [
+        CompileStep::Compile,
+        CompileStep::Weights,
+        CompileStep::Files,
+        CompileStep::Manifest,
+    ];
+
+    /// What the step does, for a progress line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CompileStep::Compile => "compiling the model",
+            CompileStep::Weights => "converting the weights",
+            CompileStep::Files => "writing the module, bytecode and tokenizer",
+            CompileStep::Manifest => "hashing files and writing the manifest",
+        }
+    }
+}
+
+/// Compiles the Hugging Face model in `src` into an artifact folder `out` (created if
+/// needed), calling `progress` as each step starts. Returns the manifest written.
+pub fn compile_artifact(
+    src: &Path,
+    out: &Path,
+    options: &CompileOptions,
+    mut progress: impl FnMut(CompileStep),
+) -> Result<Manifest, LoadError> {
+    if options.dtype != WeightDtype::F32 {
+        return Err(ArtifactError::UnsupportedDtype("f16".into()).into());
+    }
+    progress(CompileStep::Compile);
+    let config_path = src.join("config.json");
+    let config_json = read_json(&config_path)?;
+    let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
+    let model = causal_lm(&config)?;
+    let exported = model.export(&ExportOptions {
+        max_context: options.max_context,
+        prefill_chunk: options.prefill_chunk,
+    })?;
+    let built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
+
+    progress(CompileStep::Weights);
+    create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
+    let weights = WeightStore::open(src)?.load_expected(&expected_weights(&model))?;
+    let names = model.weight_shapes().into_iter().map(|(name, _)| name);
+    write_weights(&out.join(PARAMS_FILE), names.zip(&weights))?;
+
+    progress(CompileStep::Files);
+    let module_text = oxrelax_dsl::text::print_module(&built.module);
+    write_file(&out.join(MODULE_FILE), module_text.as_bytes())?;
+    built
+        .executable
+        .save(&out.join(VM_FILE))
+        .map_err(|source| ArtifactError::Executable {
+            path: out.join(VM_FILE),
+            source,
+        })?;
+    let tokenizer_files = copy_present(src, out, &TOKENIZER_FILES)?;
+    let generation = copy_present(src, out, &[GENERATION_CONFIG])?;
+
+    progress(CompileStep::Manifest);
+    let listed = [MODULE_FILE, VM_FILE, PARAMS_FILE]
+        .into_iter()
+        .map(str::to_string)
+        .chain(tokenizer_files.iter().cloned())
+        .chain(generation);
+    let files = listed
+        .map(|file| Ok((file.clone(), sha256_file(&out.join(&file))?)))
+        .collect::<Result<BTreeMap<_, _>, ArtifactError>>()?;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        model_config: config_json,
+        functions: exported_signatures(&built.module),
+        context_window: exported.context_window,
+        prefill_chunk: exported.prefill_chunk,
+        weight_dtype: "f32".into(),
+        tokenizer_files,
+        target: Target::host(),
+        files,
+    };
+    manifest.write(out)?;
+    Ok(manifest)
+}
+
+/// Writes `tensors` (name, f32 tensor) as one safetensors file.
+fn write_weights<'a>(
+    path: &Path,
+    tensors: impl Iterator<Item = (String, &'a Tensor)>,
+) -> Result<(), ArtifactError> {
+    let failed = |reason: String| ArtifactError::WriteWeights {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let views = tensors
+        .map(|(name, tensor)| {
+            let bytes = tensor
+                .as_bytes()
+                .map_err(|e| failed(format!("`{name}`: {e}")))?;
+            let shape = tensor.shape().iter().map(|&d| d as usize).collect();
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, bytes)
+                .map(|view| (name.clone(), view))
+                .map_err(|e| failed(format!("`{name}`: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    safetensors::serialize_to_file(views, None, path).map_err(|e| failed(e.to_string()))
+}
+
+/// Copies those of `names` that exist in `src` into `out` (as new writable files, not
+/// keeping the sources' permissions); returns the copied names.
+fn copy_present(src: &Path, out: &Path, names: &[&str]) -> Result<Vec<String>, ArtifactError> {
+    let present = names.iter().filter(|name| src.join(name).is_file());
+    present
+        .map(|name| {
+            let from = src.join(name);
+            let bytes =
+                std::fs::read(&from).map_err(|source| ArtifactError::Io { path: from, source })?;
+            write_file(&out.join(name), &bytes)?;
+            Ok(name.to_string())
+        })
+        .collect()
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, ArtifactError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn create_dir(path: &PathBuf) -> Result<(), ArtifactError> {
+    std::fs::create_dir_all(path).map_err(|source| ArtifactError::Io {
+        path: path.clone(),
+        source,
+    })
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError> {
+    std::fs::write(path, bytes).map_err(|source| ArtifactError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,59 @@
+//! `oxrelax compile`: a Hugging Face model folder in, an artifact folder out.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, WeightDtype};
+use oxrelax::model::LoadError;
+use std::path::PathBuf;
+
+/// Arguments of `oxrelax compile`.
+#[derive(clap::Args)]
+pub struct CompileArgs {
+    /// The Hugging Face model folder (config.json, safetensors, tokenizer files).
+    model: PathBuf,
+    /// The artifact folder to write (created if needed).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The dtype of the stored weights.
+    #[arg(long, value_enum, default_value = "f32")]
+    dtype: WeightDtype,
+    /// Tokens per `prefill` call at most.
+    #[arg(long)]
+    prefill_chunk: Option<i64>,
+    /// The longest context to support (capped by the model's max_position_embeddings).
+    #[arg(long)]
+    context: Option<i64>,
+}
+
+/// Compiles the model with a progress bar and prints a summary line.
+pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
+    let defaults = CompileOptions::default();
+    let options = CompileOptions {
+        dtype: args.dtype,
+        max_context: args.context.unwrap_or(defaults.max_context),
+        prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
+    };
+    let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed:>4} [{bar:24}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut started = 0;
+    let result = compile_artifact(&args.model, &args.output, &options, |step| {
+        bar.set_position(started);
+        bar.set_message(step.describe());
+        started += 1;
+    });
+    bar.finish_and_clear();
+    let manifest = result?;
+    println!(
+        "wrote {} ({} functions, context {}, prefill chunk {}, target {}, kernels {})",
+        args.output.display(),
+        manifest.functions.len(),
+        manifest.context_window,
+        manifest.prefill_chunk,
+        manifest.target.triple,
+        manifest.target.kernels
+    );
+    Ok(())
+}

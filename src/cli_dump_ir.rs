@@ -1,0 +1,62 @@
+//! `oxrelax dump-ir`: a model's module after each pass of the compile pipeline.
+
+use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
+use oxrelax::passes::Instrument;
+use oxrelax_dsl::text::print_module;
+use oxrelax_models::ExportOptions;
+use std::path::PathBuf;
+
+/// Arguments of `oxrelax dump-ir`.
+#[derive(clap::Args)]
+pub struct DumpIrArgs {
+    /// An artifact folder or a Hugging Face model folder.
+    model: PathBuf,
+    /// Print the module after this pass (`input` for the exported module); the
+    /// module after the last pass when neither this nor `-o` is given.
+    #[arg(long)]
+    after: Option<String>,
+    /// Write the module before the first pass and after each pass into this folder
+    /// (`00-input.txt`, `01-normalize.txt`, ...).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Keep only these graph functions and the primitive functions they call.
+    #[arg(long = "function")]
+    functions: Vec<String>,
+}
+
+/// Runs the pipeline on the model's exported module and prints or writes the IR.
+pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let module = source_module(&args.model, &ExportOptions::default())?;
+    let stages = modules_after_each_pass(module, Instrument::default())?;
+    let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
+    let shown = |module| match names.is_empty() {
+        true => print_module(module),
+        false => print_module(&extract_functions(module, &names)),
+    };
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (stage, module) in &stages {
+            let path = dir.join(format!("{stage}.txt"));
+            std::fs::write(&path, shown(module)).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        if args.after.is_none() {
+            return Ok(());
+        }
+    }
+    let wanted = args.after.as_deref();
+    let stage = match wanted {
+        None => stages.last(),
+        Some(pass) => stages.iter().find(|(stage, _)| stage[3..] == *pass),
+    };
+    let Some((_, module)) = stage else {
+        let known: Vec<&str> = stages.iter().map(|(s, _)| &s[3..]).collect();
+        return Err(format!(
+            "--after {}: no such pass (the passes are: {})",
+            wanted.unwrap_or_default(),
+            known.join(", ")
+        )
+        .into());
+    };
+    print!("{}", shown(module));
+    Ok(())
+}

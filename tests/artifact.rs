@@ -1,0 +1,239 @@
+//! Artifacts: `oxrelax compile` on the tiny Qwen2 fixture, loaded back with
+//! `oxrelax::model::load` and run against the transformers reference; and the checks a
+//! loaded artifact must pass (hashes, target triple, format version).
+
+use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE};
+use oxrelax::model::{load, LoadError, LoadOptions, LoadedModel};
+use oxrelax_runtime::{Tensor, Value};
+use safetensors::SafeTensors;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Max |logit difference| accepted against transformers (float32 both sides).
+const TOLERANCE: f32 = 1e-4;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/models/tiny-qwen2")
+}
+
+/// Runs `oxrelax args...`; returns (success, stdout, stderr).
+fn oxrelax(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+/// tiny-qwen2 compiled by the CLI into a fresh temporary folder (`artifact/` inside it).
+fn compiled() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("artifact");
+    let src = fixture();
+    let (ok, stdout, stderr) = oxrelax(&[
+        "compile",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--context",
+        "256",
+        "--prefill-chunk",
+        "64",
+    ]);
+    assert!(ok, "compile failed: {stderr}");
+    assert!(stdout.contains("context 256, prefill chunk 64"), "{stdout}");
+    (tmp, out)
+}
+
+fn load_ok(dir: &Path) -> LoadedModel {
+    match load(dir, &LoadOptions::default()) {
+        Ok(model) => model,
+        Err(err) => panic!("loading {}: {err}", dir.display()),
+    }
+}
+
+fn load_err(dir: &Path) -> LoadError {
+    match load(dir, &LoadOptions::default()) {
+        Ok(_) => panic!("{} loaded, expected an error", dir.display()),
+        Err(err) => err,
+    }
+}
+
+/// `(input ids, prefill logits flattened)` of the reference's prompt 0.
+fn reference_prompt0() -> (Vec<i32>, Vec<f32>) {
+    let bytes = std::fs::read(fixture().join("reference.safetensors")).unwrap();
+    let refs = SafeTensors::deserialize(&bytes).unwrap();
+    let ids = refs.tensor("prompt0.input_ids").unwrap();
+    let ids = ids
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as i32)
+        .collect();
+    let logits = refs.tensor("prompt0.prefill_logits").unwrap();
+    let logits = logits
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (ids, logits)
+}
+
+/// Rewrites the manifest of the artifact in `dir` with `edit`.
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join(MANIFEST_FILE);
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut json);
+    std::fs::write(&path, json.to_string()).unwrap();
+}
+
+#[test]
+fn a_compiled_artifact_matches_transformers_over_prefill() {
+    let (_tmp, dir) = compiled();
+    let manifest = Manifest::read(&dir).unwrap();
+    assert_eq!(manifest.context_window, 256);
+    assert_eq!(manifest.prefill_chunk, 64);
+    assert_eq!(
+        manifest.files.keys().collect::<Vec<_>>(),
+        [
+            "generation_config.json",
+            "module.txt",
+            "params/model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "vm.json"
+        ]
+    );
+    assert_eq!(manifest.functions["prefill"].params[0].0, "ids");
+    let mut model = load_ok(&dir);
+    assert_eq!((model.context_window, model.prefill_chunk), (256, 64));
+    assert_eq!(model.config.vocab_size, 1024);
+    let (ids, want) = reference_prompt0();
+    let cache = model.built.vm.call("create_kv_cache", &[]).unwrap();
+    let ids = Tensor::from_slice(&ids, &[1, ids.len() as i64]).unwrap();
+    let args: Vec<Value> = [Value::Tensor(ids), cache]
+        .into_iter()
+        .chain(model.weights.iter().cloned())
+        .collect();
+    let out = model.built.vm.call("prefill_all", &args).unwrap();
+    let got = out.as_tensor().unwrap().as_slice::<f32>().unwrap().to_vec();
+    assert_eq!(got.len(), want.len());
+    let diff = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(diff <= TOLERANCE, "max |diff| {diff}");
+}
+
+#[test]
+fn a_modified_file_is_a_hash_error_naming_it() {
+    let (_tmp, dir) = compiled();
+    let path = dir.join("params/model.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let err = load_err(&dir);
+    assert!(
+        matches!(err, LoadError::Artifact(ArtifactError::HashMismatch { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("params/model.safetensors"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_artifact_for_another_target_is_a_typed_error_naming_both() {
+    let (_tmp, dir) = compiled();
+    edit_manifest(&dir, |json| {
+        json["target"]["triple"] = "riscv64gc-unknown-linux-gnu".into()
+    });
+    let err = load_err(&dir);
+    let LoadError::Artifact(ArtifactError::WrongTarget { artifact, host, .. }) = &err else {
+        panic!("expected a target error, got {err}");
+    };
+    assert_eq!(artifact, "riscv64gc-unknown-linux-gnu");
+    let message = err.to_string();
+    assert!(
+        message.contains("riscv64gc-unknown-linux-gnu") && message.contains(host.as_str()),
+        "{message}"
+    );
+}
+
+#[test]
+fn another_format_version_is_an_error() {
+    let (_tmp, dir) = compiled();
+    edit_manifest(&dir, |json| json["format_version"] = 999.into());
+    let err = load_err(&dir);
+    assert!(
+        matches!(
+            err,
+            LoadError::Artifact(ArtifactError::FormatVersion { found: 999, .. })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("999"), "{err}");
+}
+
+#[test]
+fn f16_weights_are_refused_with_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("artifact");
+    let src = fixture();
+    let args = [
+        "compile",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    let (ok, _, stderr) = oxrelax(&[&args[..], &["--dtype", "f16"]].concat());
+    assert!(!ok);
+    assert!(
+        stderr.contains("--dtype f16: not supported yet"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
+    let (tmp, dir) = compiled();
+    let dir = dir.to_str().unwrap();
+    let (ok, stdout, stderr) = oxrelax(&[
+        "dump-ir",
+        dir,
+        "--after",
+        "legalize-ops",
+        "--function",
+        "decode",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("@decode") && !stdout.contains("@prefill"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("call_tir"), "{stdout}");
+    let dumps = tmp.path().join("ir");
+    let (ok, _, stderr) = oxrelax(&["dump-ir", dir, "-o", dumps.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let mut files: Vec<String> = std::fs::read_dir(&dumps)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "00-input.txt",
+            "01-normalize.txt",
+            "02-legalize-ops.txt",
+            "03-dead-code-elimination.txt",
+            "04-schedule-kernels.txt",
+            "05-static-plan-block-memory.txt"
+        ]
+    );
+}

@@ -1,0 +1,45 @@
+//! Snapshots of the tiny Llama's `prefill` and `decode` (with the primitive functions
+//! they call) after each pass of the compile pipeline, from the embedded model in
+//! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`.
+
+use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
+use oxrelax::passes::{compile_pipeline, Instrument};
+use oxrelax_dsl::text::{parse_module, print_module};
+use oxrelax_models::ExportOptions;
+use std::path::Path;
+
+/// The functions snapshotted.
+const FUNCTIONS: [&str; 2] = ["prefill", "decode"];
+
+#[test]
+fn tiny_llama_prefill_and_decode_after_each_pass() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama");
+    let options = ExportOptions {
+        max_context: 256,
+        prefill_chunk: 32,
+    };
+    let module = source_module(&model, &options).unwrap();
+    let stages = modules_after_each_pass(module, Instrument::default()).unwrap();
+    let mut names: Vec<String> = vec!["input".into()];
+    names.extend(
+        compile_pipeline()
+            .pass_names()
+            .into_iter()
+            .map(String::from),
+    );
+    let stage_names: Vec<&str> = stages.iter().map(|(stage, _)| &stage[3..]).collect();
+    assert_eq!(stage_names, names);
+    for (stage, module) in &stages {
+        for function in FUNCTIONS {
+            let extracted = extract_functions(module, &[function]);
+            assert_eq!(extracted.functions.len(), 1, "{stage}: {function}");
+            let text = print_module(&extracted);
+            let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{stage}: {e}"));
+            assert_eq!(parsed, extracted, "{stage} {function}: print -> parse");
+            let name = format!("tiny-llama.{function}.{stage}");
+            insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+                insta::assert_snapshot!(name, text);
+            });
+        }
+    }
+}

@@ -29,9 +29,12 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
     let module = source_module(&args.model, &ExportOptions::default())?;
     let stages = modules_after_each_pass(module, Instrument::default())?;
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
-    let shown = |module| match names.is_empty() {
-        true => print_module(module),
-        false => print_module(&extract_functions(module, &names)),
+    let shown = |module| {
+        if names.is_empty() {
+            print_module(module)
+        } else {
+            print_module(&extract_functions(module, &names))
+        }
     };
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

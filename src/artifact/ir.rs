@@ -24,7 +24,7 @@ pub fn source_module(path: &Path, options: &ExportOptions) -> Result<IRModule, L
         (config, options)
     } else {
         let config = ModelConfig::from_file(&path.join("config.json"));
-        (config, options.clone())
+        (config, *options)
     };
     let config = config.map_err(ModelError::from)?;
     Ok(causal_lm(&config)?.export(&options)?.module)

@@ -1,5 +1,8 @@
 //! The `oxrelax` command line.
 
+mod cli_bench;
+mod cli_chat;
+mod cli_generate;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +41,12 @@ enum Command {
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.
     Tokenize(cli_tokenize::TokenizeArgs),
+    /// Generate text from a prompt with a model; optionally dump every logit row.
+    Generate(cli_generate::GenerateArgs),
+    /// Chat with a model interactively (stdin lines; /reset, /stats, /exit).
+    Chat(cli_chat::ChatArgs),
+    /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
+    Bench(cli_bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,5 +96,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
         Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
+        Command::Generate(args) => cli_generate::run(&args),
+        Command::Chat(args) => cli_chat::run(&args),
+        Command::Bench(args) => cli_bench::run(&args),
     }
 }

@@ -52,6 +52,7 @@ pub fn run(args: &ChatArgs) -> CliResult<()> {
             "/exit" => break,
             "/reset" => {
                 chat.reset()?;
+                last = None;
                 eprintln!("[conversation reset]");
             }
             "/stats" => print_stats(&chat, last.as_ref()),

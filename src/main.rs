@@ -1,7 +1,10 @@
 //! The `oxrelax` command line.
 
+mod cli_bench;
+mod cli_chat;
 mod cli_compile;
 mod cli_dump_ir;
+mod cli_generate;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +49,12 @@ enum Command {
     /// Print a model's IR after a pass of the compile pipeline, or write it after every
     /// pass into a folder.
     DumpIr(cli_dump_ir::DumpIrArgs),
+    /// Generate text from a prompt with a model; optionally dump every logit row.
+    Generate(cli_generate::GenerateArgs),
+    /// Chat with a model interactively (stdin lines; /reset, /stats, /exit).
+    Chat(cli_chat::ChatArgs),
+    /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
+    Bench(cli_bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,5 +106,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
         Command::Compile(args) => Ok(cli_compile::run(&args)?),
         Command::DumpIr(args) => cli_dump_ir::run(&args),
+        Command::Generate(args) => cli_generate::run(&args),
+        Command::Chat(args) => cli_chat::run(&args),
+        Command::Bench(args) => cli_bench::run(&args),
     }
 }

@@ -5,6 +5,7 @@
 pub mod abi;
 pub mod chat;
 pub mod dtype;
+pub mod engine;
 pub mod kv_cache;
 pub mod packed;
 pub mod pool;
@@ -17,6 +18,7 @@ pub mod weights;
 pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
 pub use chat::{ChatError, ChatTemplate, Detokenizer, Message, Tokenizer};
 pub use dtype::{DType, Element};
+pub use engine::{Chat, Engine, EngineConfig, EngineError};
 pub use kv_cache::{KvCache, KvCacheError, SharedKvCache};
 pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
 pub use pool::ThreadPool;

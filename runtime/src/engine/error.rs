@@ -1,0 +1,85 @@
+//! Errors of the chat engine.
+
+use crate::chat::ChatError;
+use crate::vm::VmError;
+
+/// Why an engine call failed. Nothing runs when the request itself is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The tokens would not fit in the KV cache.
+    #[error(
+        "context window of {window} tokens exceeded: {cached} tokens are in the KV cache \
+         and {adding} more were asked for (total {})",
+        cached + adding
+    )]
+    ContextOverflow {
+        /// Positions the KV cache holds at most.
+        window: usize,
+        /// Tokens already in the cache.
+        cached: usize,
+        /// Tokens the call would add.
+        adding: usize,
+    },
+    /// A prefill of no tokens (nothing to compute logits from).
+    #[error("`{function}`: the prompt is empty")]
+    EmptyPrompt {
+        /// The engine call.
+        function: &'static str,
+    },
+    /// A token id the model has no embedding for.
+    #[error("token id {id} at position {position} is out of range for a vocabulary of {vocab}")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// Its index in the ids passed.
+        position: usize,
+        /// The model's vocabulary size.
+        vocab: usize,
+    },
+    /// The configuration cannot work.
+    #[error("engine configuration: {0}")]
+    Config(String),
+    /// A VM function failed.
+    #[error("calling `{function}`: {source}")]
+    Vm {
+        /// The exported function.
+        function: &'static str,
+        /// The VM's error.
+        #[source]
+        source: Box<VmError>,
+    },
+    /// A function returned something other than the logits tensor it should.
+    #[error("`{function}` returned {got}, expected f32 logits [1, {tokens}, {vocab}]")]
+    BadOutput {
+        /// The exported function.
+        function: &'static str,
+        /// A description of what came back.
+        got: String,
+        /// Tokens passed.
+        tokens: usize,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// `create_kv_cache` did not return a KV cache object.
+    #[error("`create_kv_cache` returned {0}, not a KV cache")]
+    NotACache(String),
+    /// Tokenizing, rendering the chat template or detokenizing failed.
+    #[error(transparent)]
+    Chat(Box<ChatError>),
+}
+
+impl From<ChatError> for EngineError {
+    fn from(error: ChatError) -> Self {
+        EngineError::Chat(Box::new(error))
+    }
+}
+
+impl EngineError {
+    /// A failure of the VM function `function`.
+    pub(crate) fn vm(function: &'static str, source: VmError) -> Self {
+        EngineError::Vm {
+            function,
+            source: Box::new(source),
+        }
+    }
+}

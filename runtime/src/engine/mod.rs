@@ -1,0 +1,24 @@
+//! The chat engine (no compiler inside): runs a compiled model's exported functions
+//! (`create_kv_cache`, `prefill`, `prefill_all`, `decode`) in the VM over one KV cache.
+//!
+//! [`Engine`] owns the cache and the ids it holds: chunked prefill, decode steps, reset and
+//! roll-back, and the generation loop ([`Engine::generate`]) with EOS ids, a callback that
+//! can stop on anything (stop strings: [`StopMatcher`]) and timing statistics. [`Chat`]
+//! keeps a multi-turn conversation on top: it renders the chat template, prefills only
+//! the part of the conversation the cache does not hold yet, and streams text through the
+//! [`Detokenizer`](crate::chat::Detokenizer).
+
+mod chat;
+mod error;
+mod generate;
+mod step;
+mod stop;
+
+#[cfg(test)]
+mod tests;
+
+pub use chat::{Chat, ChatOptions, Reply};
+pub use error::EngineError;
+pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};
+pub use step::{Engine, EngineConfig};
+pub use stop::StopMatcher;

@@ -1,0 +1,236 @@
+//! [`Engine`]: one sequence's KV cache and the model steps that extend it.
+
+use super::error::EngineError;
+use crate::kv_cache::SharedKvCache;
+use crate::tensor::Tensor;
+use crate::value::Value;
+use crate::vm::VirtualMachine;
+use std::sync::PoisonError;
+
+/// The sizes a model was compiled for, and the ids that end generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Positions the KV cache holds.
+    pub context_window: usize,
+    /// Tokens per `prefill` call at most; longer prompts are prefilled in chunks.
+    pub prefill_chunk: usize,
+    /// Rows of the logits (ids at or past it are rejected before running).
+    pub vocab_size: usize,
+    /// Ids that end generation (from `generation_config.json`, `config.json`, the
+    /// tokenizer).
+    pub eos_ids: Vec<u32>,
+}
+
+/// A model in a VM with its weights and one KV cache, and the ids the cache holds.
+pub struct Engine {
+    vm: VirtualMachine,
+    weights: Vec<Value>,
+    config: EngineConfig,
+    cache: Value,
+    /// The ids whose keys and values are in the cache, in order.
+    tokens: Vec<u32>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.config)
+            .field("tokens", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over `vm` (which exports `create_kv_cache`, `prefill`, `prefill_all` and
+    /// `decode`, each taking its inputs then `weights`); creates the KV cache.
+    pub fn new(
+        mut vm: VirtualMachine,
+        weights: Vec<Value>,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        if config.prefill_chunk == 0 || config.context_window == 0 || config.vocab_size == 0 {
+            return Err(EngineError::Config(format!(
+                "context window ({}), prefill chunk ({}) and vocabulary size ({}) must be positive",
+                config.context_window, config.prefill_chunk, config.vocab_size
+            )));
+        }
+        let cache = new_cache(&mut vm)?;
+        Ok(Engine {
+            vm,
+            weights,
+            config,
+            cache,
+            tokens: Vec::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Tokens in the KV cache.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the KV cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The ids the KV cache holds, in order.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Whether `id` ends generation.
+    pub fn is_eos(&self, id: u32) -> bool {
+        self.config.eos_ids.contains(&id)
+    }
+
+    /// Empties the KV cache.
+    pub fn reset(&mut self) -> Result<(), EngineError> {
+        self.truncate(0)
+    }
+
+    /// Keeps the first `len` tokens of the KV cache and drops the rest (no-op when it
+    /// holds `len` or fewer).
+    pub fn truncate(&mut self, len: usize) -> Result<(), EngineError> {
+        if len >= self.tokens.len() {
+            return Ok(());
+        }
+        let shared = self
+            .cache
+            .as_object::<SharedKvCache>()
+            .ok_or_else(|| EngineError::NotACache(self.cache.describe()))?;
+        let mut cache = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let drop = cache.len().saturating_sub(len);
+        cache
+            .pop(drop)
+            .map_err(|e| EngineError::Config(format!("rolling back the KV cache: {e}")))?;
+        self.tokens.truncate(len);
+        Ok(())
+    }
+
+    /// Runs `ids` through the model, appending them to the cache; returns the logits of
+    /// the last position. Prompts longer than the prefill chunk go in chunks.
+    pub fn prefill(&mut self, ids: &[u32]) -> Result<Vec<f32>, EngineError> {
+        self.check_prefill("prefill", ids)?;
+        let mut last = Vec::new();
+        for chunk in ids.chunks(self.config.prefill_chunk) {
+            last = self.step("prefill", chunk)?;
+        }
+        Ok(last)
+    }
+
+    /// Like [`Engine::prefill`], but returns the logits of every position: row j follows
+    /// `ids[j]`.
+    pub fn prefill_all(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.check_prefill("prefill_all", ids)?;
+        let vocab = self.config.vocab_size;
+        let mut rows = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(self.config.prefill_chunk) {
+            let logits = self.step("prefill_all", chunk)?;
+            rows.extend(logits.chunks(vocab).map(<[f32]>::to_vec));
+        }
+        Ok(rows)
+    }
+
+    /// Runs one token through the model; returns its logits.
+    pub fn decode(&mut self, id: u32) -> Result<Vec<f32>, EngineError> {
+        self.check_fits(1)?;
+        self.step("decode", &[id])
+    }
+
+    /// An error unless `adding` more tokens fit in the context window.
+    pub fn check_fits(&self, adding: usize) -> Result<(), EngineError> {
+        let window = self.config.context_window;
+        if self.tokens.len() + adding > window {
+            return Err(EngineError::ContextOverflow {
+                window,
+                cached: self.tokens.len(),
+                adding,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_prefill(&self, function: &'static str, ids: &[u32]) -> Result<(), EngineError> {
+        if ids.is_empty() {
+            return Err(EngineError::EmptyPrompt { function });
+        }
+        self.check_fits(ids.len())
+    }
+
+    /// Calls `function(ids [1, n], cache, weights...)` and returns its logits, flat.
+    fn step(&mut self, function: &'static str, ids: &[u32]) -> Result<Vec<f32>, EngineError> {
+        let input = self.ids_tensor(ids)?;
+        let args: Vec<Value> = [Value::Tensor(input), self.cache.clone()]
+            .into_iter()
+            .chain(self.weights.iter().cloned())
+            .collect();
+        let out = self
+            .vm
+            .call(function, &args)
+            .map_err(|source| EngineError::vm(function, source))?;
+        self.tokens.extend_from_slice(ids);
+        let rows = if function == "prefill_all" {
+            ids.len()
+        } else {
+            1
+        };
+        self.logits(function, &out, rows)
+    }
+
+    fn ids_tensor(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
+        let vocab = self.config.vocab_size;
+        let values = ids
+            .iter()
+            .enumerate()
+            .map(|(position, &id)| {
+                i32::try_from(id)
+                    .ok()
+                    .filter(|&v| (v as usize) < vocab)
+                    .ok_or(EngineError::TokenOutOfRange {
+                        id,
+                        position,
+                        vocab,
+                    })
+            })
+            .collect::<Result<Vec<i32>, _>>()?;
+        let shape = [1, values.len() as i64];
+        Tensor::from_slice(&values, &shape)
+            .map_err(|e| EngineError::Config(format!("ids tensor {shape:?}: {e}")))
+    }
+
+    fn logits(
+        &self,
+        function: &'static str,
+        out: &Value,
+        rows: usize,
+    ) -> Result<Vec<f32>, EngineError> {
+        let vocab = self.config.vocab_size;
+        let bad = || EngineError::BadOutput {
+            function,
+            got: out.describe(),
+            tokens: rows,
+            vocab,
+        };
+        let tensor = out.as_tensor().ok_or_else(bad)?;
+        if tensor.shape() != [1, rows as i64, vocab as i64] {
+            return Err(bad());
+        }
+        Ok(tensor.as_slice::<f32>().map_err(|_| bad())?.to_vec())
+    }
+}
+
+fn new_cache(vm: &mut VirtualMachine) -> Result<Value, EngineError> {
+    let cache = vm
+        .call("create_kv_cache", &[])
+        .map_err(|source| EngineError::vm("create_kv_cache", source))?;
+    if cache.as_object::<SharedKvCache>().is_none() {
+        return Err(EngineError::NotACache(cache.describe()));
+    }
+    Ok(cache)
+}

@@ -292,3 +292,22 @@ fn take_copies_rows_with_vectors() {
     let clif = compile(&op::take(&table, &ids, 0).unwrap()).clif();
     assert!(clif.contains("load.f32x4"), "{clif}");
 }
+
+/// Concatenating onto an empty part (a KV cache before the first token: `n = 0`) reads
+/// nothing from it.
+#[test]
+fn concat_with_an_empty_part() {
+    let parts = [
+        var("past", vec![n(), c(16)], DataType::F32),
+        var("new", vec![c(3), c(16)], DataType::F32),
+    ];
+    let kernel = compile(&op::concat(&parts, 0).unwrap());
+    let mut rng = rng(31);
+    for rows in [0, 2] {
+        let past = random(&mut rng, &[rows, 16], DataType::F32, -4.0, 4.0);
+        let new = random(&mut rng, &[3, 16], DataType::F32, -4.0, 4.0);
+        let got = kernel.run(rows as i64, &[&past, &new]);
+        let want = concatenate(Axis(0), &[past.view(), new.view()]).unwrap();
+        assert_eq!(got[0], want, "rows = {rows}");
+    }
+}

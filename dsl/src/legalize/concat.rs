@@ -1,21 +1,24 @@
-//! `concat` (a select over the axis ranges, with clamped reads so every branch stays in
-//! bounds) and `split` (one output per part; the function has several outputs).
+//! `concat` (written directly as TIR: one copy loop nest per part) and `split` (one
+//! output per part; the function has several outputs).
 
 use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{Kernel, OpPattern};
+use super::Legalized;
 use crate::ir::Expr as IrExpr;
-use crate::te::{self, Expr, Tensor};
+use crate::te::{self, Expr};
+use crate::tir::{Buffer, ForKind, PrimExpr, PrimFunc, Stmt, TVar};
+use crate::{DataType, SymVar};
 use crate::{StructInfo, SymExpr};
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &["concat", "split"];
 
 /// Concatenation or split along `axis`.
-pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
+pub(super) fn legalize(call: &OpCall) -> Result<Legalized, LegalizeError> {
     match call.op {
         "concat" => concat(call),
-        _ => split(call),
+        _ => split(call).map(Legalized::from),
     }
 }
 
@@ -36,55 +39,78 @@ fn tuple_fields(call: &OpCall, index: usize) -> Result<Vec<IrExpr>, LegalizeErro
     }
 }
 
-fn concat(call: &OpCall) -> Result<Kernel, LegalizeError> {
+/// One copy loop nest per part, each writing its slice of the output: no part is read
+/// outside its own extent, so empty parts (a KV cache before the first token) are safe.
+fn concat(call: &OpCall) -> Result<Legalized, LegalizeError> {
     let args = tuple_fields(call, 0)?;
-    let inputs = args
-        .iter()
-        .enumerate()
-        .map(|(i, field)| call.placeholder(field, 0, &format!("x{i}")))
-        .collect::<Result<Vec<Tensor>, _>>()?;
-    let (shape, _) = call.output()?;
+    let (shape, dtype) = call.output()?;
     let axis = call.axis(call.int_attr("axis", 0)?, shape.len())?;
-    if inputs.is_empty() || inputs.iter().any(|t| t.ndim() != shape.len()) {
-        return Err(call.shape_error(format!("cannot concatenate {inputs:?}")));
+    let mut params = Vec::with_capacity(args.len() + 1);
+    for (i, field) in args.iter().enumerate() {
+        let part = field.sinfo();
+        let dims = part
+            .as_tensor()
+            .and_then(|t| t.dims().map(|d| (d.to_vec(), t.dtype)))
+            .filter(|(d, part_dtype)| d.len() == shape.len() && *part_dtype == dtype)
+            .ok_or_else(|| call.shape_error(format!("cannot concatenate part {i}: {part}")))?;
+        params.push(Buffer::new(&format!("x{i}"), dtype, dims.0));
     }
-    let non_empty = |t: &&Tensor| t.shape()[axis].as_const() != Some(0);
-    let parts: Vec<(Tensor, SymExpr)> = inputs
+    params.push(Buffer::new("out", dtype, shape.clone()));
+    let mut offset = SymExpr::int(0);
+    let mut copies = Vec::with_capacity(args.len());
+    for (i, part) in params[..args.len()].iter().enumerate() {
+        if part.shape[axis].as_const() != Some(0) {
+            copies.push(copy_into(part, axis, &offset, i));
+        }
+        offset = &offset + &part.shape[axis];
+    }
+    let mut dims: Vec<SymVar> = params
         .iter()
-        .filter(|t| non_empty(t) || !inputs.iter().any(|t| non_empty(&t)))
-        .scan(SymExpr::int(0), |offset, t| {
-            let start = offset.clone();
-            *offset = &*offset + &t.shape()[axis];
-            Some((t.clone(), start))
-        })
+        .flat_map(|b| b.shape.iter().flat_map(SymExpr::vars))
         .collect();
-    let out = te::compute("out", shape, |i| {
-        let read = |(t, start): &(Tensor, SymExpr)| {
-            let mut index = i.to_vec();
-            let local = (&i[axis] - Expr::from(start)).minimum(Expr::from(&t.shape()[axis] - 1));
-            index[axis] = if start.as_const() == Some(0) {
-                local
-            } else {
-                local.maximum(0)
-            };
-            t.at(&index)
-        };
-        let select = |tail: Option<Expr>, part: &(Tensor, SymExpr)| {
-            Some(match tail {
-                None => read(part),
-                Some(tail) => {
-                    let end = &part.1 + &part.0.shape()[axis];
-                    te::select(i[axis].lt(Expr::from(end)), read(part), tail)
-                }
-            })
-        };
-        parts
-            .iter()
-            .rev()
-            .fold(None, select)
-            .unwrap_or_else(|| Expr::int(0))
-    });
-    Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+    dims.sort();
+    dims.dedup();
+    Ok(Legalized::Tir {
+        func: PrimFunc {
+            params,
+            num_outputs: 1,
+            dims,
+            body: Stmt::Seq(copies),
+            attrs: Default::default(),
+        },
+        args,
+        pattern: OpPattern::Injective,
+    })
+}
+
+/// `out[..., offset + j, ...] = part[..., j, ...]` over the part's shape.
+fn copy_into(part: &Buffer, axis: usize, offset: &SymExpr, index: usize) -> Stmt {
+    let vars: Vec<TVar> = (0..part.shape.len())
+        .map(|d| TVar::new(&format!("p{index}_{d}"), DataType::I64))
+        .collect();
+    let read: Vec<PrimExpr> = vars.iter().map(|v| PrimExpr::Var(v.clone())).collect();
+    let mut write = read.clone();
+    if offset.as_const() != Some(0) {
+        write[axis] = PrimExpr::from(offset) + write[axis].clone();
+    }
+    let store = Stmt::Store {
+        buffer: "out".to_string(),
+        indices: write,
+        value: PrimExpr::Load {
+            buffer: part.name.clone(),
+            dtype: part.dtype,
+            indices: read,
+        },
+    };
+    vars.iter()
+        .zip(&part.shape)
+        .rev()
+        .fold(store, |body, (var, extent)| Stmt::For {
+            var: var.clone(),
+            extent: PrimExpr::from(extent),
+            kind: ForKind::Serial,
+            body: Box::new(body),
+        })
 }
 
 fn split(call: &OpCall) -> Result<Kernel, LegalizeError> {

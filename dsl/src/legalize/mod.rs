@@ -45,20 +45,45 @@ pub struct LegalizedCall {
     pub args: Vec<Expr>,
 }
 
-type Legalizer = fn(&OpCall) -> Result<Kernel, LegalizeError>;
+type Legalizer = fn(&OpCall) -> Result<Legalized, LegalizeError>;
+
+/// What a legalizer builds: tensor expressions to lower, or a primitive function written
+/// directly as TIR (for ops a single compute expression cannot express without reading
+/// out of bounds, such as concat over parts that may be empty).
+enum Legalized {
+    /// Tensor expressions, lowered with [`te::lower`].
+    Te(Kernel),
+    /// A finished primitive function and its `call_tir` arguments.
+    Tir {
+        /// The function (without the `op_pattern` attribute).
+        func: PrimFunc,
+        /// The `call_tir` arguments, in the function's input order.
+        args: Vec<Expr>,
+        /// The fusion pattern.
+        pattern: kernel::OpPattern,
+    },
+}
+
+impl From<Kernel> for Legalized {
+    fn from(kernel: Kernel) -> Self {
+        Legalized::Te(kernel)
+    }
+}
 
 /// The op families: their ops and their legalizer.
 const FAMILIES: &[(&[&str], Legalizer)] = &[
-    (elementwise::OPS, elementwise::legalize),
-    (binary::OPS, binary::legalize),
-    (matmul::OPS, matmul::legalize),
-    (layout::OPS, layout::legalize),
+    (elementwise::OPS, |c| {
+        elementwise::legalize(c).map(Legalized::from)
+    }),
+    (binary::OPS, |c| binary::legalize(c).map(Legalized::from)),
+    (matmul::OPS, |c| matmul::legalize(c).map(Legalized::from)),
+    (layout::OPS, |c| layout::legalize(c).map(Legalized::from)),
     (concat::OPS, concat::legalize),
-    (index::OPS, index::legalize),
-    (softmax::OPS, softmax::legalize),
-    (reduce::OPS, reduce::legalize),
-    (norm::OPS, norm::legalize),
-    (create::OPS, create::legalize),
+    (index::OPS, |c| index::legalize(c).map(Legalized::from)),
+    (softmax::OPS, |c| softmax::legalize(c).map(Legalized::from)),
+    (reduce::OPS, |c| reduce::legalize(c).map(Legalized::from)),
+    (norm::OPS, |c| norm::legalize(c).map(Legalized::from)),
+    (create::OPS, |c| create::legalize(c).map(Legalized::from)),
 ];
 
 fn legalizer(op: &str) -> Option<Legalizer> {
@@ -86,19 +111,29 @@ pub fn legalize_call(call: &Call) -> Result<LegalizedCall, LegalizeError> {
     };
     let legalize =
         legalizer(op).ok_or_else(|| LegalizeError::NoLegalizer { op: op.to_string() })?;
-    let kernel = legalize(&OpCall { op, call })?;
-    let mut func =
-        te::lower(op, &kernel.inputs, &kernel.outputs).map_err(|source| LegalizeError::Lower {
-            op: op.to_string(),
-            source: Box::new(source),
-        })?;
+    let (mut func, args, pattern) = match legalize(&OpCall { op, call })? {
+        Legalized::Te(kernel) => {
+            let func = te::lower(op, &kernel.inputs, &kernel.outputs).map_err(|source| {
+                LegalizeError::Lower {
+                    op: op.to_string(),
+                    source: Box::new(source),
+                }
+            })?;
+            (func, kernel.args, kernel.pattern)
+        }
+        Legalized::Tir {
+            func,
+            args,
+            pattern,
+        } => (func, args, pattern),
+    };
     func.attrs.insert(
         "op_pattern".to_string(),
-        AttrValue::Str(kernel.pattern.name().to_string()),
+        AttrValue::Str(pattern.name().to_string()),
     );
     Ok(LegalizedCall {
         name_hint: op.to_string(),
         func,
-        args: kernel.args,
+        args,
     })
 }

@@ -205,9 +205,11 @@ pub fn run(args: &GenerateArgs) -> CliResult<()> {
     }
     writeln!(stdout)?;
     eprintln!(
-        "{} tokens generated ({:?}); {}",
+        "{} tokens generated (stop: {}); {}",
         generation.ids.len(),
-        generation.stop,
+        generation
+            .stop
+            .map_or_else(|| "none".to_string(), |s| s.to_string()),
         generation.stats
     );
     if let Some(path) = &args.dump_logits {

@@ -51,6 +51,17 @@ pub enum StopReason {
     Callback,
 }
 
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Eos => "end of sequence",
+            StopReason::Length => "length limit",
+            StopReason::ContextFull => "context window full",
+            StopReason::Callback => "stopped",
+        })
+    }
+}
+
 /// Timing of one generation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GenerationStats {

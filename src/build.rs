@@ -36,12 +36,17 @@ pub struct Built {
 }
 
 /// Compiles `module` for the host: runs the compile pipeline (with `instrument`), lowers
-/// every graph function to bytecode, JIT-compiles every kernel (once per process for
-/// identical kernels), and loads both into a VM
-/// with the runtime's builtins (KV cache, ...).
+/// every graph function to bytecode, then [`load_compiled`].
 pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildError> {
     let (module, _) = compile_pipeline().instrumented(instrument).run(module)?;
     let executable = lower_to_vm(&module)?;
+    load_compiled(module, executable)
+}
+
+/// JIT-compiles the kernels of an already compiled `module` (once per process for
+/// identical kernels) and loads `executable` into a VM with them and the runtime's
+/// builtins (KV cache, ...).
+pub fn load_compiled(module: IRModule, executable: Executable) -> Result<Built, BuildError> {
     let library = JitLibrary::compile_cached(&module.prim_funcs)?;
     let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
     Ok(Built {

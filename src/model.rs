@@ -89,7 +89,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
 }
 
 /// What `model`'s functions take as weights: every tensor as f32, in order.
-pub(crate) fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
+pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
     model
         .weight_shapes()
         .into_iter()

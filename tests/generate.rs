@@ -2,6 +2,9 @@
 //! fixture models (the first part of `shared/checks/models.sh`), chunked prefill, the
 //! context window, seeded sampling; and the engine's multi-turn chat reusing its KV cache.
 
+mod common;
+use common::fixture_models;
+
 use oxrelax::model::{load, LoadOptions};
 use oxrelax_runtime::chat::Tokenizer;
 use oxrelax_runtime::engine::{Chat, ChatOptions, Engine, EngineConfig, GenerateOptions, Step};
@@ -21,21 +24,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures/models")
         .join(name)
-}
-
-fn fixture_models() -> Vec<PathBuf> {
-    let root = fixture("");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("the fixtures folder exists")
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("config.json").is_file())
-        .collect();
-    dirs.sort();
-    assert!(
-        dirs.len() >= 4,
-        "expected the four fixture models, found {dirs:?}"
-    );
-    dirs
 }
 
 fn oxrelax(args: &[&str]) -> Output {

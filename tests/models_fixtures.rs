@@ -3,11 +3,14 @@
 //! runtime, compared with the logits transformers produced: every prompt position of a
 //! prefill and 16 greedy decode steps. Plus the errors a bad config or checkpoint gives.
 
+mod common;
+use common::fixture_models;
+
 use oxrelax::passes::Instrument;
 use oxrelax::{build, Built};
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
-use oxrelax_runtime::{DType, Tensor, Value};
+use oxrelax_runtime::{Tensor, Value};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
 
@@ -24,33 +27,9 @@ fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
 
-/// Every fixture model folder, sorted.
-fn fixture_models() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures())
-        .expect("the fixtures folder (../shared/fixtures/models) exists")
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("config.json").is_file())
-        .collect();
-    dirs.sort();
-    assert!(
-        dirs.len() >= 4,
-        "expected the four fixture models, found {dirs:?}"
-    );
-    dirs
-}
-
 /// What the models expect to load: every weight as f32.
 fn expected_weights(config: &ModelConfig) -> Vec<ExpectedTensor> {
-    causal_lm(config)
-        .unwrap()
-        .weight_shapes()
-        .into_iter()
-        .map(|(name, shape)| ExpectedTensor {
-            name,
-            shape,
-            dtype: DType::F32,
-        })
-        .collect()
+    oxrelax::model::expected_weights(&causal_lm(config).unwrap())
 }
 
 /// A fixture model compiled for the host, with its weights loaded.

@@ -4,6 +4,7 @@
 //! own KV cache. Plus its memory plan and the errors a caller can run into.
 
 mod common;
+use common::{output, tensor};
 
 use common::transformer::{
     past, tokens, transformer_module, EPS, HEADS, HEAD_DIM, HIDDEN, KV_HEADS, LAYERS, MAX_CONTEXT,
@@ -16,7 +17,7 @@ use oxrelax_dsl::ir::BindingValue;
 use oxrelax_dsl::nn::{NnError, RotaryEmbedding};
 use oxrelax_dsl::{AttrValue, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, Var};
 use oxrelax_runtime::vm::Instr;
-use oxrelax_runtime::{SharedKvCache, Tensor, Value};
+use oxrelax_runtime::{SharedKvCache, Value};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -26,18 +27,6 @@ const TOLERANCE: f64 = 1e-4;
 
 /// The prompt length, then the decode steps.
 const STEPS: [usize; 4] = [7, 1, 1, 1];
-
-fn tensor(a: &ArrayD<f32>) -> Value {
-    Value::Tensor(Tensor::from_ndarray(a).expect("f32 arrays convert"))
-}
-
-fn output(value: Value) -> ArrayD<f32> {
-    value
-        .as_tensor()
-        .expect("a tensor result")
-        .to_ndarray::<f32>()
-        .expect("f32 result")
-}
 
 /// Uniform values of standard deviation `std` around `mean`.
 fn random(rng: &mut StdRng, shape: &[usize], mean: f32, std: f32) -> ArrayD<f32> {

@@ -2,29 +2,17 @@
 //! plan, bytecode, JIT) in the VM, compared with ndarray references.
 
 mod common;
+use common::{output, tensor};
 
 use ndarray::{Array, ArrayD, Ix2, IxDyn};
 use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS};
 use oxrelax::{build, Built};
 use oxrelax_dsl::ir::BindingValue;
 use oxrelax_dsl::{AttrValue, Expr};
-use oxrelax_runtime::{Tensor, Value};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn random(rng: &mut StdRng, shape: &[usize], scale: f32) -> ArrayD<f32> {
     Array::from_shape_fn(IxDyn(shape), |_| rng.gen_range(-scale..scale))
-}
-
-fn tensor(a: &ArrayD<f32>) -> Value {
-    Value::Tensor(Tensor::from_ndarray(a).expect("f32 arrays convert"))
-}
-
-fn output(value: Value) -> ArrayD<f32> {
-    value
-        .as_tensor()
-        .expect("a tensor result")
-        .to_ndarray::<f32>()
-        .expect("f32 result")
 }
 
 fn max_abs_diff(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {

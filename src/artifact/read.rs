@@ -3,12 +3,10 @@
 use super::error::ArtifactError;
 use super::manifest::{Manifest, Target, MODULE_FILE, PARAMS_FILE, VM_FILE};
 use crate::model::{expected_weights, LoadError, LoadedModel};
-use crate::{BuildError, Built};
-use oxrelax_codegen::JitLibrary;
 use oxrelax_models::{causal_lm, ModelConfig, ModelError};
-use oxrelax_runtime::vm::{Executable, VirtualMachine};
+use oxrelax_runtime::vm::Executable;
 use oxrelax_runtime::weights::WeightStore;
-use oxrelax_runtime::{Registry, Value};
+use oxrelax_runtime::Value;
 use std::path::Path;
 
 /// Whether `dir` is an artifact folder (it holds a manifest).
@@ -48,7 +46,7 @@ pub fn load_artifact(dir: &Path) -> Result<LoadedModel, LoadError> {
         path: vm_path,
         source,
     })?;
-    let built = vm_of(module, executable).map_err(Box::new)?;
+    let built = crate::build::load_compiled(module, executable).map_err(Box::new)?;
     let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
     let weights = store.load_expected(&expected_weights(&model))?;
     Ok(LoadedModel {
@@ -58,16 +56,5 @@ pub fn load_artifact(dir: &Path) -> Result<LoadedModel, LoadError> {
         weights: weights.into_iter().map(Value::Tensor).collect(),
         context_window: manifest.context_window,
         prefill_chunk: manifest.prefill_chunk,
-    })
-}
-
-/// JIT-compiles `module`'s kernels and loads `executable` into a VM with them.
-fn vm_of(module: oxrelax_dsl::IRModule, executable: Executable) -> Result<Built, BuildError> {
-    let library = JitLibrary::compile_cached(&module.prim_funcs)?;
-    let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
-    Ok(Built {
-        module,
-        executable,
-        vm,
     })
 }

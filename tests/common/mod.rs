@@ -2,11 +2,14 @@
 // Each test binary uses a different subset of these models.
 #![allow(dead_code)]
 
+use ndarray::ArrayD;
 use oxrelax_dsl::nn::{
     causal_mask, Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding, Spec,
 };
 use oxrelax_dsl::op::InferError;
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+use oxrelax_runtime::{Tensor, Value};
+use std::path::{Path, PathBuf};
 
 pub mod transformer;
 
@@ -165,4 +168,34 @@ pub fn attention_module() -> IRModule {
         )
         .export(&Attention::new(&Prefix::new("model.layers.0.self_attn")))
         .expect("the attention block exports")
+}
+
+/// An f32 array as a VM argument.
+pub fn tensor(a: &ArrayD<f32>) -> Value {
+    Value::Tensor(Tensor::from_ndarray(a).expect("f32 arrays convert"))
+}
+
+/// A VM result as an f32 array.
+pub fn output(value: Value) -> ArrayD<f32> {
+    value
+        .as_tensor()
+        .expect("a tensor result")
+        .to_ndarray::<f32>()
+        .expect("f32 result")
+}
+
+/// The fixture models (`../shared/fixtures/models/*` with a config.json), sorted.
+pub fn fixture_models() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/models");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("the fixtures folder (../shared/fixtures/models) exists")
+        .map(|entry| entry.expect("a readable fixtures folder").path())
+        .filter(|path| path.join("config.json").is_file())
+        .collect();
+    dirs.sort();
+    assert!(
+        dirs.len() >= 4,
+        "expected the four fixture models, found {dirs:?}"
+    );
+    dirs
 }

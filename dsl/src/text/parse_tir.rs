@@ -8,21 +8,6 @@ use crate::attrs::Attrs;
 use crate::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
 use crate::DataType;
 
-const BIN_OPS: [BinOp; 12] = [
-    BinOp::Add,
-    BinOp::Sub,
-    BinOp::Mul,
-    BinOp::Div,
-    BinOp::FloorDiv,
-    BinOp::FloorMod,
-    BinOp::Min,
-    BinOp::Max,
-    BinOp::And,
-    BinOp::Or,
-    BinOp::Shl,
-    BinOp::Shr,
-];
-
 const CMPS: [PrimCmp; 6] = [
     PrimCmp::Lt,
     PrimCmp::Le,
@@ -347,7 +332,7 @@ impl Parser<'_> {
             return Ok(PrimExpr::Cast(dtype, Box::new(value)));
         }
         let args = self.list("(", ")", Parser::prim_expr)?;
-        let bin_op = BIN_OPS.into_iter().find(|op| op.name() == head);
+        let bin_op = BinOp::ALL.into_iter().find(|op| op.name() == head);
         match (head, bin_op) {
             ("select", _) => {
                 let [cond, then, otherwise] = self.arguments(head, start, args)?;

@@ -217,20 +217,7 @@ fn every_expression_kind_round_trips() {
         load("elsewhere", DataType::U8, vec![]),
         PrimExpr::Call(Intrinsic::Exp, vec![]),
     ];
-    let ops = [
-        BinOp::Add,
-        BinOp::Sub,
-        BinOp::Mul,
-        BinOp::Div,
-        BinOp::FloorDiv,
-        BinOp::FloorMod,
-        BinOp::Min,
-        BinOp::Max,
-        BinOp::And,
-        BinOp::Or,
-        BinOp::Shl,
-        BinOp::Shr,
-    ];
+    let ops = BinOp::ALL;
     exprs.extend(ops.map(|op| idx.clone().binary(op, v("n"))));
     let cmps = [
         PrimCmp::Lt,

@@ -54,6 +54,22 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Every binary operation.
+    pub const ALL: [BinOp; 12] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::FloorDiv,
+        BinOp::FloorMod,
+        BinOp::Min,
+        BinOp::Max,
+        BinOp::And,
+        BinOp::Or,
+        BinOp::Shl,
+        BinOp::Shr,
+    ];
+
     /// The name used in the text form.
     pub fn name(self) -> &'static str {
         match self {

@@ -70,6 +70,7 @@ fn bench_kernel_prints_a_line_per_kernel_with_positive_figures() {
         assert!(gflops.unwrap_or(1.0) > 0.0, "{kernel}");
     }
     assert!(stdout.contains("= 113 (GFLOP/s)"), "{stdout}");
+    assert!(stdout.contains("best: matmul 3x17x5 at "), "{stdout}");
     assert!(stdout.contains("documented in DESIGN.md, not measured"));
     let bandwidth = stdout
         .lines()

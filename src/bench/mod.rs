@@ -54,6 +54,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), BenchError> {
         out.flush()?;
         results.push(result);
     }
+    report::best(out, &results)?;
     let shapes: Vec<MatmulShape> = plan
         .kernels
         .iter()

@@ -106,6 +106,29 @@ pub fn kernel_line(out: &mut dyn Write, result: &KernelResult, threads: usize) -
     )
 }
 
+/// The fastest kernel with a FLOP count: `best: matmul 1x5632x2048 at 1.23 GFLOP/s`.
+pub fn best(out: &mut dyn Write, results: &[KernelResult]) -> io::Result<()> {
+    let rate = |r: &KernelResult| {
+        r.spec
+            .flops()
+            .map(|f| f / r.timing.median.as_secs_f64() / 1e9)
+    };
+    let fastest = results
+        .iter()
+        .filter_map(|r| rate(r).map(|g| (r, g)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match fastest {
+        Some((r, g)) => writeln!(
+            out,
+            "best: {} {} at {} GFLOP/s",
+            r.spec.name(),
+            r.spec.shape(),
+            significant(g)
+        ),
+        None => Ok(()),
+    }
+}
+
 /// The peer block: numpy's times on the matmul shapes and our speed relative to them
 /// (`ours/peer` = peer median / our median; above 1 means oxrelax is faster).
 pub fn peer(

@@ -1,6 +1,7 @@
 //! Constructors shared by the crate's unit tests (hand-built IR without the builder).
 
 use crate::ir::{Binding, BindingValue, Call, Callee, Expr, Var};
+use crate::tir::{PrimFunc, Stmt};
 use crate::{DataType, StructInfo, SymExpr};
 
 /// An f32 tensor of static shape.
@@ -46,4 +47,21 @@ pub(crate) fn bind(v: &Var, value: Expr) -> Binding {
         var: v.clone(),
         value: BindingValue::Expr(value),
     }
+}
+
+/// The statement under the first `depth` nested loops of the first stage of `func`.
+pub(crate) fn under_loops(func: &PrimFunc, depth: usize) -> &Stmt {
+    let first = match &func.body {
+        Stmt::Seq(stages) => &stages[0],
+        other => other,
+    };
+    (0..depth).fold(first, |stmt, _| match stmt {
+        Stmt::For { body, .. } => body,
+        other => panic!("expected a loop, found {other:?}"),
+    })
+}
+
+/// The names of `func`'s buffer parameters, in order.
+pub(crate) fn param_names(func: &PrimFunc) -> Vec<String> {
+    func.params.iter().map(|p| p.name.clone()).collect()
 }

@@ -1,6 +1,10 @@
 //! Accuracy and special values of the inline math.
 
 use super::*;
+
+#[path = "../../tests/common/erf.rs"]
+mod erf;
+use erf::erf64;
 use oxrelax_dsl::tir::{Intrinsic, PrimExpr};
 
 /// Max abs or relative error of an intrinsic over `xs` against an f64 reference.
@@ -31,25 +35,6 @@ fn grid(lo: f32, hi: f32, steps: usize) -> Vec<f32> {
     (0..=steps)
         .map(|i| lo + (hi - lo) * i as f32 / steps as f32)
         .collect()
-}
-
-/// erf in f64: Taylor series for |x| <= 3, the continued fraction of erfc beyond.
-fn erf64(x: f64) -> f64 {
-    if x.abs() > 3.0 {
-        let a = x.abs();
-        let fraction = (1..80)
-            .rev()
-            .fold(a, |acc, k| a + (f64::from(k) / 2.0) / acc);
-        let erfc = (-a * a).exp() / (std::f64::consts::PI.sqrt() * fraction);
-        return x.signum() * (1.0 - erfc);
-    }
-    let (mut term, mut sum, mut k) = (x, x, 0.0);
-    while term.abs() > 1e-17 * sum.abs().max(1e-300) {
-        k += 1.0;
-        term *= -x * x / k;
-        sum += term / (2.0 * k + 1.0);
-    }
-    sum * 2.0 / std::f64::consts::PI.sqrt()
 }
 
 #[test]

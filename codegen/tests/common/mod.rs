@@ -7,6 +7,8 @@
 // Each test binary compiles this module and uses a different subset of it.
 #![allow(dead_code)]
 
+pub mod erf;
+
 use half::{bf16, f16};
 use ndarray::{ArrayD, Dimension, IxDyn};
 use oxrelax_codegen::{clif_text, JitLibrary};

@@ -142,16 +142,8 @@ fn top_level_reduction_accumulates_into_the_output() {
         )
     });
     let func = lower("matmul", &[a, b], &[out]).unwrap();
-    let Stmt::Seq(stages) = &func.body else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = &stages[0] else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = body.as_ref() else {
-        panic!()
-    };
-    let Stmt::Seq(parts) = body.as_ref() else {
+    let body = crate::test_util::under_loops(&func, 2);
+    let Stmt::Seq(parts) = body else {
         panic!("{body:?}")
     };
     assert!(matches!(&parts[0], Stmt::Store { value: PrimExpr::Float(v, _), .. } if *v == 0.0));

@@ -441,7 +441,7 @@ fn module_survives_serde_json_with_infinite_values() {
     assert_eq!(back, module);
 }
 
-fn module_with_attrs() -> IRModule {
+pub(super) fn module_with_attrs() -> IRModule {
     let x = var("x", t(&[n()], F32));
     let y = var("y", x.sinfo.clone());
     let f = func(

@@ -54,21 +54,11 @@ fn every_struct_info_round_trips() {
 
 #[test]
 fn every_attr_value_round_trips_exactly() {
-    let x = var("x", t(&[n()], F32));
-    let y = var("y", x.sinfo.clone());
-    let f = func(
-        &[&x],
-        vec![plain(vec![bind_op(
-            &y,
-            "custom",
-            &[&x],
-            every_attr_value(),
-        )])],
-        Expr::from(&y),
-    );
-    let parsed = parse_module(&assert_round_trip(&graph_module("f", f))).unwrap();
-    let Some(BindingValue::Expr(Expr::Call(call))) =
-        parsed.functions["f"].bindings().next().map(|b| &b.value)
+    let parsed = parse_module(&assert_round_trip(&super::tests::module_with_attrs())).unwrap();
+    let Some(BindingValue::Expr(Expr::Call(call))) = parsed.functions["with_attrs"]
+        .bindings()
+        .next()
+        .map(|b| &b.value)
     else {
         panic!("expected a call");
     };
@@ -76,7 +66,7 @@ fn every_attr_value_round_trips_exactly() {
         panic!()
     };
     assert!(zero == 0.0 && zero.is_sign_negative());
-    let text = print_function("f", &parsed.functions["f"]);
+    let text = print_function("f", &parsed.functions["with_attrs"]);
     let expected = "custom(x, big=1e300, dtype=bf16, empty=shape(), eps=1e-5, flag=true, inf=inf, \
         int=-1, ints=[0, -2], max=9223372036854775807, min=-9223372036854775808, \
         mode=\"tan\\\"h\\\\\\n\\t\\u{1}é\", neg_zero=-0.0, ninf=-inf, none=[], `odd key`=0, \

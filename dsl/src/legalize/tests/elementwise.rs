@@ -88,16 +88,8 @@ fn gelu_erf_and_tanh_forms() {
 fn half_inputs_compute_in_f32_and_store_back() {
     let call = unary("exp", DataType::F16, vec![]);
     let func = legalize_call(&call).unwrap().func;
-    let Stmt::Seq(stages) = &func.body else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = &stages[0] else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = body.as_ref() else {
-        panic!()
-    };
-    let Stmt::Store { value, .. } = body.as_ref() else {
+    let body = crate::test_util::under_loops(&func, 2);
+    let Stmt::Store { value, .. } = body else {
         panic!()
     };
     let PrimExpr::Cast(DataType::F16, inner) = value else {
@@ -215,13 +207,7 @@ fn where_selects_with_a_broadcast_condition() {
         ],
     );
     assert_eq!(got[0], vec![1.0, -9.0, 3.0, 4.0, -9.0, 6.0]);
-    let names: Vec<String> = legalize_call(&call)
-        .unwrap()
-        .func
-        .params
-        .iter()
-        .map(|p| p.name.clone())
-        .collect();
+    let names = crate::test_util::param_names(&legalize_call(&call).unwrap().func);
     assert_eq!(names, ["cond", "a", "b", "out"]);
     let float_cond = tensor("mask", vec![c(2), n()], DataType::F32);
     let x = tensor("a", vec![c(2), n()], DataType::F32);

@@ -107,16 +107,8 @@ fn half_matmul_accumulates_in_f32() {
         out(vec![c(1), c(1)], DataType::F16),
     );
     let func = legalize_call(&call).unwrap().func;
-    let Stmt::Seq(stages) = &func.body else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = &stages[0] else {
-        panic!()
-    };
-    let Stmt::For { body, .. } = body.as_ref() else {
-        panic!()
-    };
-    let Stmt::Allocate { buffer, .. } = body.as_ref() else {
+    let body = crate::test_util::under_loops(&func, 2);
+    let Stmt::Allocate { buffer, .. } = body else {
         panic!("{body:?}")
     };
     assert_eq!(buffer.dtype, DataType::F32);

@@ -155,13 +155,7 @@ fn rms_norm_equals_the_formula() {
         vec![("epsilon", AttrValue::Float(1e-6))],
         out(vec![n(), c(8)], DataType::F32),
     );
-    let names: Vec<String> = legalize_call(&call)
-        .unwrap()
-        .func
-        .params
-        .iter()
-        .map(|p| p.name.clone())
-        .collect();
+    let names = crate::test_util::param_names(&legalize_call(&call).unwrap().func);
     assert_eq!(names, ["x", "weight", "out"]);
     for n in SIZES {
         let (input, weight) = (pseudo_random(n as u64, 8 * n), pseudo_random(99, 8));

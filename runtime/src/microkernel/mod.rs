@@ -1,0 +1,224 @@
+//! Hand-written f32 block-GEMM microkernels that compiled kernels reach through
+//! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels).
+//!
+//! A schedule tensorizes the inner register block of a matmul onto one of these; Cranelift
+//! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
+//! twin (plain Rust, always available) and one implementation per CPU feature set it is
+//! written for. [`MicrokernelSet`] picks one implementation per kernel from one table
+//! (rows: kernel, ISA name, required features, function pointer), best first.
+//!
+//! Adding a kernel: a [`Microkernel`] variant, its row in `SPECS` and in [`Microkernel::ALL`],
+//! and one implementation row per ISA (at least the scalar one). Adding an ISA: a file with
+//! its `IMPLEMENTATIONS` and a line in `IMPLEMENTATIONS` below.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod scalar;
+#[cfg(test)]
+mod tests;
+
+use std::sync::OnceLock;
+
+/// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns; see
+/// [`Microkernel::ep`], [`Microkernel::hp`]).
+///
+/// For every `i < rows` and `j < cols`:
+/// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`.
+/// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`).
+///
+/// # Safety
+/// `a` must be readable for `kc * EP` floats (packed activation block; lanes `i >= rows`
+/// are read but never influence the stored result), `b` for `kc * HP` floats (packed weight
+/// panel), `c` readable and writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is
+/// the only part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values
+/// outside are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need
+/// only the alignment of `f32`.
+pub type MicrokernelFn = unsafe extern "C" fn(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    kc: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+);
+
+/// The microkernels in the runtime's table; `kernel as usize` is its index in
+/// [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Microkernel {
+    /// f32 GEMM block of 6 rows x 16 columns (prefill: the classic 12-accumulator AVX2
+    /// register block).
+    Sgemm6x16,
+    /// f32 GEMV block of 1 row x 16 columns (decode): `a` is a contiguous vector of `kc`
+    /// floats; streams through the weight panel once.
+    Sgemm1x16,
+}
+
+/// What a kernel is: its name and block shape.
+struct KernelSpec {
+    kernel: Microkernel,
+    name: &'static str,
+    ep: usize,
+    hp: usize,
+}
+
+/// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
+const SPECS: [KernelSpec; Microkernel::COUNT] = [
+    KernelSpec {
+        kernel: Microkernel::Sgemm6x16,
+        name: "sgemm_6x16",
+        ep: 6,
+        hp: 16,
+    },
+    KernelSpec {
+        kernel: Microkernel::Sgemm1x16,
+        name: "sgemm_1x16",
+        ep: 1,
+        hp: 16,
+    },
+];
+
+impl Microkernel {
+    /// Number of microkernels (the length of the env's table).
+    pub const COUNT: usize = 2;
+
+    /// Every microkernel, in table order.
+    pub const ALL: [Microkernel; Microkernel::COUNT] =
+        [Microkernel::Sgemm6x16, Microkernel::Sgemm1x16];
+
+    fn spec(self) -> &'static KernelSpec {
+        &SPECS[self as usize]
+    }
+
+    /// The stable name, e.g. `"sgemm_6x16"`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The microkernel named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Microkernel> {
+        SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
+    }
+
+    /// Rows of the block (EP): the packed activation block holds EP floats per k.
+    pub fn ep(self) -> usize {
+        self.spec().ep
+    }
+
+    /// Columns of the block (HP): the packed weight panel holds HP floats per k.
+    pub fn hp(self) -> usize {
+        self.spec().hp
+    }
+}
+
+/// One implementation of a kernel: which ISA it is written for, the CPU features it
+/// needs (names as in `is_x86_feature_detected!`), and the function.
+struct Implementation {
+    kernel: Microkernel,
+    isa: &'static str,
+    features: &'static [&'static str],
+    func: MicrokernelFn,
+}
+
+/// Every implementation, per ISA, best ISA first; the scalar twins come last and need
+/// nothing, so every kernel always has one.
+const IMPLEMENTATIONS: &[&[Implementation]] = &[
+    #[cfg(target_arch = "x86_64")]
+    avx2::IMPLEMENTATIONS,
+    // aarch64: `#[cfg(target_arch = "aarch64")] neon::IMPLEMENTATIONS,` goes here.
+    scalar::IMPLEMENTATIONS,
+];
+
+fn implementations() -> impl Iterator<Item = &'static Implementation> {
+    IMPLEMENTATIONS.iter().flat_map(|isa| isa.iter())
+}
+
+/// CPU features the implementations may require, detected on this host once.
+fn host_features() -> &'static [&'static str] {
+    static DETECTED: OnceLock<Vec<&'static str>> = OnceLock::new();
+    DETECTED.get_or_init(detect_host_features)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_host_features() -> Vec<&'static str> {
+    let known = [
+        ("avx2", is_x86_feature_detected!("avx2")),
+        ("fma", is_x86_feature_detected!("fma")),
+    ];
+    known
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(f, _)| *f)
+        .collect()
+}
+
+// aarch64: detect with `is_aarch64_feature_detected!` here once NEON kernels exist.
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_host_features() -> Vec<&'static str> {
+    Vec::new()
+}
+
+fn host_has(feature: &str) -> bool {
+    host_features().contains(&feature)
+}
+
+/// One implementation (function pointer) of every [`Microkernel`], and the ISA each came
+/// from.
+#[derive(Clone, Copy, Debug)]
+pub struct MicrokernelSet {
+    funcs: [MicrokernelFn; Microkernel::COUNT],
+    isas: [&'static str; Microkernel::COUNT],
+}
+
+impl MicrokernelSet {
+    /// The scalar twins (run on any CPU).
+    pub fn scalar() -> MicrokernelSet {
+        MicrokernelSet::for_features(&[])
+    }
+
+    /// The best implementations for this CPU (features detected once per process).
+    pub fn detect() -> MicrokernelSet {
+        static DETECTED: OnceLock<MicrokernelSet> = OnceLock::new();
+        *DETECTED.get_or_init(|| MicrokernelSet::pick(|_| true))
+    }
+
+    /// The best implementations whose required features are all in `allowed` and
+    /// detected on this host (e.g. `&["avx2", "fma"]`; `&[]` gives the scalar twins).
+    pub fn for_features(allowed: &[&str]) -> MicrokernelSet {
+        MicrokernelSet::pick(|feature| allowed.contains(&feature))
+    }
+
+    /// Per kernel, the first implementation (best first) whose features are all detected
+    /// and `allowed`.
+    fn pick(allowed: impl Fn(&str) -> bool) -> MicrokernelSet {
+        let usable = |imp: &Implementation| imp.features.iter().all(|&f| host_has(f) && allowed(f));
+        let best = |kernel: Microkernel| {
+            implementations()
+                .find(|imp| imp.kernel == kernel && usable(imp))
+                .unwrap_or_else(|| unreachable!("{} has no scalar twin", kernel.name()))
+        };
+        let chosen = Microkernel::ALL.map(best);
+        MicrokernelSet {
+            funcs: chosen.map(|imp| imp.func),
+            isas: chosen.map(|imp| imp.isa),
+        }
+    }
+
+    /// The function chosen for `kernel`.
+    pub fn get(&self, kernel: Microkernel) -> MicrokernelFn {
+        self.funcs[kernel as usize]
+    }
+
+    /// The ISA the function for `kernel` was written for: `"avx2+fma"` or `"scalar"`.
+    pub fn isa(&self, kernel: Microkernel) -> &'static str {
+        self.isas[kernel as usize]
+    }
+
+    /// Every chosen function, indexed by `Microkernel as usize` (the layout of
+    /// [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels)).
+    pub fn table(&self) -> [MicrokernelFn; Microkernel::COUNT] {
+        self.funcs
+    }
+}

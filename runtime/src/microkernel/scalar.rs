@@ -1,0 +1,109 @@
+//! Scalar twins of every microkernel: plain Rust, for CPUs without a vector ISA we have
+//! kernels for, and the reference the vector versions are tested against.
+//!
+//! Products are a plain `*` then `+` (two roundings), not `f32::mul_add`: without hardware
+//! FMA — exactly the CPUs the twins run on — `mul_add` is a slow libm call. The vector
+//! kernels use FMA, so results differ from the twins by rounding only.
+
+use super::{Implementation, Microkernel};
+
+/// The scalar twin of every kernel.
+pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
+    Implementation {
+        kernel: Microkernel::Sgemm6x16,
+        isa: "scalar",
+        features: &[],
+        func: sgemm_6x16,
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm1x16,
+        isa: "scalar",
+        features: &[],
+        func: sgemm_1x16,
+    },
+];
+
+/// The [`super::MicrokernelFn`] contract for block shape `EP x HP`: accumulate the whole
+/// block in a local tile, then write back the valid `rows x cols` part.
+///
+/// # Safety
+/// As [`super::MicrokernelFn`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm<const EP: usize, const HP: usize>(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    kc: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    let rows = rows.clamp(0, EP as i64) as usize;
+    let cols = cols.clamp(0, HP as i64) as usize;
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let kc = kc.max(0) as usize;
+    let mut tile = [[0.0f32; HP]; EP];
+    for k in 0..kc {
+        // SAFETY: the caller guarantees `kc * EP` readable floats at `a` and `kc * HP` at
+        // `b`; `k < kc`.
+        let (a_k, b_k) = unsafe {
+            (
+                &*a.add(k * EP).cast::<[f32; EP]>(),
+                &*b.add(k * HP).cast::<[f32; HP]>(),
+            )
+        };
+        for (row, &a_ki) in tile.iter_mut().zip(a_k).take(rows) {
+            for (acc, &b_kj) in row.iter_mut().zip(b_k) {
+                *acc += a_ki * b_kj;
+            }
+        }
+    }
+    for (i, row) in tile.iter().enumerate().take(rows) {
+        for (j, &sum) in row.iter().enumerate().take(cols) {
+            // SAFETY: `i < rows`, `j < cols`: inside the part of `c` the caller lends.
+            unsafe {
+                let out = c.offset(i as isize * ldc as isize + j as isize);
+                *out = if accumulate != 0 { *out + sum } else { sum };
+            }
+        }
+    }
+}
+
+/// [`Microkernel::Sgemm6x16`], scalar.
+///
+/// # Safety
+/// As [`super::MicrokernelFn`].
+unsafe extern "C" fn sgemm_6x16(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    kc: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { sgemm::<6, 16>(a, b, c, kc, ldc, rows, cols, accumulate) }
+}
+
+/// [`Microkernel::Sgemm1x16`], scalar.
+///
+/// # Safety
+/// As [`super::MicrokernelFn`].
+unsafe extern "C" fn sgemm_1x16(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    kc: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { sgemm::<1, 16>(a, b, c, kc, ldc, rows, cols, accumulate) }
+}

@@ -1,0 +1,242 @@
+use super::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const KCS: [usize; 6] = [0, 1, 3, 17, 256, 1000];
+
+/// What `c` holds outside the block a kernel may touch.
+const GUARD: f32 = 7777.0;
+
+/// Floats of guard before and after the block in `c`.
+const GUARD_LEN: usize = 19;
+
+#[test]
+fn specs_are_in_table_order_and_names_round_trip() {
+    for (i, kernel) in Microkernel::ALL.into_iter().enumerate() {
+        assert_eq!(kernel as usize, i);
+        assert_eq!(SPECS[i].kernel, kernel);
+        assert_eq!(Microkernel::from_name(kernel.name()), Some(kernel));
+    }
+    assert_eq!(
+        Microkernel::from_name("sgemm_6x16"),
+        Some(Microkernel::Sgemm6x16)
+    );
+    assert_eq!(Microkernel::from_name("sgemm_2x2"), None);
+    let shape = |k: Microkernel| (k.name(), k.ep(), k.hp());
+    assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", 6, 16));
+    assert_eq!(shape(Microkernel::Sgemm1x16), ("sgemm_1x16", 1, 16));
+}
+
+#[test]
+fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
+    for kernel in Microkernel::ALL {
+        let twin = scalar_twin(kernel);
+        assert_eq!(twin.isa, "scalar");
+        assert!(twin.features.is_empty());
+    }
+}
+
+#[test]
+fn sets_pick_the_best_allowed_and_detected_isa() {
+    let avx2 = host_has("avx2") && host_has("fma");
+    let best = if avx2 { "avx2+fma" } else { "scalar" };
+    for kernel in Microkernel::ALL {
+        assert_eq!(MicrokernelSet::scalar().isa(kernel), "scalar");
+        assert_eq!(MicrokernelSet::for_features(&[]).isa(kernel), "scalar");
+        assert_eq!(
+            MicrokernelSet::for_features(&["avx2"]).isa(kernel),
+            "scalar"
+        );
+        let both = MicrokernelSet::for_features(&["avx2", "fma"]);
+        assert_eq!(both.isa(kernel), best);
+        assert_eq!(MicrokernelSet::detect().isa(kernel), best);
+    }
+    if !avx2 {
+        println!("note: host lacks AVX2+FMA; only the scalar set was checked");
+    }
+}
+
+#[test]
+fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
+    let mut rng = StdRng::seed_from_u64(0x5EED_6E33);
+    for imp in implementations() {
+        let name = imp.kernel.name();
+        if !imp.features.iter().all(|f| host_has(f)) {
+            println!("note: skipping {name} ({}): host lacks it", imp.isa);
+            continue;
+        }
+        let twin = scalar_twin(imp.kernel);
+        let (ep, hp) = (imp.kernel.ep(), imp.kernel.hp());
+        for kc in KCS {
+            for rows in 1..=ep {
+                for cols in 1..=hp {
+                    for accumulate in [0, 1] {
+                        let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, accumulate);
+                        let what = format!("{name} ({}) {case:?}", imp.isa);
+                        let got = case.run(imp.func, &what);
+                        let want = case.run(twin.func, &what);
+                        case.check(&got, &want, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
+    implementations()
+        .find(|imp| imp.kernel == kernel && imp.isa == "scalar")
+        .unwrap_or_else(|| panic!("{} has no scalar twin", kernel.name()))
+}
+
+/// One call of a kernel: packed inputs (NaN in the lanes the result must not depend on),
+/// and a `c` buffer with guards around the `rows x cols` block at stride `ldc`.
+struct Case {
+    kernel: Microkernel,
+    kc: usize,
+    rows: usize,
+    cols: usize,
+    ldc: usize,
+    accumulate: i64,
+    /// `1 + kc * EP` floats; the block starts at index 1 (not 32-byte aligned).
+    a: Vec<f32>,
+    /// `1 + kc * HP` floats; the panel starts at index 1.
+    b: Vec<f32>,
+    /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
+    c: Vec<f32>,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kc={} rows={} cols={} ldc={} accumulate={}",
+            self.kc, self.rows, self.cols, self.ldc, self.accumulate
+        )
+    }
+}
+
+impl Case {
+    fn random(
+        rng: &mut StdRng,
+        kernel: Microkernel,
+        kc: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: i64,
+    ) -> Case {
+        let (ep, hp) = (kernel.ep(), kernel.hp());
+        let mut value = |live: bool| {
+            if live {
+                rng.gen_range(-1.0f32..1.0)
+            } else {
+                f32::NAN
+            }
+        };
+        let a = (0..1 + kc * ep)
+            .map(|n| value(n > 0 && (n - 1) % ep < rows))
+            .collect();
+        let b = (0..1 + kc * hp)
+            .map(|n| value(n > 0 && (n - 1) % hp < cols))
+            .collect();
+        let ldc = cols + rng.gen_range(1..=5);
+        let mut c = vec![GUARD; GUARD_LEN + ep * ldc + GUARD_LEN];
+        for i in 0..rows {
+            for j in 0..cols {
+                // Without accumulate, the old value must be ignored, NaN included.
+                c[GUARD_LEN + i * ldc + j] = if accumulate != 0 {
+                    rng.gen_range(-1.0f32..1.0)
+                } else {
+                    f32::NAN
+                };
+            }
+        }
+        Case {
+            kernel,
+            kc,
+            rows,
+            cols,
+            ldc,
+            accumulate,
+            a,
+            b,
+            c,
+        }
+    }
+
+    fn in_block(&self, n: usize) -> bool {
+        let Some(at) = n.checked_sub(GUARD_LEN) else {
+            return false;
+        };
+        at / self.ldc < self.rows && at % self.ldc < self.cols
+    }
+
+    /// Runs `func` on a copy of `c`; asserts the guards are untouched; returns the copy.
+    fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
+        let mut c = self.c.clone();
+        // SAFETY: `a` holds kc * EP floats after index 1, `b` kc * HP, and `c` the block of
+        // rows x cols at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
+        unsafe {
+            func(
+                self.a.as_ptr().add(1),
+                self.b.as_ptr().add(1),
+                c.as_mut_ptr().add(GUARD_LEN),
+                self.kc as i64,
+                self.ldc as i64,
+                self.rows as i64,
+                self.cols as i64,
+                self.accumulate,
+            )
+        };
+        for (n, v) in c.iter().enumerate() {
+            if !self.in_block(n) {
+                assert_eq!(v.to_bits(), GUARD.to_bits(), "{what}: wrote c[{n}]");
+            }
+        }
+        c
+    }
+
+    /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
+    /// (the scale rounding errors are relative to).
+    fn reference(&self, i: usize, j: usize) -> (f64, f64) {
+        let (ep, hp) = (self.kernel.ep(), self.kernel.hp());
+        let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
+        let (mut sum, mut scale) = if self.accumulate != 0 {
+            (old, old.abs())
+        } else {
+            (0.0, 0.0)
+        };
+        for k in 0..self.kc {
+            let term = f64::from(self.a[1 + k * ep + i]) * f64::from(self.b[1 + k * hp + j]);
+            sum += term;
+            scale += term.abs();
+        }
+        (sum, scale)
+    }
+
+    /// `got` and the twin's `want` both within ~1e-5 * kc (relative) of the reference.
+    fn check(&self, got: &[f32], want: &[f32], what: &str) {
+        let tolerance = 1e-5 * self.kc.max(1) as f64;
+        for i in 0..self.rows {
+            for j in 0..self.cols {
+                let n = GUARD_LEN + i * self.ldc + j;
+                let (exact, scale) = self.reference(i, j);
+                let bound = tolerance * scale + f64::MIN_POSITIVE;
+                for (who, v) in [("kernel", got[n]), ("scalar twin", want[n])] {
+                    let err = (f64::from(v) - exact).abs();
+                    assert!(
+                        err <= bound,
+                        "{what}: {who} c[{i}][{j}] = {v}, reference {exact}"
+                    );
+                }
+                let apart = f64::from(got[n]) - f64::from(want[n]);
+                assert!(
+                    apart.abs() <= 2.0 * bound,
+                    "{what}: c[{i}][{j}] kernel {} vs twin {}",
+                    got[n],
+                    want[n]
+                );
+            }
+        }
+    }
+}

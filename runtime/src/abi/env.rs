@@ -2,6 +2,7 @@
 //! owns one together with the thread pool it launches on.
 
 use super::INVALID_ARGUMENT;
+use crate::microkernel::{Microkernel, MicrokernelFn, MicrokernelSet};
 use crate::pool::ThreadPool;
 use half::{bf16, f16};
 use std::ffi::c_void;
@@ -30,9 +31,10 @@ pub type BinaryF32Fn = extern "C" fn(f32, f32) -> f32;
 
 /// Runtime services for compiled kernels, passed to every kernel as `env`.
 ///
-/// Layout (`repr(C)`): every field is pointer-sized, so field `i` of [`RtEnvField::ALL`] is
-/// at byte offset `i * pointer_bytes` ([`RtEnvField::offset`]); codegen loads the function
-/// pointers at these fixed offsets. New fields are only ever appended.
+/// Layout (`repr(C)`): every field is pointer-sized (the last, [`RtEnv::microkernels`], an
+/// array of pointers), so field `i` of [`RtEnvField::ALL`] is at byte offset
+/// `i * pointer_bytes` ([`RtEnvField::offset`], [`RtEnvField::microkernel_offset`]); codegen
+/// loads the function pointers at these fixed offsets. New fields are only ever appended.
 #[repr(C)]
 #[derive(Debug)]
 pub struct RtEnv {
@@ -64,6 +66,9 @@ pub struct RtEnv {
     pub num_threads: usize,
     /// 13: the runtime's private context (the pool); opaque to kernels.
     pub context: *const c_void,
+    /// 14: the microkernels, indexed by `Microkernel as usize`, chosen at load by CPU
+    /// feature detection (scalar twins where the CPU lacks an ISA).
+    pub microkernels: [MicrokernelFn; Microkernel::COUNT],
 }
 
 /// The fields of [`RtEnv`] in layout order.
@@ -97,11 +102,13 @@ pub enum RtEnvField {
     NumThreads,
     /// [`RtEnv::context`].
     Context,
+    /// [`RtEnv::microkernels`] (the start of the array).
+    Microkernels,
 }
 
 impl RtEnvField {
     /// Every field, in layout order.
-    pub const ALL: [RtEnvField; 14] = [
+    pub const ALL: [RtEnvField; 15] = [
         RtEnvField::ParallelFor,
         RtEnvField::F16ToF32,
         RtEnvField::F32ToF16,
@@ -116,12 +123,19 @@ impl RtEnvField {
         RtEnvField::Cosf,
         RtEnvField::NumThreads,
         RtEnvField::Context,
+        RtEnvField::Microkernels,
     ];
 
     /// Byte offset of the field in an [`RtEnv`] on a target with `pointer_bytes`-wide
     /// pointers (8 on 64-bit targets).
     pub fn offset(self, pointer_bytes: usize) -> usize {
         self as usize * pointer_bytes
+    }
+
+    /// Byte offset of `kernel`'s function pointer in an [`RtEnv`] (in the
+    /// [`RtEnv::microkernels`] array) on a target with `pointer_bytes`-wide pointers.
+    pub fn microkernel_offset(kernel: Microkernel, pointer_bytes: usize) -> usize {
+        RtEnvField::Microkernels.offset(pointer_bytes) + kernel as usize * pointer_bytes
     }
 }
 
@@ -208,14 +222,22 @@ pub struct RuntimeEnv {
 }
 
 // SAFETY: the raw `context` pointer refers to the pool this value keeps alive, and
-// ThreadPool is Send + Sync; everything else in RtEnv is plain function pointers.
+// ThreadPool is Send + Sync; everything else in RtEnv is plain function pointers (and a
+// count).
 unsafe impl Send for RuntimeEnv {}
 // SAFETY: as above; the env is never mutated after construction.
 unsafe impl Sync for RuntimeEnv {}
 
 impl RuntimeEnv {
-    /// Services that launch parallel loops on `pool`.
+    /// Services that launch parallel loops on `pool`, with the best microkernels for this
+    /// CPU ([`MicrokernelSet::detect`]).
     pub fn new(pool: Arc<ThreadPool>) -> RuntimeEnv {
+        RuntimeEnv::with_microkernels(pool, MicrokernelSet::detect())
+    }
+
+    /// Services that launch parallel loops on `pool`, with the microkernels of `set` (e.g.
+    /// [`MicrokernelSet::scalar`] to force the scalar twins).
+    pub fn with_microkernels(pool: Arc<ThreadPool>, set: MicrokernelSet) -> RuntimeEnv {
         let env = Box::new(RtEnv {
             parallel_for: rt_parallel_for,
             f16_to_f32: rt_f16_to_f32,
@@ -231,6 +253,7 @@ impl RuntimeEnv {
             cosf: rt_cosf,
             num_threads: pool.threads(),
             context: Arc::as_ptr(&pool).cast(),
+            microkernels: set.table(),
         });
         RuntimeEnv { env, _pool: pool }
     }

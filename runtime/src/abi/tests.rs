@@ -1,4 +1,5 @@
 use super::*;
+use crate::microkernel::{Microkernel, MicrokernelFn, MicrokernelSet};
 use crate::pool::ThreadPool;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -26,11 +27,49 @@ fn field_offsets_are_pointer_slots_in_declared_order() {
         offset_of!(RtEnv, cosf),
         offset_of!(RtEnv, num_threads),
         offset_of!(RtEnv, context),
+        offset_of!(RtEnv, microkernels),
     ];
     let expected: Vec<usize> = RtEnvField::ALL.iter().map(|f| f.offset(ptr)).collect();
     assert_eq!(offsets.to_vec(), expected);
-    assert_eq!(size_of::<RtEnv>(), RtEnvField::ALL.len() * ptr);
+    let slots = RtEnvField::ALL.len() - 1 + Microkernel::COUNT;
+    assert_eq!(size_of::<RtEnv>(), slots * ptr);
     assert_eq!(RtEnvField::Erff.offset(8), 64);
+    assert_eq!(RtEnvField::Microkernels.offset(8), 14 * 8);
+}
+
+#[test]
+fn microkernel_offsets_are_the_slots_of_the_table() {
+    let ptr = size_of::<usize>();
+    let table = offset_of!(RtEnv, microkernels);
+    for kernel in Microkernel::ALL {
+        let slot = table + kernel as usize * size_of::<MicrokernelFn>();
+        assert_eq!(RtEnvField::microkernel_offset(kernel, ptr), slot);
+    }
+    assert_eq!(
+        RtEnvField::microkernel_offset(Microkernel::Sgemm1x16, 4),
+        15 * 4
+    );
+}
+
+/// `c = a * b` for one full 1 x 16 block with `kc = 2`, through the env's table.
+fn gemv_through_env(rt: &RuntimeEnv) -> [f32; 16] {
+    let a = [2.0f32, -1.0];
+    let b: Vec<f32> = (0..32).map(|v| v as f32).collect();
+    let mut c = [f32::NAN; 16];
+    let kernel = rt.env().microkernels[Microkernel::Sgemm1x16 as usize];
+    // SAFETY: a holds kc * EP = 2 floats, b kc * HP = 32, c one row of 16.
+    unsafe { kernel(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), 2, 16, 1, 16, 0) };
+    c
+}
+
+#[test]
+fn runtime_env_carries_the_microkernel_table() {
+    let pool = Arc::new(ThreadPool::new(1).unwrap());
+    let want: Vec<f32> = (0..16).map(|j| 2.0 * j as f32 - (16 + j) as f32).collect();
+    let detected = RuntimeEnv::new(pool.clone());
+    assert_eq!(gemv_through_env(&detected).to_vec(), want);
+    let scalar = RuntimeEnv::with_microkernels(pool, MicrokernelSet::scalar());
+    assert_eq!(gemv_through_env(&scalar).to_vec(), want);
 }
 
 #[test]

@@ -171,3 +171,63 @@ fn generate_json_is_the_only_line_of_stdout() {
         assert!(number(stats, key) > 0.0, "{key}: {stats}");
     }
 }
+
+#[test]
+fn bench_kernel_json_has_a_row_per_kernel_on_tiny_shapes() {
+    let stdout = stdout_of(&[
+        "bench-kernel",
+        "--matmul",
+        "3x17x5",
+        "--rows",
+        "2",
+        "--cols",
+        "8",
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--threads",
+        "2",
+        "--probe-mib",
+        "1",
+        "--cold-gemv",
+        "1x64x32",
+        "--cold-mib",
+        "1",
+        "--json",
+    ]);
+    assert!(stdout.contains("best: "), "human table kept: {stdout}");
+    let rows = last_json(&stdout);
+    let rows = rows.as_array().expect("a JSON array");
+    let found: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["kernel"].as_str().unwrap(), r["shape"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("matmul", "3x17x5"),
+            ("gemv_cold", "1x64x32"),
+            ("softmax", "2x8"),
+            ("rms_norm", "2x8")
+        ]
+    );
+    // numpy (python3 in PATH) may or may not be there: its figures are numbers or nulls,
+    // and the same for every kernel it has a peer for.
+    let has_numpy = rows[0]["numpy_gflops"].is_number();
+    for row in rows {
+        let kernel = row["kernel"].as_str().unwrap();
+        assert!(number(row, "median_ms") > 0.0, "{row}");
+        assert!(number(row, "gbs") > 0.0, "{row}");
+        assert_eq!(row["threads"], 2, "{row}");
+        let peer = kernel == "matmul" || kernel == "gemv_cold";
+        assert_eq!(row["gflops"].is_number(), peer, "{row}");
+        assert_eq!(row["ring"].is_number(), peer, "{row}");
+        for key in ["numpy_gflops", "ratio_vs_numpy"] {
+            assert!(row.get(key).is_some(), "{key} missing: {row}");
+            assert_eq!(row[key].is_number(), peer && has_numpy, "{key}: {row}");
+        }
+    }
+    // 1 MiB over 8 KiB weights.
+    assert_eq!(rows[1]["ring"], 128);
+}

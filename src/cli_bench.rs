@@ -1,12 +1,20 @@
-//! `oxrelax bench`: prefill and decode speed of a model, and peak memory.
+//! `oxrelax bench`: prefill and decode speed of a model, and its memory: peak RSS and the
+//! bytes of its weights, KV cache and VM arenas. `--json` adds one JSON object as the
+//! last line of stdout (see [`BenchReport`]).
 
-use crate::cli_generate::{open_engine, LoadedEngine, ModelArgs};
+use crate::cli_generate::{open_engine_on, LoadedEngine, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::ThreadPool;
+use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The largest `--threads` accepted.
+const MAX_THREADS: usize = 1024;
 
 /// Arguments of `oxrelax bench`.
 #[derive(Args)]
@@ -22,8 +30,56 @@ pub struct BenchArgs {
     /// Measured runs (after one warm-up run); the median is reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Participants of the thread pool the kernels run on. Default: the process-wide
+    /// pool (the machine's cores, or OXRELAX_NUM_THREADS).
+    #[arg(long, value_name = "T")]
+    threads: Option<usize>,
+    /// Also print the figures as one JSON object on the last line of stdout.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     load: ModelArgs,
+}
+
+/// What `bench --json` prints: the run's plan, medians over the measured runs and the
+/// memory figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// The model path as given on the command line.
+    pub model: String,
+    /// `release` or `debug` (debug figures are not meaningful).
+    pub build: &'static str,
+    /// Participants of the pool the kernels ran on.
+    pub threads: usize,
+    /// Prompt tokens prefilled per run.
+    pub prompt: usize,
+    /// Tokens generated per run.
+    pub gen: usize,
+    /// Measured runs.
+    pub runs: usize,
+    /// Positions the KV cache holds.
+    pub context_window: usize,
+    /// Median prefill speed (prompt tokens per second).
+    pub prefill_tok_s: f64,
+    /// Median decode speed (decode steps per second).
+    pub decode_tok_s: f64,
+    /// Median time to first token in milliseconds.
+    pub ttft_ms: f64,
+    /// Peak resident set (VmHWM) in MiB; `null` where the OS does not report it.
+    pub peak_rss_mib: Option<f64>,
+    /// Bytes of the weight tensors the engine holds.
+    pub weights_bytes: usize,
+    /// Bytes the KV cache allocates (K and V of every layer at its capacity).
+    pub kv_cache_bytes: usize,
+    /// Bytes of the VM's arenas as allocated (one per function, sized by its memory plan).
+    pub arena_bytes: usize,
+}
+
+impl BenchReport {
+    /// The report as one JSON line (no newline).
+    pub fn json_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
 }
 
 /// A synthetic prompt: ids cycling through the vocabulary away from the first (special)
@@ -34,6 +90,29 @@ fn synthetic_prompt(len: usize, vocab: usize) -> Vec<u32> {
     (0..len)
         .map(|i| (start + (i * 7919) % span).min(vocab - 1) as u32)
         .collect()
+}
+
+/// An error unless `--prompt-len`, `--gen` and `--runs` are positive and a run's
+/// positions (`prompt + gen - 1`: the last token is not fed back) fit in `window`.
+fn check_sizes(prompt: usize, gen: usize, runs: usize, window: usize) -> CliResult<()> {
+    if prompt == 0 || gen == 0 || runs == 0 {
+        return Err("--prompt-len, --gen and --runs must be positive".into());
+    }
+    let Some(needed) = prompt.checked_add(gen - 1) else {
+        return Err(format!(
+            "--prompt-len {prompt} and --gen {gen} are too large (their sum overflows)"
+        )
+        .into());
+    };
+    if needed > window {
+        return Err(format!(
+            "--prompt-len {prompt} and --gen {gen} do not fit in the context window of \
+             {window} positions (a run needs prompt-len + gen - 1 <= {window}; \
+             --max-context raises the window up to the model's limit)"
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn one_run(engine: &mut Engine, prompt: &[u32], gen: usize) -> CliResult<GenerationStats> {
@@ -64,39 +143,165 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The pool `--threads` asks for, or the process-wide one.
+fn pool(threads: Option<usize>) -> CliResult<Arc<ThreadPool>> {
+    match threads {
+        None => Ok(ThreadPool::global()),
+        Some(t) if !(1..=MAX_THREADS).contains(&t) => {
+            Err(format!("bad --threads {t}: must be 1 to {MAX_THREADS}").into())
+        }
+        Some(t) => {
+            Ok(Arc::new(ThreadPool::new(t).map_err(|e| {
+                format!("cannot start a pool of {t} threads: {e}")
+            })?))
+        }
+    }
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
 /// Runs `oxrelax bench`.
 pub fn run(args: &BenchArgs) -> CliResult<()> {
-    if args.prompt_len == 0 || args.gen == 0 || args.runs == 0 {
-        return Err("--prompt-len, --gen and --runs must be positive".into());
-    }
-    let LoadedEngine { mut engine, .. } = open_engine(&args.dir, &args.load)?;
+    // Checked before loading, against the largest window there can be.
+    check_sizes(args.prompt_len, args.gen, args.runs, usize::MAX)?;
+    let pool = pool(args.threads)?;
+    let threads = pool.threads();
+    let LoadedEngine { mut engine, .. } = open_engine_on(&args.dir, &args.load, pool)?;
+    let window = engine.config().context_window;
+    check_sizes(args.prompt_len, args.gen, args.runs, window)?;
     let prompt = synthetic_prompt(args.prompt_len, engine.config().vocab_size);
-    engine.check_fits(args.prompt_len + args.gen - 1)?;
     one_run(&mut engine, &prompt, args.gen)?;
-    let mut runs = Vec::with_capacity(args.runs);
+    let mut runs = Vec::new();
     for _ in 0..args.runs {
         runs.push(one_run(&mut engine, &prompt, args.gen)?);
     }
-    let prefill = median(runs.iter().map(|s| s.prefill_tokens_per_s()).collect());
-    let decode = median(runs.iter().map(|s| s.decode_tokens_per_s()).collect());
-    let ttft = median(
-        runs.iter()
-            .map(|s| s.time_to_first_token.as_secs_f64() * 1e3)
-            .collect(),
-    );
-    println!(
-        "model {}: prompt {} tokens, generate {}, {} runs (median)",
-        args.dir.display(),
-        args.prompt_len,
-        args.gen,
-        args.runs
-    );
-    println!("prefill: {prefill:.1} tok/s");
-    println!("decode: {decode:.1} tok/s");
-    println!("time to first token: {ttft:.1} ms");
-    match peak_rss_kib() {
-        Some(kib) => println!("peak memory (VmHWM): {:.1} MiB", kib as f64 / 1024.0),
-        None => println!("peak memory: unavailable (no VmHWM in /proc/self/status)"),
+    let report = BenchReport {
+        model: args.dir.display().to_string(),
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        threads,
+        prompt: args.prompt_len,
+        gen: args.gen,
+        runs: args.runs,
+        context_window: window,
+        prefill_tok_s: median(runs.iter().map(|s| s.prefill_tokens_per_s()).collect()),
+        decode_tok_s: median(runs.iter().map(|s| s.decode_tokens_per_s()).collect()),
+        ttft_ms: median(
+            runs.iter()
+                .map(|s| s.time_to_first_token.as_secs_f64() * 1e3)
+                .collect(),
+        ),
+        peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
+        weights_bytes: engine.weights_bytes(),
+        kv_cache_bytes: engine.kv_cache_bytes()?,
+        arena_bytes: engine.arena_bytes(),
+    };
+    print_report(&report);
+    if args.json {
+        println!("{}", report.json_line());
     }
     Ok(())
+}
+
+/// The human-readable report.
+fn print_report(r: &BenchReport) {
+    println!(
+        "model {}: prompt {} tokens, generate {}, {} runs (median), threads {}",
+        r.model, r.prompt, r.gen, r.runs, r.threads
+    );
+    println!("prefill: {:.1} tok/s", r.prefill_tok_s);
+    println!("decode: {:.1} tok/s", r.decode_tok_s);
+    println!("time to first token: {:.1} ms", r.ttft_ms);
+    match r.peak_rss_mib {
+        Some(mib) => println!("peak memory (VmHWM): {mib:.1} MiB"),
+        None => println!("peak memory: unavailable (no VmHWM in /proc/self/status)"),
+    }
+    println!(
+        "allocated: weights {:.1} MiB, KV cache {:.1} MiB ({} positions), VM arenas {:.1} MiB",
+        mib(r.weights_bytes),
+        mib(r.kv_cache_bytes),
+        r.context_window,
+        mib(r.arena_bytes)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_line_has_every_field() {
+        let report = BenchReport {
+            model: "models/x".into(),
+            build: "release",
+            threads: 2,
+            prompt: 4,
+            gen: 2,
+            runs: 1,
+            context_window: 64,
+            prefill_tok_s: 10.5,
+            decode_tok_s: 20.0,
+            ttft_ms: 1.5,
+            peak_rss_mib: None,
+            weights_bytes: 100,
+            kv_cache_bytes: 200,
+            arena_bytes: 300,
+        };
+        let line = report.json_line();
+        assert!(!line.contains('\n'));
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let object = json.as_object().unwrap();
+        for key in [
+            "model",
+            "build",
+            "threads",
+            "prompt",
+            "gen",
+            "runs",
+            "context_window",
+            "prefill_tok_s",
+            "decode_tok_s",
+            "ttft_ms",
+            "peak_rss_mib",
+            "weights_bytes",
+            "kv_cache_bytes",
+            "arena_bytes",
+        ] {
+            assert!(object.contains_key(key), "{key} missing in {line}");
+        }
+        assert_eq!(object.len(), 14, "{line}");
+        assert_eq!(json["model"], "models/x");
+        assert_eq!(json["threads"], 2);
+        assert_eq!(json["prefill_tok_s"], 10.5);
+        assert!(json["peak_rss_mib"].is_null());
+        assert_eq!(json["arena_bytes"], 300);
+    }
+
+    #[test]
+    fn sizes_must_be_positive_and_fit_the_window() {
+        assert!(check_sizes(4, 2, 1, 5).is_ok());
+        let err = check_sizes(4, 3, 1, 5).unwrap_err().to_string();
+        assert!(err.contains("context window of 5 positions"), "{err}");
+        let err = check_sizes(1_000_000_000_000, 64, 1, 2048).unwrap_err();
+        assert!(err.to_string().contains("do not fit"), "{err}");
+        for (prompt, gen) in [(usize::MAX, 2), (2, usize::MAX)] {
+            let err = check_sizes(prompt, gen, 1, usize::MAX).unwrap_err();
+            assert!(err.to_string().contains("too large"), "{err}");
+        }
+        assert!(check_sizes(0, 1, 1, 5).is_err());
+        assert!(check_sizes(1, 0, 1, 5).is_err());
+        assert!(check_sizes(1, 1, 0, 5).is_err());
+    }
+
+    #[test]
+    fn bad_thread_counts_are_errors() {
+        assert!(pool(Some(0)).is_err());
+        assert!(pool(Some(MAX_THREADS + 1)).is_err());
+        assert_eq!(pool(Some(3)).unwrap().threads(), 3);
+    }
 }

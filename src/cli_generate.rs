@@ -5,10 +5,15 @@
 use clap::{ArgGroup, Args};
 use oxrelax::model::{load, LoadOptions};
 use oxrelax_runtime::chat::{Message, Tokenizer};
-use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Generation, Step};
+use oxrelax_runtime::engine::{
+    Engine, EngineConfig, GenerateOptions, Generation, Step, StopReason,
+};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::ThreadPool;
+use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -83,6 +88,10 @@ pub struct GenerateArgs {
     /// [G-1, vocab] to this safetensors file.
     #[arg(long)]
     dump_logits: Option<PathBuf>,
+    /// Print one JSON object (text, ids, stop reason, stats) as the only line of stdout
+    /// instead of streaming the text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
@@ -116,9 +125,19 @@ pub struct LoadedEngine {
     pub tokenizer: Option<Tokenizer>,
 }
 
-/// Loads (compiles) the model at `dir` and builds an engine over it. EOS ids come from
+/// Loads (compiles) the model at `dir` and builds an engine over it whose kernels run on
+/// the process-wide pool ([`ThreadPool::global`]). EOS ids come from
 /// `generation_config.json`, `config.json` and the tokenizer.
 pub fn open_engine(dir: &Path, args: &ModelArgs) -> CliResult<LoadedEngine> {
+    open_engine_on(dir, args, ThreadPool::global())
+}
+
+/// [`open_engine`] with the kernels' parallel loops launched on `pool`.
+pub fn open_engine_on(
+    dir: &Path,
+    args: &ModelArgs,
+    pool: Arc<ThreadPool>,
+) -> CliResult<LoadedEngine> {
     let options = LoadOptions {
         max_context: args.max_context,
         prefill_chunk: args.prefill_chunk,
@@ -141,7 +160,8 @@ pub fn open_engine(dir: &Path, args: &ModelArgs) -> CliResult<LoadedEngine> {
         vocab_size: usize::try_from(model.config.vocab_size)?,
         eos_ids,
     };
-    let engine = Engine::new(model.built.vm, model.weights, config)?;
+    let vm = model.built.vm.with_thread_pool(pool);
+    let engine = Engine::new(vm, model.weights, config)?;
     Ok(LoadedEngine { engine, tokenizer })
 }
 
@@ -165,7 +185,73 @@ fn prompt_ids(args: &GenerateArgs, tokenizer: Option<&Tokenizer>) -> CliResult<V
     Ok(tokenizer.encode(text, true)?)
 }
 
-/// Runs `oxrelax generate`.
+/// The short word `generate --json` reports for why generation ended: `eos`, `length`
+/// (the token budget, also when it is 0), `context_full` or `stopped` (the output was
+/// closed).
+pub fn stop_word(stop: Option<StopReason>) -> &'static str {
+    match stop {
+        Some(StopReason::Eos) => "eos",
+        Some(StopReason::Length) | None => "length",
+        Some(StopReason::ContextFull) => "context_full",
+        Some(StopReason::Callback) => "stopped",
+    }
+}
+
+/// What `generate --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GenerateReport {
+    /// The generated text (EOS not rendered); without a tokenizer, the ids separated by
+    /// spaces.
+    pub text: String,
+    /// The generated ids (an EOS id that ended generation included).
+    pub ids: Vec<u32>,
+    /// Why generation ended ([`stop_word`]).
+    pub stop_reason: &'static str,
+    /// Timing.
+    pub stats: StatsReport,
+}
+
+/// The timing part of [`GenerateReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatsReport {
+    /// Prompt tokens prefilled.
+    pub prefill_tokens: usize,
+    /// Prompt tokens per second.
+    pub prefill_tok_s: f64,
+    /// Decode steps run (one fewer than the tokens generated).
+    pub decode_tokens: usize,
+    /// Decode steps per second.
+    pub decode_tok_s: f64,
+    /// Time to first token in milliseconds.
+    pub ttft_ms: f64,
+}
+
+impl GenerateReport {
+    /// The report of `generation`, whose text is `text`.
+    pub fn new(text: String, generation: &Generation) -> GenerateReport {
+        let stats = &generation.stats;
+        GenerateReport {
+            text,
+            ids: generation.ids.clone(),
+            stop_reason: stop_word(generation.stop),
+            stats: StatsReport {
+                prefill_tokens: stats.prefill_tokens,
+                prefill_tok_s: stats.prefill_tokens_per_s(),
+                decode_tokens: stats.decode_tokens,
+                decode_tok_s: stats.decode_tokens_per_s(),
+                ttft_ms: stats.time_to_first_token.as_secs_f64() * 1e3,
+            },
+        }
+    }
+
+    /// The report as one JSON line (no newline).
+    pub fn json_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// Runs `oxrelax generate`: streams the text to stdout, or with `--json` prints only
+/// the JSON line.
 pub fn run(args: &GenerateArgs) -> CliResult<()> {
     let LoadedEngine {
         mut engine,
@@ -182,28 +268,45 @@ pub fn run(args: &GenerateArgs) -> CliResult<()> {
     let mut detokenizer = tokenizer
         .as_ref()
         .map(|t| oxrelax_runtime::Detokenizer::with_context(t, &prompt, true));
+    // With --json the text is kept for the JSON line instead of being streamed.
+    let mut text = String::new();
     let generation = engine.generate(&prompt, options, &mut sampler, |token| {
-        let text = match detokenizer.as_mut() {
+        let piece = match detokenizer.as_mut() {
             Some(detokenizer) if !token.is_eos => detokenizer.push(token.id)?,
             Some(_) => None,
             None => Some(format!("{} ", token.id)),
         };
-        if let Some(text) = text {
-            // A closed stdout (`| head`) ends generation rather than failing it.
-            if stdout
-                .write_all(text.as_bytes())
+        if let Some(piece) = piece {
+            if args.json {
+                text.push_str(&piece);
+            } else if stdout
+                .write_all(piece.as_bytes())
                 .and_then(|()| stdout.flush())
                 .is_err()
             {
+                // A closed stdout (`| head`) ends generation rather than failing it.
                 return Ok(Step::Stop);
             }
         }
         Ok(Step::Continue)
     })?;
-    if let Some(detokenizer) = detokenizer.as_mut() {
-        write!(stdout, "{}", detokenizer.finish()?)?;
+    let rest = match detokenizer.as_mut() {
+        Some(detokenizer) => detokenizer.finish()?,
+        None => String::new(),
+    };
+    if args.json {
+        text.push_str(&rest);
+        if detokenizer.is_none() {
+            text.truncate(text.trim_end().len());
+        }
+        writeln!(
+            stdout,
+            "{}",
+            GenerateReport::new(text, &generation).json_line()
+        )?;
+    } else {
+        writeln!(stdout, "{rest}")?;
     }
-    writeln!(stdout)?;
     eprintln!(
         "{} tokens generated (stop: {}); {}",
         generation.ids.len(),
@@ -259,4 +362,74 @@ fn dump_logits(path: &Path, generation: &Generation) -> CliResult<()> {
     safetensors::serialize_to_file(tensors, None, path)
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxrelax_runtime::engine::GenerationStats;
+    use std::time::Duration;
+
+    fn sorted_keys(json: &serde_json::Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn the_json_line_has_text_ids_stop_reason_and_stats() {
+        let generation = Generation {
+            ids: vec![5, 7, 2],
+            stop: Some(StopReason::Eos),
+            stats: GenerationStats {
+                prefill_tokens: 4,
+                prefill_time: Duration::from_millis(2),
+                decode_tokens: 2,
+                decode_time: Duration::from_millis(4),
+                time_to_first_token: Duration::from_millis(3),
+            },
+            ..Generation::default()
+        };
+        let line = GenerateReport::new("a \"quoted\"\nline".into(), &generation).json_line();
+        assert!(!line.contains('\n'), "{line}");
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(sorted_keys(&json), ["ids", "stats", "stop_reason", "text"]);
+        assert_eq!(json["text"], "a \"quoted\"\nline");
+        assert_eq!(json["ids"], serde_json::json!([5, 7, 2]));
+        assert_eq!(json["stop_reason"], "eos");
+        let stats = &json["stats"];
+        assert_eq!(
+            sorted_keys(stats),
+            [
+                "decode_tok_s",
+                "decode_tokens",
+                "prefill_tok_s",
+                "prefill_tokens",
+                "ttft_ms"
+            ]
+        );
+        assert_eq!(stats["prefill_tokens"], 4);
+        assert_eq!(stats["prefill_tok_s"], 2000.0);
+        assert_eq!(stats["decode_tok_s"], 500.0);
+        assert_eq!(stats["ttft_ms"], 3.0);
+    }
+
+    #[test]
+    fn stop_reasons_are_short_words() {
+        let words = [
+            (Some(StopReason::Eos), "eos"),
+            (Some(StopReason::Length), "length"),
+            (Some(StopReason::ContextFull), "context_full"),
+            (Some(StopReason::Callback), "stopped"),
+            (None, "length"),
+        ];
+        for (stop, word) in words {
+            assert_eq!(stop_word(stop), word);
+        }
+    }
 }

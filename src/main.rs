@@ -37,8 +37,9 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
-    /// Time the compiled matmul, softmax and rms_norm kernels (f32, symbolic token
-    /// count) next to a memory-bandwidth probe, the documented fp32 peak and numpy.
+    /// Time the compiled matmul, softmax and rms_norm kernels and a decode GEMV on cold
+    /// weights (f32, symbolic token count) next to a memory-bandwidth probe, the
+    /// documented fp32 peak and numpy; `--json` adds one JSON line of rows.
     BenchKernel(oxrelax::bench::BenchArgs),
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.

@@ -47,6 +47,10 @@ fn bench_kernel_prints_a_line_per_kernel_with_positive_figures() {
         "2",
         "--probe-mib",
         "4",
+        "--cold-gemv",
+        "1x16x8",
+        "--cold-mib",
+        "1",
     ]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(

@@ -1,7 +1,7 @@
 //! The command-line arguments of `bench-kernel`, their defaults and their checks.
 
 use super::membw::PROBE_BYTES;
-use super::spec::{KernelSpec, MatmulShape, RowShape, MAX_DIM};
+use super::spec::{ColdGemv, KernelSpec, MatmulShape, RowShape, MAX_DIM};
 use super::timing::RunPlan;
 use super::BenchError;
 use oxrelax_runtime::ThreadPool;
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 /// The matmul shapes (`MxNxK`) benchmarked by default: decode (M = 1) and prefill
 /// (M = 128, 512) against the projections of a TinyLlama-sized model (hidden 2048,
-/// MLP 5632).
-pub const DEFAULT_MATMULS: [MatmulShape; 4] = [
+/// MLP 5632), and the square SGEMM 2048^3.
+pub const DEFAULT_MATMULS: [MatmulShape; 5] = [
     MatmulShape {
         m: 1,
         n: 2048,
@@ -31,7 +31,23 @@ pub const DEFAULT_MATMULS: [MatmulShape; 4] = [
         n: 5632,
         k: 2048,
     },
+    MatmulShape {
+        m: 2048,
+        n: 2048,
+        k: 2048,
+    },
 ];
+
+/// The cold GEMV shape benchmarked by default: a decode step through TinyLlama's MLP
+/// up-projection.
+pub const DEFAULT_COLD_GEMV: MatmulShape = MatmulShape {
+    m: 1,
+    n: 5632,
+    k: 2048,
+};
+
+/// The cold GEMV's ring size by default in MiB: well over this machine kind's 32 MiB L3.
+pub const DEFAULT_COLD_MIB: usize = 256;
 
 /// The row counts of the row-wise kernels benchmarked by default.
 pub const DEFAULT_ROWS: [usize; 2] = [1, 128];
@@ -43,7 +59,7 @@ pub const DEFAULT_COLS: usize = 4096;
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Matmul shapes `MxNxK` ([M, K] x [K, N]; M is the symbolic token count).
-    /// Default: 1x2048x2048 1x5632x2048 128x2048x2048 512x5632x2048.
+    /// Default: 1x2048x2048 1x5632x2048 128x2048x2048 512x5632x2048 2048x2048x2048.
     #[arg(long, num_args = 1.., value_name = "MxNxK")]
     pub matmul: Vec<String>,
     /// Rows of the softmax and rms_norm inputs (the symbolic token count). Default: 1 128.
@@ -68,6 +84,17 @@ pub struct BenchArgs {
     /// Size of the memory-bandwidth probe's buffer in MiB.
     #[arg(long, value_name = "MIB", default_value_t = PROBE_BYTES >> 20)]
     pub probe_mib: usize,
+    /// Shape `MxNxK` of the cold GEMV: a matmul whose runs each read the next weight
+    /// matrix of a ring larger than the caches (numpy runs the same ring).
+    #[arg(long, value_name = "MxNxK", default_value_t = DEFAULT_COLD_GEMV.to_string())]
+    pub cold_gemv: String,
+    /// Total size of the cold GEMV's weight ring in MiB (at least 2 matrices); 0 skips
+    /// the cold GEMV.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_COLD_MIB)]
+    pub cold_mib: usize,
+    /// Also print the results as a JSON array (one object per kernel) on the last line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// [`BenchArgs`] checked: what to run and how.
@@ -81,6 +108,8 @@ pub struct BenchPlan {
     pub runs: RunPlan,
     /// Bytes of the bandwidth probe.
     pub probe_bytes: usize,
+    /// Whether to print the JSON rows last.
+    pub json: bool,
 }
 
 impl BenchArgs {
@@ -117,10 +146,27 @@ impl BenchArgs {
                 reason: "must be a positive number of seconds",
             })?;
         let probe_mib = check_range("--probe-mib", self.probe_mib, 1, 1 << 16)?;
+        let cold = match check_range("--cold-mib", self.cold_mib, 0, 1 << 16)? {
+            0 => None,
+            mib => {
+                let shape = self.cold_gemv.parse::<MatmulShape>().map_err(|e| match e {
+                    BenchError::BadMatmulShape { value, reason, .. } => {
+                        BenchError::BadMatmulShape {
+                            flag: "--cold-gemv",
+                            value,
+                            reason,
+                        }
+                    }
+                    other => other,
+                })?;
+                Some(ColdGemv::with_ring_bytes(shape, mib << 20))
+            }
+        };
         let row_specs = rows.iter().map(|&rows| RowShape { rows, cols });
         let kernels = matmuls
             .into_iter()
             .map(KernelSpec::Matmul)
+            .chain(cold.map(KernelSpec::GemvCold))
             .chain(row_specs.clone().map(KernelSpec::Softmax))
             .chain(row_specs.map(KernelSpec::RmsNorm))
             .collect();
@@ -133,6 +179,7 @@ impl BenchArgs {
                 budget,
             },
             probe_bytes: probe_mib << 20,
+            json: self.json,
         })
     }
 }

@@ -7,9 +7,11 @@ use oxrelax_dsl::op::InferError;
 /// A benchmark error; every variant names the command-line value or the kernel involved.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    /// A `--matmul` value is not `MxNxK`.
-    #[error("bad --matmul shape `{value}`: {reason} (expected MxNxK, three positive integers separated by `x`, e.g. 128x2048x2048)")]
+    /// A `--matmul` (or `--cold-gemv`) value is not `MxNxK`.
+    #[error("bad {flag} shape `{value}`: {reason} (expected MxNxK, three positive integers separated by `x`, e.g. 128x2048x2048)")]
     BadMatmulShape {
+        /// The option (`--matmul` or `--cold-gemv`).
+        flag: &'static str,
         /// The value as given.
         value: String,
         /// What is wrong with it.

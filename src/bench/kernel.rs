@@ -22,6 +22,11 @@ pub struct BenchKernel {
     /// One buffer per parameter: inputs, then outputs.
     buffers: Vec<HostBuffer>,
     num_inputs: usize,
+    /// A cold GEMV's other weight matrices: run `i` reads copy `i % (ring.len() + 1)`,
+    /// copy 0 being the weight in `buffers`.
+    ring: Vec<HostBuffer>,
+    /// Runs so far (picks the ring copy).
+    calls: usize,
     /// The values of the function's symbolic dims, in order.
     dims: Vec<i64>,
 }
@@ -57,12 +62,18 @@ impl BenchKernel {
         let bindings: SymBindings = [("n".to_string(), dim_i64(spec.tokens()))].into();
         let dims = bind_dims(&spec, &func, &bindings)?;
         let buffers = allocate(&spec, &func, &bindings)?;
+        let ring = match spec {
+            KernelSpec::GemvCold(cold) => weight_ring(&spec, &func, &buffers, cold.ring)?,
+            _ => Vec::new(),
+        };
         Ok(BenchKernel {
             spec,
             _library: library,
             kernel,
             buffers,
             num_inputs: func.inputs().len(),
+            ring,
+            calls: 0,
             dims,
         })
     }
@@ -72,15 +83,22 @@ impl BenchKernel {
         &self.spec
     }
 
-    /// Runs the kernel once on its buffers, launching parallel loops on `env`'s pool.
+    /// Runs the kernel once on its buffers, launching parallel loops on `env`'s pool. A
+    /// cold GEMV reads the next weight matrix of its ring each time.
     pub fn run(&mut self, env: &RuntimeEnv) -> Result<(), BenchError> {
-        let args: Vec<*mut u8> = self
+        let copy = self.calls % (self.ring.len() + 1);
+        self.calls = self.calls.wrapping_add(1);
+        let mut args: Vec<*mut u8> = self
             .buffers
             .iter_mut()
             .map(HostBuffer::as_mut_ptr)
             .collect();
+        if copy > 0 {
+            args[WEIGHT_INPUT] = self.ring[copy - 1].as_mut_ptr();
+        }
         // SAFETY: `kernel` was compiled from the function whose parameters `buffers`
-        // were allocated for: one dense f32 buffer per parameter, in order, each holding
+        // were allocated for (a ring copy has the size of the weight it stands in for):
+        // one dense f32 buffer per parameter, in order, each holding
         // exactly the parameter's shape with `n` bound to the value in `dims`, which has
         // one entry per symbolic dim of the function; `env` is a live RuntimeEnv that
         // outlives the call, and no other reference to the buffers exists during it.
@@ -107,10 +125,61 @@ impl BenchKernel {
         self.buffers.get(self.num_inputs).map(HostBuffer::as_slice)
     }
 
-    /// Bytes of all inputs and outputs (what one run reads and writes at least once).
+    /// Bytes of all inputs and outputs (what one run reads and writes at least once; one
+    /// weight matrix of a ring).
     pub fn bytes(&self) -> usize {
         self.buffers.iter().map(HostBuffer::bytes).sum()
     }
+
+    /// Weight matrices a run may read: the ring's size for a cold GEMV, else 1.
+    pub fn ring_len(&self) -> usize {
+        self.ring.len() + 1
+    }
+
+    /// The weight matrix run `call` (counting from 0) reads, for a cold GEMV.
+    pub fn ring_weight(&self, call: usize) -> Option<&[f32]> {
+        match call % self.ring_len() {
+            0 => self.input(WEIGHT_INPUT),
+            copy => self.ring.get(copy - 1).map(HostBuffer::as_slice),
+        }
+    }
+}
+
+/// The input that holds the weight of a matmul (`matmul(x, w)`).
+const WEIGHT_INPUT: usize = 1;
+
+/// `ring - 1` more weight matrices like the weight input of a cold GEMV, each filled
+/// with its own pseudo-random values (so every one occupies its own memory).
+fn weight_ring(
+    spec: &KernelSpec,
+    func: &PrimFunc,
+    buffers: &[HostBuffer],
+    ring: usize,
+) -> Result<Vec<HostBuffer>, BenchError> {
+    let shape = spec.matmul_shape();
+    let weight = buffers
+        .get(WEIGHT_INPUT)
+        .filter(|_| func.inputs().len() == 2)
+        .filter(|w| shape.is_some_and(|s| w.bytes() == s.weight_bytes()))
+        .ok_or_else(|| {
+            unsupported(
+                spec,
+                "a matmul whose second input is not the [K, N] weight".into(),
+            )
+        })?;
+    let elements = weight.as_slice().len();
+    (1..ring.max(1))
+        .map(|copy| {
+            let mut buffer = HostBuffer::zeroed(elements).map_err(|_| BenchError::Alloc {
+                kernel: spec.name(),
+                shape: spec.shape(),
+                buffer: format!("weight ring copy {copy}"),
+                elements,
+            })?;
+            buffer.fill_random(1000 + copy as u64);
+            Ok(buffer)
+        })
+        .collect()
 }
 
 fn unsupported(spec: &KernelSpec, what: String) -> BenchError {

@@ -1,6 +1,7 @@
 //! `oxrelax bench-kernel`: times what the compiler emits today for the hot kernels of an
-//! LLM (matmul, softmax, rms_norm) with a dynamic token count, next to reference figures
-//! (measured memory bandwidth, documented fp32 peak, numpy's matmul when available).
+//! LLM (matmul, softmax, rms_norm, and a decode GEMV on cold weights) with a dynamic token
+//! count, next to reference figures (measured memory bandwidth, documented fp32 peak,
+//! numpy's matmul when available). `--json` adds the results as one JSON line.
 //!
 //! Each kernel is built as the front end builds it: an op call on f32 tensors whose
 //! leading dim is the symbolic `n`, legalized, given the default schedule and compiled
@@ -19,13 +20,16 @@ mod spec;
 mod tests;
 mod timing;
 
-pub use args::{BenchArgs, BenchPlan, DEFAULT_COLS, DEFAULT_MATMULS, DEFAULT_ROWS};
+pub use args::{
+    BenchArgs, BenchPlan, DEFAULT_COLD_GEMV, DEFAULT_COLD_MIB, DEFAULT_COLS, DEFAULT_MATMULS,
+    DEFAULT_ROWS,
+};
 pub use error::BenchError;
 pub use kernel::BenchKernel;
 pub use membw::{probe, Bandwidth, PROBE_BYTES};
-pub use peer::{measure_numpy, Peer};
-pub use report::{KernelResult, DOCUMENTED_PEAK_GFLOPS};
-pub use spec::{KernelSpec, MatmulShape, RowShape, MAX_DIM, N_BOUND};
+pub use peer::{measure_numpy, with_peer, Peer};
+pub use report::{json_line, json_rows, JsonRow, KernelResult, DOCUMENTED_PEAK_GFLOPS};
+pub use spec::{ColdGemv, KernelSpec, MatmulShape, RowShape, MAX_DIM, N_BOUND};
 pub use timing::{measure, measure_with, RunPlan, Timing};
 
 use oxrelax_runtime::{RuntimeEnv, ThreadPool};
@@ -33,7 +37,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 /// Runs `bench-kernel` with `args` and writes the report to `out` (flushed line by line
-/// as results come in).
+/// as results come in); with `--json`, the JSON rows last, on one line.
 pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), BenchError> {
     let plan = args.plan()?;
     let pool = ThreadPool::new(plan.threads).map_err(|source| BenchError::Pool {
@@ -44,6 +48,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), BenchError> {
     report::header(out, &plan.runs, plan.threads)?;
     let bandwidth = probe(&pool, plan.probe_bytes)?;
     report::bandwidth(out, &bandwidth, plan.probe_bytes)?;
+    report::cold_note(out, &plan.kernels)?;
     report::table_header(out)?;
     out.flush()?;
     let env = RuntimeEnv::new(pool);
@@ -55,17 +60,16 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), BenchError> {
         results.push(result);
     }
     report::best(out, &results)?;
-    let shapes: Vec<MatmulShape> = plan
-        .kernels
-        .iter()
-        .filter_map(|k| match k {
-            KernelSpec::Matmul(shape) => Some(*shape),
-            _ => None,
-        })
-        .collect();
-    if !shapes.is_empty() {
-        let peer = measure_numpy(&shapes, &plan.runs, plan.threads);
+    let peer = if with_peer(&plan.kernels).is_empty() {
+        Peer::Unavailable
+    } else {
+        let peer = measure_numpy(&plan.kernels, &plan.runs, plan.threads);
         report::peer(out, &peer, &results, plan.threads)?;
+        peer
+    };
+    if plan.json {
+        let rows = json_rows(&results, &peer, plan.threads);
+        writeln!(out, "{}", json_line(&rows))?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
-//! The peer GEMM figure: `numpy.matmul` on the same shapes, timed in a Python subprocess
-//! with the same run plan and thread count.
+//! The peer GEMM figure: `numpy.matmul` on the same shapes (and, for the cold GEMV, the
+//! same ring of weight matrices), timed in a Python subprocess with the same run plan and
+//! thread count.
 
-use super::spec::MatmulShape;
+use super::spec::{KernelSpec, MatmulShape};
 use super::timing::{RunPlan, Timing};
 use serde::Deserialize;
 use std::process::{Command, Stdio};
@@ -10,8 +11,10 @@ use std::time::Duration;
 /// The Python interpreter that runs the peer.
 const PYTHON: &str = "python3";
 
-/// Times `numpy.matmul(a, b, out=c)` per shape with the plan in `argv[1]` (JSON) and
-/// prints `{"numpy": version, "results": [{"shape": [m, n, k], "times": [s, ...]}]}`.
+/// Times `numpy.matmul(a, b, out=c)` per entry of the plan in `argv[1]` (JSON), where
+/// `b` cycles through `ring` distinct weight matrices (one: always the same), and prints
+/// `{"numpy": version, "results": [{"shape": [m, n, k], "ring": r, "times": [s, ...]}]}`
+/// in the order asked.
 const SCRIPT: &str = r#"
 import json, sys, time
 import numpy as np
@@ -30,14 +33,25 @@ def timed(run, count, budget):
         spent += times[-1]
     return times
 
+def uniform(shape):
+    x = rng.random(shape, dtype=np.float32)
+    x *= 2
+    x -= 1
+    return x
+
 results = []
-for m, n, k in cfg["shapes"]:
-    a = rng.random((m, k), dtype=np.float32) * 2 - 1
-    b = rng.random((k, n), dtype=np.float32) * 2 - 1
+for (m, n, k), ring in zip(cfg["shapes"], cfg["rings"]):
+    a = uniform((m, k))
+    bs = [uniform((k, n)) for _ in range(ring)]
     c = np.empty((m, n), dtype=np.float32)
-    run = lambda: np.matmul(a, b, out=c)
+    calls = [0]
+    def run():
+        b = bs[calls[0] % ring]
+        calls[0] += 1
+        np.matmul(a, b, out=c)
     timed(run, cfg["warmup"], cfg["budget"] / 2)
-    results.append({"shape": [m, n, k], "times": timed(run, cfg["runs"], cfg["budget"])})
+    results.append({"shape": [m, n, k], "ring": ring, "times": timed(run, cfg["runs"], cfg["budget"])})
+    del a, bs, c
 print(json.dumps({"numpy": np.__version__, "results": results}))
 "#;
 
@@ -51,12 +65,12 @@ pub enum Peer {
     Unavailable,
     /// numpy is there but the timing script failed.
     Failed(String),
-    /// The timings, per shape in the order asked.
+    /// The timings, per kernel in the order asked.
     Measured {
         /// numpy's version.
         numpy: String,
-        /// One timing per shape.
-        timings: Vec<(MatmulShape, Timing)>,
+        /// One timing per kernel with a peer (matmul and cold GEMV).
+        timings: Vec<(KernelSpec, Timing)>,
     },
 }
 
@@ -69,11 +83,23 @@ struct Report {
 #[derive(Deserialize)]
 struct ShapeResult {
     shape: [usize; 3],
+    ring: usize,
     times: Vec<f64>,
 }
 
-/// Times numpy's matmul on `shapes` with `plan`, with BLAS limited to `threads`.
-pub fn measure_numpy(shapes: &[MatmulShape], plan: &RunPlan, threads: usize) -> Peer {
+/// The kernels of `specs` numpy has a peer for: matmuls and cold GEMVs, in order.
+pub fn with_peer(specs: &[KernelSpec]) -> Vec<KernelSpec> {
+    specs
+        .iter()
+        .filter(|s| s.matmul_shape().is_some())
+        .copied()
+        .collect()
+}
+
+/// Times numpy's matmul on the matmuls and cold GEMVs of `specs` (same shapes, same
+/// weight ring size) with `plan`, with BLAS limited to `threads`.
+pub fn measure_numpy(specs: &[KernelSpec], plan: &RunPlan, threads: usize) -> Peer {
+    let specs = with_peer(specs);
     let has_numpy = Command::new(PYTHON)
         .args(["-c", "import numpy"])
         .stdin(Stdio::null())
@@ -84,17 +110,20 @@ pub fn measure_numpy(shapes: &[MatmulShape], plan: &RunPlan, threads: usize) -> 
     if !has_numpy {
         return Peer::Unavailable;
     }
-    match run_script(shapes, plan, threads) {
+    match run_script(&specs, plan, threads) {
         Ok((numpy, timings)) => Peer::Measured { numpy, timings },
         Err(message) => Peer::Failed(message),
     }
 }
 
-type Measured = (String, Vec<(MatmulShape, Timing)>);
+type Measured = (String, Vec<(KernelSpec, Timing)>);
 
-fn run_script(shapes: &[MatmulShape], plan: &RunPlan, threads: usize) -> Result<Measured, String> {
+fn run_script(specs: &[KernelSpec], plan: &RunPlan, threads: usize) -> Result<Measured, String> {
+    let shapes: Vec<MatmulShape> = specs.iter().filter_map(KernelSpec::matmul_shape).collect();
+    let rings: Vec<usize> = specs.iter().filter_map(KernelSpec::ring).collect();
     let config = serde_json::json!({
         "shapes": shapes.iter().map(|s| [s.m, s.n, s.k]).collect::<Vec<_>>(),
+        "rings": rings,
         "warmup": plan.warmup,
         "runs": plan.runs,
         "budget": plan.budget.as_secs_f64(),
@@ -115,23 +144,43 @@ fn run_script(shapes: &[MatmulShape], plan: &RunPlan, threads: usize) -> Result<
     }
     let report: Report = serde_json::from_slice(&output.stdout)
         .map_err(|e| format!("unreadable output of the numpy script: {e}"))?;
-    let timings = shapes
+    if report.results.len() != specs.len() {
+        return Err(format!(
+            "the numpy script timed {} kernels of {}",
+            report.results.len(),
+            specs.len()
+        ));
+    }
+    specs
         .iter()
-        .map(|&shape| {
-            let result = report
-                .results
-                .iter()
-                .find(|r| r.shape == [shape.m, shape.n, shape.k])
-                .ok_or_else(|| format!("the numpy script did not time {shape}"))?;
+        .zip(&report.results)
+        .map(|(&spec, result)| {
+            let shape = spec
+                .matmul_shape()
+                .unwrap_or(MatmulShape { m: 0, n: 0, k: 0 });
+            if result.shape != [shape.m, shape.n, shape.k] || Some(result.ring) != spec.ring() {
+                return Err(format!(
+                    "the numpy script timed {:?} ring {} instead of {} {}",
+                    result.shape,
+                    result.ring,
+                    spec.name(),
+                    spec.shape()
+                ));
+            }
             let times = result
                 .times
                 .iter()
                 .map(|&t| Duration::try_from_secs_f64(t).map_err(|e| format!("time {t}: {e}")))
                 .collect::<Result<Vec<_>, _>>()?;
-            let timing = Timing::from_times(times, plan.runs)
-                .ok_or_else(|| format!("the numpy script timed {shape} 0 times"))?;
-            Ok((shape, timing))
+            let timing = Timing::from_times(times, plan.runs).ok_or_else(|| {
+                format!(
+                    "the numpy script timed {} {} 0 times",
+                    spec.name(),
+                    spec.shape()
+                )
+            })?;
+            Ok((spec, timing))
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok((report.numpy, timings))
+        .collect::<Result<Vec<_>, String>>()
+        .map(|timings| (report.numpy, timings))
 }

@@ -4,6 +4,7 @@ use super::membw::Bandwidth;
 use super::peer::Peer;
 use super::spec::KernelSpec;
 use super::timing::{RunPlan, Timing};
+use serde::Serialize;
 use std::io::{self, Write};
 
 /// The fp32 FMA peak of this machine kind with 128-bit vectors (GFLOP/s), as DESIGN.md
@@ -129,8 +130,27 @@ pub fn best(out: &mut dyn Write, results: &[KernelResult]) -> io::Result<()> {
     }
 }
 
-/// The peer block: numpy's times on the matmul shapes and our speed relative to them
-/// (`ours/peer` = peer median / our median; above 1 means oxrelax is faster).
+/// The cold GEMV note: what its runs read.
+pub fn cold_note(out: &mut dyn Write, kernels: &[KernelSpec]) -> io::Result<()> {
+    for spec in kernels {
+        if let KernelSpec::GemvCold(cold) = spec {
+            writeln!(
+                out,
+                "gemv_cold {}: each run reads the next of {} distinct [K, N] weight matrices, \
+                 {} MiB in all (--cold-mib; the default 256 MiB is well over the caches); \
+                 numpy cycles through a ring of the same size",
+                cold.shape,
+                cold.ring,
+                significant(cold.ring_bytes() as f64 / (1u64 << 20) as f64)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The peer block: numpy's times on the matmul and cold GEMV shapes and our speed
+/// relative to them (`ours/peer` = peer median / our median; above 1 means oxrelax is
+/// faster).
 pub fn peer(
     out: &mut dyn Write,
     peer: &Peer,
@@ -144,21 +164,21 @@ pub fn peer(
     };
     writeln!(
         out,
-        "peer: numpy {numpy} matmul, BLAS threads {threads}, same shapes and plan \
-         (ours/peer = peer median / our median)"
+        "peer: numpy {numpy} matmul, BLAS threads {threads}, same shapes, weight rings and \
+         plan (ours/peer = peer median / our median)"
     )?;
-    for (shape, timing) in timings {
-        let spec = KernelSpec::Matmul(*shape);
+    for (spec, timing) in timings {
         let seconds = timing.median.as_secs_f64();
         let ratio = ours
             .iter()
-            .find(|r| r.spec == spec)
+            .find(|r| r.spec == *spec)
             .map_or_else(String::new, |r| {
                 format!("{}x", significant(seconds / r.timing.median.as_secs_f64()))
             });
         writeln!(
             out,
-            "peer      {:<15} {:>7} {:>5} {:>11} {:>11} {:>9}  ours/peer {ratio}",
+            "peer {:<9} {:<15} {:>7} {:>5} {:>11} {:>11} {:>9}  ours/peer {ratio}",
+            spec.name(),
             spec.shape(),
             threads,
             runs_cell(timing),
@@ -168,6 +188,74 @@ pub fn peer(
         )?;
     }
     Ok(())
+}
+
+/// One row of `bench-kernel --json`: a kernel's figures from its median, and numpy's
+/// where it has a peer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JsonRow {
+    /// `matmul`, `gemv_cold`, `softmax` or `rms_norm`.
+    pub kernel: &'static str,
+    /// `MxNxK` or `RxC`.
+    pub shape: String,
+    /// Pool size.
+    pub threads: usize,
+    /// Timed runs.
+    pub runs: usize,
+    /// Median run time in ms.
+    pub median_ms: f64,
+    /// Fastest run time in ms.
+    pub min_ms: f64,
+    /// GFLOP/s from the median; `null` for the row-wise kernels.
+    pub gflops: Option<f64>,
+    /// GB/s of the inputs and outputs one run reads and writes, from the median.
+    pub gbs: f64,
+    /// Distinct weight matrices the runs cycle through (1 for a matmul); `null` for the
+    /// row-wise kernels.
+    pub ring: Option<usize>,
+    /// numpy's median in ms; `null` without a peer.
+    pub numpy_median_ms: Option<f64>,
+    /// numpy's GFLOP/s from its median; `null` without a peer.
+    pub numpy_gflops: Option<f64>,
+    /// numpy's median / ours (above 1: oxrelax is faster); `null` without a peer.
+    pub ratio_vs_numpy: Option<f64>,
+}
+
+/// The JSON rows of `results`, with numpy's figures from `peer` where it timed the kernel.
+pub fn json_rows(results: &[KernelResult], peer: &Peer, threads: usize) -> Vec<JsonRow> {
+    let peer_timings: &[(KernelSpec, Timing)] = match peer {
+        Peer::Measured { timings, .. } => timings,
+        Peer::Unavailable | Peer::Failed(_) => &[],
+    };
+    results
+        .iter()
+        .map(|r| {
+            let seconds = r.timing.median.as_secs_f64();
+            let numpy = peer_timings
+                .iter()
+                .find(|(spec, _)| *spec == r.spec)
+                .map(|(_, t)| t.median.as_secs_f64());
+            JsonRow {
+                kernel: r.spec.name(),
+                shape: r.spec.shape(),
+                threads,
+                runs: r.timing.runs,
+                median_ms: seconds * 1e3,
+                min_ms: r.timing.min.as_secs_f64() * 1e3,
+                gflops: r.spec.flops().map(|f| f / seconds / 1e9),
+                gbs: r.bytes as f64 / seconds / 1e9,
+                ring: r.spec.ring(),
+                numpy_median_ms: numpy.map(|s| s * 1e3),
+                numpy_gflops: numpy.and_then(|s| r.spec.flops().map(|f| f / s / 1e9)),
+                ratio_vs_numpy: numpy.map(|s| s / seconds),
+            }
+        })
+        .collect()
+}
+
+/// The JSON rows as one line (no newline).
+pub fn json_line(rows: &[JsonRow]) -> String {
+    serde_json::to_string(rows).unwrap_or_else(|e| format!("[{{\"error\":\"{e}\"}}]"))
 }
 
 /// The runs count, marked `*` when the budget cut the runs short.

@@ -41,6 +41,7 @@ impl FromStr for MatmulShape {
     /// Parses `MxNxK` (three positive integers).
     fn from_str(value: &str) -> Result<Self, BenchError> {
         let bad = |reason: String| BenchError::BadMatmulShape {
+            flag: "--matmul",
             value: value.to_string(),
             reason,
         };
@@ -77,11 +78,47 @@ impl fmt::Display for RowShape {
     }
 }
 
+/// A decode-style GEMV on cold weights: the matmul of `shape`, each run reading the next
+/// of `ring` distinct weight matrices `[K, N]` (together more than the caches hold), so
+/// the weights stream from memory as in a real decode step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColdGemv {
+    /// The matmul shape (`M` is normally 1).
+    pub shape: MatmulShape,
+    /// Distinct weight matrices cycled through, one per run (at least 2).
+    pub ring: usize,
+}
+
+impl ColdGemv {
+    /// The smallest ring (at least 2 matrices) of `shape`'s weights that holds
+    /// `ring_bytes` or more.
+    pub fn with_ring_bytes(shape: MatmulShape, ring_bytes: usize) -> ColdGemv {
+        let ring = ring_bytes.div_ceil(shape.weight_bytes().max(1)).max(2);
+        ColdGemv { shape, ring }
+    }
+
+    /// Bytes of all the ring's weight matrices.
+    pub fn ring_bytes(&self) -> usize {
+        self.shape.weight_bytes().saturating_mul(self.ring)
+    }
+}
+
+impl MatmulShape {
+    /// Bytes of the f32 weight `[K, N]`.
+    pub fn weight_bytes(&self) -> usize {
+        self.k
+            .saturating_mul(self.n)
+            .saturating_mul(std::mem::size_of::<f32>())
+    }
+}
+
 /// One benchmarked kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelSpec {
     /// `matmul(x: [n, K], w: [K, N])`.
     Matmul(MatmulShape),
+    /// The matmul of a [`ColdGemv`], its weight cycling through a ring.
+    GemvCold(ColdGemv),
     /// `softmax(x: [n, C], axis = -1)`.
     Softmax(RowShape),
     /// `rms_norm(x: [n, C], w: [C], axes = [-1], eps = 1e-5)`.
@@ -93,6 +130,7 @@ impl KernelSpec {
     pub fn name(&self) -> &'static str {
         match self {
             KernelSpec::Matmul(_) => "matmul",
+            KernelSpec::GemvCold(_) => "gemv_cold",
             KernelSpec::Softmax(_) => "softmax",
             KernelSpec::RmsNorm(_) => "rms_norm",
         }
@@ -101,7 +139,9 @@ impl KernelSpec {
     /// The shape as printed (`MxNxK` or `RxC`).
     pub fn shape(&self) -> String {
         match self {
-            KernelSpec::Matmul(s) => s.to_string(),
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
+                s.to_string()
+            }
             KernelSpec::Softmax(s) | KernelSpec::RmsNorm(s) => s.to_string(),
         }
     }
@@ -109,7 +149,7 @@ impl KernelSpec {
     /// The value the symbolic `n` is bound to at run time.
     pub fn tokens(&self) -> usize {
         match self {
-            KernelSpec::Matmul(s) => s.m,
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => s.m,
             KernelSpec::Softmax(s) | KernelSpec::RmsNorm(s) => s.rows,
         }
     }
@@ -118,7 +158,27 @@ impl KernelSpec {
     /// (`2 * M * N * K` for a matmul); `None` for the row-wise kernels.
     pub fn flops(&self) -> Option<f64> {
         match self {
-            KernelSpec::Matmul(s) => Some(2.0 * s.m as f64 * s.n as f64 * s.k as f64),
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
+                Some(2.0 * s.m as f64 * s.n as f64 * s.k as f64)
+            }
+            KernelSpec::Softmax(_) | KernelSpec::RmsNorm(_) => None,
+        }
+    }
+
+    /// The matmul shape of a matmul or cold GEMV.
+    pub fn matmul_shape(&self) -> Option<MatmulShape> {
+        match self {
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => Some(*s),
+            KernelSpec::Softmax(_) | KernelSpec::RmsNorm(_) => None,
+        }
+    }
+
+    /// Distinct weight matrices cycled through: the ring of a cold GEMV, 1 for a matmul,
+    /// `None` for the row-wise kernels.
+    pub fn ring(&self) -> Option<usize> {
+        match self {
+            KernelSpec::Matmul(_) => Some(1),
+            KernelSpec::GemvCold(cold) => Some(cold.ring),
             KernelSpec::Softmax(_) | KernelSpec::RmsNorm(_) => None,
         }
     }
@@ -128,7 +188,7 @@ impl KernelSpec {
         let n = SymVar::bounded("n", bound_of(self.tokens())).expr();
         let int = |d: usize| SymExpr::int(dim_i64(d));
         let call = match *self {
-            KernelSpec::Matmul(s) => op::matmul(
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => op::matmul(
                 &tensor("x", vec![n, int(s.k)]),
                 &tensor("w", vec![int(s.k), int(s.n)]),
             ),

@@ -82,6 +82,9 @@ fn args(matmul: &[&str]) -> BenchArgs {
         runs: 3,
         budget_secs: 1.0,
         probe_mib: 1,
+        cold_gemv: DEFAULT_COLD_GEMV.to_string(),
+        cold_mib: DEFAULT_COLD_MIB,
+        json: false,
     }
 }
 
@@ -100,6 +103,8 @@ fn default_plan_runs_the_documented_shapes() {
             "matmul 1x5632x2048",
             "matmul 128x2048x2048",
             "matmul 512x5632x2048",
+            "matmul 2048x2048x2048",
+            "gemv_cold 1x5632x2048",
             "softmax 1x4096",
             "softmax 128x4096",
             "rms_norm 1x4096",
@@ -107,6 +112,156 @@ fn default_plan_runs_the_documented_shapes() {
         ]
     );
     assert_eq!(plan.probe_bytes, 1 << 20);
+    // The ring: 6 matrices of 2048 x 5632 f32 (44 MiB each), 264 MiB >= 256 MiB.
+    let cold = plan.kernels.iter().find_map(|k| match k {
+        KernelSpec::GemvCold(cold) => Some(*cold),
+        _ => None,
+    });
+    let cold = cold.expect("a cold GEMV");
+    assert_eq!(cold.ring, 6);
+    assert_eq!(cold.ring_bytes(), 6 * 2048 * 5632 * 4);
+    assert!(cold.ring_bytes() >= 256 << 20);
+}
+
+#[test]
+fn the_cold_gemv_ring_is_sized_by_flag_and_can_be_skipped() {
+    let mut small = args(&["3x17x5"]);
+    small.cold_gemv = "1x64x32".into();
+    small.cold_mib = 1;
+    let plan = small.plan().unwrap();
+    // 1 MiB over 8 KiB matrices.
+    let shape = MatmulShape { m: 1, n: 64, k: 32 };
+    assert_eq!(
+        plan.kernels[1],
+        KernelSpec::GemvCold(ColdGemv { shape, ring: 128 })
+    );
+    // Never fewer than 2 matrices.
+    assert_eq!(ColdGemv::with_ring_bytes(shape, 1).ring, 2);
+    small.cold_mib = 0;
+    let plan = small.plan().unwrap();
+    assert!(plan.kernels.iter().all(|k| k.name() != "gemv_cold"));
+    small.cold_mib = 1;
+    small.cold_gemv = "1x64".into();
+    let err = small.plan().unwrap_err().to_string();
+    assert!(err.contains("bad --cold-gemv shape `1x64`"), "{err}");
+}
+
+#[test]
+fn a_cold_gemv_reads_the_next_weight_of_its_ring_each_run() {
+    let shape = MatmulShape { m: 1, n: 9, k: 5 };
+    let spec = KernelSpec::GemvCold(ColdGemv { shape, ring: 3 });
+    let mut kernel = BenchKernel::build(spec).unwrap();
+    assert_eq!(kernel.ring_len(), 3);
+    assert_eq!(kernel.bytes(), 4 * (5 + 5 * 9 + 9), "one weight per run");
+    let weights: Vec<Vec<f32>> = (0..3)
+        .map(|i| kernel.ring_weight(i).unwrap().to_vec())
+        .collect();
+    assert!(weights[0] != weights[1] && weights[1] != weights[2]);
+    let env = env(1);
+    for call in 0..4 {
+        kernel.run(&env).unwrap();
+        let x = kernel.input(0).unwrap();
+        let want = naive_matmul(x, &weights[call % 3], shape);
+        for (&g, &w) in kernel.output().unwrap().iter().zip(&want) {
+            assert!(
+                (f64::from(g) - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "run {call}"
+            );
+        }
+    }
+}
+
+fn result(spec: KernelSpec, median_ms: u64) -> KernelResult {
+    let median = Duration::from_millis(median_ms);
+    KernelResult {
+        spec,
+        bytes: 8_000_000,
+        timing: Timing {
+            runs: 3,
+            cut_short: false,
+            median,
+            min: median / 2,
+        },
+    }
+}
+
+#[test]
+fn json_rows_have_the_figures_and_numpy_where_it_ran() {
+    let shape = MatmulShape {
+        m: 10,
+        n: 100,
+        k: 1000,
+    };
+    let matmul = KernelSpec::Matmul(shape);
+    let cold = KernelSpec::GemvCold(ColdGemv { shape, ring: 4 });
+    let softmax = KernelSpec::Softmax(RowShape { rows: 2, cols: 8 });
+    let results = [result(matmul, 2), result(cold, 4), result(softmax, 1)];
+    let peer = Peer::Measured {
+        numpy: "2.0".into(),
+        timings: vec![(cold, result(cold, 2).timing)],
+    };
+    let line = json_line(&json_rows(&results, &peer, 2));
+    assert!(!line.contains('\n'));
+    let rows: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let mut keys: Vec<&str> = row
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "gbs",
+                "gflops",
+                "kernel",
+                "median_ms",
+                "min_ms",
+                "numpy_gflops",
+                "numpy_median_ms",
+                "ratio_vs_numpy",
+                "ring",
+                "runs",
+                "shape",
+                "threads"
+            ]
+        );
+    }
+    let by = |kernel: &str| rows.iter().find(|r| r["kernel"] == kernel).unwrap();
+    let (m, c, s) = (by("matmul"), by("gemv_cold"), by("softmax"));
+    assert_eq!(
+        (
+            m["shape"].as_str(),
+            c["shape"].as_str(),
+            s["shape"].as_str()
+        ),
+        (Some("10x100x1000"), Some("10x100x1000"), Some("2x8"))
+    );
+    // 2 MFLOP in 2 ms = 1 GFLOP/s; 8 MB in 2 ms = 4 GB/s.
+    assert_eq!(
+        (m["gflops"].as_f64(), m["gbs"].as_f64()),
+        (Some(1.0), Some(4.0))
+    );
+    assert_eq!(
+        (m["median_ms"].as_f64(), m["min_ms"].as_f64()),
+        (Some(2.0), Some(1.0))
+    );
+    assert_eq!((m["ring"].as_u64(), c["ring"].as_u64()), (Some(1), Some(4)));
+    assert!(m["numpy_gflops"].is_null() && m["ratio_vs_numpy"].is_null());
+    assert_eq!(c["numpy_median_ms"].as_f64(), Some(2.0));
+    assert_eq!(c["numpy_gflops"].as_f64(), Some(1.0));
+    assert_eq!(c["ratio_vs_numpy"].as_f64(), Some(0.5));
+    assert!(s["gflops"].is_null() && s["ring"].is_null() && s["ratio_vs_numpy"].is_null());
+    assert_eq!(s["threads"], 2);
+    // Without numpy every peer figure is null.
+    let rows = json_rows(&results, &Peer::Unavailable, 2);
+    assert!(rows
+        .iter()
+        .all(|r| r.numpy_gflops.is_none() && r.ratio_vs_numpy.is_none()));
 }
 
 #[test]

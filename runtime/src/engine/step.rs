@@ -84,6 +84,41 @@ impl Engine {
         &self.tokens
     }
 
+    /// Bytes of the weight tensors the engine holds (tensors inside tuples included).
+    pub fn weights_bytes(&self) -> usize {
+        fn bytes(value: &Value) -> usize {
+            match value {
+                Value::Tensor(t) => t.nbytes(),
+                Value::Tuple(fields) => fields.iter().map(bytes).sum(),
+                _ => 0,
+            }
+        }
+        self.weights.iter().map(bytes).sum()
+    }
+
+    /// Bytes the KV cache allocates: K and V of every layer at its capacity
+    /// ([`KvCache::bytes`](crate::kv_cache::KvCache::bytes)).
+    pub fn kv_cache_bytes(&self) -> Result<usize, EngineError> {
+        let shared = self
+            .cache
+            .as_object::<SharedKvCache>()
+            .ok_or_else(|| EngineError::NotACache(self.cache.describe()))?;
+        let cache = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(cache.bytes())
+    }
+
+    /// Bytes of the VM's arenas as allocated: one per function of the executable, each
+    /// of the size its static memory plan asks for (allocated once when the VM is made).
+    pub fn arena_bytes(&self) -> usize {
+        self.vm
+            .executable()
+            .functions
+            .keys()
+            .filter_map(|name| self.vm.arena(name))
+            .map(|arena| arena.size())
+            .sum()
+    }
+
     /// Whether `id` ends generation.
     pub fn is_eos(&self, id: u32) -> bool {
         self.config.eos_ids.contains(&id)

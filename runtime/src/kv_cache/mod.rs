@@ -172,6 +172,11 @@ impl KvCache {
         self.capacity
     }
 
+    /// Bytes the cache allocates: K and V of every layer at its capacity.
+    pub fn bytes(&self) -> usize {
+        self.layers.len() * 2 * self.capacity * self.position_bytes()
+    }
+
     /// The element type of K and V.
     pub fn dtype(&self) -> DType {
         self.dtype

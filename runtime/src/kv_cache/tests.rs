@@ -227,3 +227,11 @@ fn builtins_drive_a_shared_cache() {
         "`kv_cache.append` failed: KV cache overflow in layer 0: capacity is 4 positions, appending would need 5"
     );
 }
+
+#[test]
+fn bytes_count_k_and_v_of_every_layer_at_capacity() {
+    // 3 layers x (K + V) x 8 positions x 2 heads x 2 dims x 4 bytes.
+    assert_eq!(cache(3, 8).bytes(), 3 * 2 * 8 * 2 * 2 * 4);
+    let half = KvCache::new(1, 2, 4, 5, DType::F16).unwrap();
+    assert_eq!(half.bytes(), 2 * 5 * 2 * 4 * 2);
+}

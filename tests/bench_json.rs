@@ -1,0 +1,233 @@
+//! The machine-readable outputs (`--json`) of `bench`, `generate` and `bench-kernel`, run
+//! as a user would on the embedded tiny model and tiny shapes. Only the shape and sanity
+//! of the figures are checked: benchmarks are not tests.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tiny_llama() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama")
+}
+
+fn oxrelax(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .args(args)
+        .output()
+        .expect("the oxrelax binary runs")
+}
+
+/// The stdout of a successful run.
+fn stdout_of(args: &[&str]) -> String {
+    let out = oxrelax(args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The last line of `stdout`, parsed.
+fn last_json(stdout: &str) -> Value {
+    let last = stdout.lines().last().expect("some output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
+fn number(json: &Value, key: &str) -> f64 {
+    json[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {json}"))
+}
+
+#[test]
+fn bench_json_reports_speed_and_memory_of_the_tiny_model() {
+    let model = tiny_llama();
+    let model = model.to_str().unwrap();
+    let stdout = stdout_of(&[
+        "bench",
+        model,
+        "--prompt-len",
+        "4",
+        "--gen",
+        "2",
+        "--runs",
+        "1",
+        "--max-context",
+        "64",
+        "--json",
+    ]);
+    assert!(stdout.contains("prefill: "), "human report kept: {stdout}");
+    let json = last_json(&stdout);
+    assert_eq!(json["model"], model);
+    assert_eq!(
+        (
+            json["prompt"].as_u64(),
+            json["gen"].as_u64(),
+            json["runs"].as_u64()
+        ),
+        (Some(4), Some(2), Some(1))
+    );
+    assert!(json["threads"].as_u64().unwrap() >= 1, "{json}");
+    for key in [
+        "prefill_tok_s",
+        "decode_tok_s",
+        "ttft_ms",
+        "peak_rss_mib",
+        "weights_bytes",
+        "kv_cache_bytes",
+        "arena_bytes",
+    ] {
+        let value = number(&json, key);
+        assert!(value > 0.0 && value.is_finite(), "{key} = {value}");
+    }
+    // tiny-llama: vocab 1024, hidden 64, MLP 176, 2 layers of 4 heads (2 KV heads) of 16,
+    // untied embeddings; the KV cache holds 64 positions.
+    let attention = 2 * 64 * 64 + 2 * 64 * 32;
+    let weights = 2 * 1024 * 64 + 64 + 2 * (2 * 64 + attention + 3 * 64 * 176);
+    assert_eq!(json["weights_bytes"].as_u64(), Some(4 * weights as u64));
+    assert_eq!(json["context_window"].as_u64(), Some(64));
+    assert_eq!(
+        json["kv_cache_bytes"].as_u64(),
+        Some(2 * 2 * 64 * 2 * 16 * 4)
+    );
+}
+
+#[test]
+fn bench_threads_sets_the_pool_size() {
+    let model = tiny_llama();
+    let stdout = stdout_of(&[
+        "bench",
+        model.to_str().unwrap(),
+        "--prompt-len",
+        "2",
+        "--gen",
+        "1",
+        "--runs",
+        "1",
+        "--max-context",
+        "16",
+        "--threads",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(last_json(&stdout)["threads"], 3);
+}
+
+#[test]
+fn bench_rejects_an_absurd_prompt_length_with_a_clear_error() {
+    let model = tiny_llama();
+    for (prompt, says) in [
+        (
+            "1000000000000",
+            "do not fit in the context window of 64 positions",
+        ),
+        ("18446744073709551615", "too large"),
+    ] {
+        let out = oxrelax(&[
+            "bench",
+            model.to_str().unwrap(),
+            "--prompt-len",
+            prompt,
+            "--max-context",
+            "64",
+            "--json",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn generate_json_is_the_only_line_of_stdout() {
+    let model = tiny_llama();
+    let stdout = stdout_of(&[
+        "generate",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "Once upon a time",
+        "--max-new-tokens",
+        "3",
+        "--ignore-eos",
+        "--max-context",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let json = last_json(&stdout);
+    assert!(json["text"].is_string(), "{json}");
+    let ids = json["ids"].as_array().expect("ids");
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|id| id.as_u64().is_some_and(|id| id < 1024)));
+    assert_eq!(json["stop_reason"], "length");
+    let stats = &json["stats"];
+    assert!(number(stats, "prefill_tokens") >= 1.0, "{stats}");
+    assert_eq!(stats["decode_tokens"], 2);
+    for key in ["prefill_tok_s", "decode_tok_s", "ttft_ms"] {
+        assert!(number(stats, key) > 0.0, "{key}: {stats}");
+    }
+}
+
+#[test]
+fn bench_kernel_json_has_a_row_per_kernel_on_tiny_shapes() {
+    let stdout = stdout_of(&[
+        "bench-kernel",
+        "--matmul",
+        "3x17x5",
+        "--rows",
+        "2",
+        "--cols",
+        "8",
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--threads",
+        "2",
+        "--probe-mib",
+        "1",
+        "--cold-gemv",
+        "1x64x32",
+        "--cold-mib",
+        "1",
+        "--json",
+    ]);
+    assert!(stdout.contains("best: "), "human table kept: {stdout}");
+    let rows = last_json(&stdout);
+    let rows = rows.as_array().expect("a JSON array");
+    let found: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["kernel"].as_str().unwrap(), r["shape"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("matmul", "3x17x5"),
+            ("gemv_cold", "1x64x32"),
+            ("softmax", "2x8"),
+            ("rms_norm", "2x8")
+        ]
+    );
+    // numpy (python3 in PATH) may or may not be there: its figures are numbers or nulls,
+    // and the same for every kernel it has a peer for.
+    let has_numpy = rows[0]["numpy_gflops"].is_number();
+    for row in rows {
+        let kernel = row["kernel"].as_str().unwrap();
+        assert!(number(row, "median_ms") > 0.0, "{row}");
+        assert!(number(row, "gbs") > 0.0, "{row}");
+        assert_eq!(row["threads"], 2, "{row}");
+        let peer = kernel == "matmul" || kernel == "gemv_cold";
+        assert_eq!(row["gflops"].is_number(), peer, "{row}");
+        assert_eq!(row["ring"].is_number(), peer, "{row}");
+        for key in ["numpy_gflops", "ratio_vs_numpy"] {
+            assert!(row.get(key).is_some(), "{key} missing: {row}");
+            assert_eq!(row[key].is_number(), peer && has_numpy, "{key}: {row}");
+        }
+    }
+    // 1 MiB over 8 KiB weights.
+    assert_eq!(rows[1]["ring"], 128);
+}

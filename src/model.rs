@@ -3,9 +3,11 @@
 //! load the weights (memory-mapped safetensors) in the order the functions take them.
 
 use crate::artifact::{is_artifact, load_artifact, ArtifactError};
-use crate::passes::Instrument;
+use crate::passes::{Instrument, TRANSFORM_PARAMS};
 use crate::{build, BuildError, Built};
+use oxrelax_dsl::IRModule;
 use oxrelax_models::{causal_lm, CausalLM, ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::vm::VmError;
 use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::{DType, Value};
 use std::path::{Path, PathBuf};
@@ -77,12 +79,13 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     })?;
     let store = WeightStore::open(dir)?;
     let weights = store.load_expected(&expected_weights(&model))?;
-    let built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
+    let mut built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
+    let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
         config,
         built,
-        weights: weights.into_iter().map(Value::Tensor).collect(),
+        weights,
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
     })
@@ -97,6 +100,49 @@ pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
             name,
             shape,
             dtype: DType::F32,
+        })
+        .collect()
+}
+
+/// The weights the compiled functions take, given the model's weights in parameter
+/// order: what `transform_params` makes of them (packed once, here) when the module has
+/// it, else the weights themselves.
+pub fn transform_weights(built: &mut Built, raw: Vec<Value>) -> Result<Vec<Value>, LoadError> {
+    if !built.module.functions.contains_key(TRANSFORM_PARAMS) {
+        return Ok(raw);
+    }
+    let vm_error = |e: VmError| LoadError::Build(Box::new(BuildError::Vm(e)));
+    match built.vm.call(TRANSFORM_PARAMS, &raw).map_err(vm_error)? {
+        Value::Tuple(items) => Ok(items),
+        other => Ok(vec![other]),
+    }
+}
+
+/// The weights the compiled functions of `module` take after their inputs (names and
+/// shapes, as f32), as `transform_params` produces them; `None` when no function is
+/// weighted.
+pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
+    let weighted = module
+        .functions
+        .iter()
+        .filter(|(name, _)| name.as_str() != TRANSFORM_PARAMS)
+        .find_map(|(_, f)| Some((f, f.num_inputs()?)))?;
+    let (function, inputs) = weighted;
+    let params = function.params.get(inputs..)?;
+    params
+        .iter()
+        .map(|p| {
+            let tensor = p.sinfo.as_tensor()?;
+            let shape = tensor
+                .dims()?
+                .iter()
+                .map(|d| d.as_const())
+                .collect::<Option<Vec<_>>>()?;
+            Some(ExpectedTensor {
+                name: p.name.clone(),
+                shape,
+                dtype: DType::F32,
+            })
         })
         .collect()
 }

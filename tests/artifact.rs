@@ -230,10 +230,12 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
         [
             "00-input.txt",
             "01-normalize.txt",
-            "02-legalize-ops.txt",
-            "03-dead-code-elimination.txt",
-            "04-schedule-kernels.txt",
-            "05-static-plan-block-memory.txt"
+            "02-pack-matmul-weights.txt",
+            "03-lift-transform-params.txt",
+            "04-legalize-ops.txt",
+            "05-dead-code-elimination.txt",
+            "06-schedule-kernels.txt",
+            "07-static-plan-block-memory.txt"
         ]
     );
 }

@@ -40,12 +40,18 @@ fn opt_legalizes_a_module_in_text_form() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let module = oxrelax_dsl::text::parse_module(&stdout).unwrap();
     assert_eq!(module.prim_funcs.len(), 6);
-    assert!(stdout.contains("call_tir(@matmul"));
+    assert!(stdout.contains("call_tir(@packed_matmul"));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    for pass in ["normalize", "legalize-ops", "dead-code-elimination"] {
+    for pass in [
+        "normalize",
+        "pack-matmul-weights",
+        "lift-transform-params",
+        "legalize-ops",
+        "dead-code-elimination",
+    ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 4);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 6);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

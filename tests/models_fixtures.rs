@@ -49,12 +49,14 @@ impl Loaded {
         };
         let exported = model.export(&options).unwrap();
         assert_eq!(exported.context_window, 256);
-        let built = build(exported.module, Instrument::default()).unwrap();
+        let mut built = build(exported.module, Instrument::default()).unwrap();
         let store = WeightStore::open(dir).unwrap();
         let weights = store.load_expected(&expected_weights(&config)).unwrap();
+        let weights = weights.into_iter().map(Value::Tensor).collect();
+        let weights = oxrelax::model::transform_weights(&mut built, weights).unwrap();
         Loaded {
             built,
-            weights: weights.into_iter().map(Value::Tensor).collect(),
+            weights,
             vocab: config.vocab_size as usize,
         }
     }

@@ -11,7 +11,8 @@ use common::transformer::{
     MAX_TOKENS, THETA,
 };
 use ndarray::{s, Array, Array2, ArrayD, Axis, Ix2, IxDyn};
-use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS};
+use oxrelax::model::transform_weights;
+use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS, TRANSFORM_PARAMS};
 use oxrelax::{build, Built};
 use oxrelax_dsl::ir::BindingValue;
 use oxrelax_dsl::nn::{NnError, RotaryEmbedding};
@@ -36,11 +37,12 @@ fn random(rng: &mut StdRng, shape: &[usize], mean: f32, std: f32) -> ArrayD<f32>
     })
 }
 
-/// The weights of `forward` (its parameters after `x` and `cache`), in parameter order:
-/// norm scales around 1, projections with std 0.1.
+/// The model's weights (the parameters of `transform_params`), in parameter order: norm
+/// scales around 1, projections with std 0.1.
 fn random_weights(built: &Built, seed: u64) -> Vec<(String, ArrayD<f32>)> {
     let mut rng = StdRng::seed_from_u64(seed);
-    built.module.functions["forward"].params[2..]
+    built.module.functions[TRANSFORM_PARAMS]
+        .params
         .iter()
         .map(|param| {
             let dims = param.sinfo.as_tensor().and_then(|t| t.dims()).unwrap();
@@ -58,11 +60,17 @@ fn random_weights(built: &Built, seed: u64) -> Vec<(String, ArrayD<f32>)> {
         .collect()
 }
 
-/// `forward`'s arguments: `x`, the cache, then every weight.
-fn arguments(x: &ArrayD<f32>, cache: &Value, weights: &[(String, ArrayD<f32>)]) -> Vec<Value> {
+/// `forward`'s weights: the model's weights through `transform_params` (packed once).
+fn forward_weights(built: &mut Built, weights: &[(String, ArrayD<f32>)]) -> Vec<Value> {
+    let raw = weights.iter().map(|(_, w)| tensor(w)).collect();
+    transform_weights(built, raw).expect("transform_params runs")
+}
+
+/// `forward`'s arguments: `x`, the cache, then every (transformed) weight.
+fn arguments(x: &ArrayD<f32>, cache: &Value, weights: &[Value]) -> Vec<Value> {
     [tensor(x), cache.clone()]
         .into_iter()
-        .chain(weights.iter().map(|(_, w)| tensor(w)))
+        .chain(weights.iter().cloned())
         .collect()
 }
 
@@ -197,8 +205,9 @@ fn rotate(x: &Array2<f64>, pos: usize) -> Array2<f64> {
 #[test]
 fn two_layers_with_kv_cache_match_ndarray_over_prefill_and_decode() {
     let mut built = built_transformer();
-    let weights = random_weights(&built, 7);
-    let mut reference = Reference::new(&weights);
+    let raw = random_weights(&built, 7);
+    let mut reference = Reference::new(&raw);
+    let weights = forward_weights(&mut built, &raw);
     let cache = built.vm.call("create_kv_cache", &[]).unwrap();
     let mut rng = StdRng::seed_from_u64(11);
     let mut diffs = Vec::new();
@@ -288,7 +297,8 @@ fn memory_plan_is_sized_from_the_bounds_of_n_and_m() {
 #[test]
 fn kv_cache_overflow_names_the_capacity_and_the_requested_length() {
     let mut built = built_transformer();
-    let weights = random_weights(&built, 3);
+    let raw = random_weights(&built, 3);
+    let weights = forward_weights(&mut built, &raw);
     let cache = built.vm.call("create_kv_cache", &[]).unwrap();
     let mut rng = StdRng::seed_from_u64(4);
     for n in [32, 28] {
@@ -317,10 +327,11 @@ fn kv_cache_overflow_names_the_capacity_and_the_requested_length() {
 #[test]
 fn wrong_argument_shapes_are_clear_errors() {
     let mut built = built_transformer();
-    let mut weights = random_weights(&built, 5);
+    let raw = random_weights(&built, 5);
+    let mut weights = forward_weights(&mut built, &raw);
     let cache = built.vm.call("create_kv_cache", &[]).unwrap();
     let mut rng = StdRng::seed_from_u64(6);
-    let call = |built: &mut Built, x: &ArrayD<f32>, weights: &[(String, ArrayD<f32>)]| {
+    let call = |built: &mut Built, x: &ArrayD<f32>, weights: &[Value]| {
         built
             .vm
             .call("forward", &arguments(x, &cache, weights))
@@ -340,8 +351,8 @@ fn wrong_argument_shapes_are_clear_errors() {
         "{err}"
     );
     let x = random(&mut rng, &[1, 2, 64], 0.0, 1.0);
-    let (name, _) = weights[1].clone();
-    weights[1].1 = random(&mut rng, &[64, 48], 0.0, 0.1);
+    let name = built.module.functions["forward"].params[3].name.clone();
+    weights[1] = tensor(&random(&mut rng, &[64, 48], 0.0, 0.1));
     let err = call(&mut built, &x, &weights);
     assert!(
         err.contains("forward") && err.contains(&name) && err.contains("[64, 48]"),

@@ -5,6 +5,7 @@ mod common;
 use common::{output, tensor};
 
 use ndarray::{Array, ArrayD, Ix2, IxDyn};
+use oxrelax::model::transform_weights;
 use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS};
 use oxrelax::{build, Built};
 use oxrelax_dsl::ir::BindingValue;
@@ -38,15 +39,14 @@ fn mlp_matches_ndarray_for_several_token_counts() {
     let up = random(&mut rng, &[256, 64], 0.1);
     let down = random(&mut rng, &[64, 256], 0.1);
     let bias = random(&mut rng, &[64], 0.1);
+    let raw = vec![tensor(&up), tensor(&down), tensor(&bias)];
+    let weights = transform_weights(&mut built, raw).unwrap();
     for n in [1usize, 3, 17, 129] {
         let x = random(&mut rng, &[1, n, 64], 1.0);
-        let got = built
-            .vm
-            .call(
-                "forward",
-                &[tensor(&x), tensor(&up), tensor(&down), tensor(&bias)],
-            )
-            .unwrap();
+        let args: Vec<_> = std::iter::once(tensor(&x))
+            .chain(weights.iter().cloned())
+            .collect();
+        let got = built.vm.call("forward", &args).unwrap();
         let x2 = x
             .clone()
             .into_shape_with_order((n, 64))

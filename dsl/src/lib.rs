@@ -12,6 +12,7 @@ pub mod normalize;
 pub mod op;
 pub mod struct_info;
 pub mod sym;
+pub mod target;
 pub mod te;
 #[cfg(test)]
 mod test_util;
@@ -25,3 +26,4 @@ pub use dtype::DataType;
 pub use ir::{Expr, Function, IRModule, Var};
 pub use struct_info::{StructInfo, TensorInfo, TensorShape};
 pub use sym::{SymExpr, SymVar};
+pub use target::{MatmulTiles, Target};

@@ -89,6 +89,7 @@ pub fn normalize_function(function: &Function) -> Result<Function, NormalizeErro
         blocks,
         ret,
         exported: function.exported,
+        attrs: function.attrs.clone(),
     })
 }
 

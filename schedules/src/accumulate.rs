@@ -91,7 +91,7 @@ fn cache(
 fn only_accesses_at(stmt: &Stmt, buffer: &str, indices: &[PrimExpr]) -> bool {
     let rebinds = |name: &str| indices.iter().any(|i| i.uses_var(name));
     let bad_stmt = stmt.any_stmt(&mut |s| match s {
-        Stmt::If { .. } | Stmt::Allocate { .. } | Stmt::Evaluate(_) => true,
+        Stmt::If { .. } | Stmt::Allocate { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => true,
         Stmt::Store {
             buffer: b,
             indices: idx,

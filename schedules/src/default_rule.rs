@@ -118,6 +118,7 @@ fn every_store_uses(stmt: &Stmt, var: &str) -> bool {
                 && otherwise.as_ref().is_none_or(|o| every_store_uses(o, var))
         }
         Stmt::Allocate { .. } | Stmt::Evaluate(_) => true,
+        Stmt::Microkernel(_) => false,
     }
 }
 
@@ -147,7 +148,7 @@ fn collect_innermost(stmt: &Stmt, out: &mut Vec<String>) {
                 collect_innermost(o, out);
             }
         }
-        Stmt::Store { .. } | Stmt::Evaluate(_) => {}
+        Stmt::Store { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => {}
     }
 }
 
@@ -185,7 +186,7 @@ fn max_work(stmt: &Stmt, func: &PrimFunc) -> Option<i64> {
             let other = otherwise.as_ref().map_or(Some(0), |o| max_work(o, func))?;
             Some(max_work(then, func)?.max(other))
         }
-        Stmt::Store { .. } | Stmt::Evaluate(_) => Some(1),
+        Stmt::Store { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => Some(1),
     }
 }
 

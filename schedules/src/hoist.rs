@@ -73,6 +73,7 @@ fn written_buffers(stmt: &Stmt) -> Vec<String> {
         match s {
             Stmt::Store { buffer, .. } => names.push(buffer.clone()),
             Stmt::Allocate { buffer, .. } => names.push(buffer.name.clone()),
+            Stmt::Microkernel(call) => names.extend(call.operands.iter().map(|o| o.buffer.clone())),
             _ => {}
         }
         false

@@ -1,15 +1,17 @@
 //! Schedules: rewrites of TIR loop nests into fast ones for a target.
 //!
 //! [`Schedule`] holds a primitive function and applies loop primitives to loops named by
-//! their loop variable (`split`, `fuse`, `vectorize`, `parallel`, `unroll`); rules such as
-//! [`default_schedule`] decide which primitives to apply. Later rules (packed matmul
-//! layouts, tensorized microkernels) are further primitives and rules on the same
-//! representation.
+//! their loop variable (`split`, `fuse`, `vectorize`, `parallel`, `unroll`). Rules decide
+//! what to do with a function: [`rules_for`] lists them per target in order (the matmul
+//! rules tensorizing packed matmuls onto microkernels, then the [`default_schedule`]
+//! fallback) and [`schedule_for`] applies the first that accepts.
 
 mod accumulate;
 mod default_rule;
 mod hoist;
+mod matmul_rule;
 mod primitives;
+mod rule;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -18,4 +20,6 @@ mod tests_semantics;
 pub use accumulate::accumulate_in_registers;
 pub use default_rule::{default_schedule, ScheduleConfig};
 pub use hoist::hoist_invariant_loads;
+pub use matmul_rule::{GemvRule, MatmulRule};
 pub use primitives::{Schedule, ScheduleError};
+pub use rule::{rules_for, schedule_for, FallbackRule, ScheduleRule, SCHEDULE_RULE_ATTR};

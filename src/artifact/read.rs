@@ -2,7 +2,7 @@
 
 use super::error::ArtifactError;
 use super::manifest::{Manifest, Target, MODULE_FILE, PARAMS_FILE, VM_FILE};
-use crate::model::{expected_weights, LoadError, LoadedModel};
+use crate::model::{compiled_weights, expected_weights, LoadError, LoadedModel};
 use oxrelax_models::{causal_lm, ModelConfig, ModelError};
 use oxrelax_runtime::vm::Executable;
 use oxrelax_runtime::weights::WeightStore;
@@ -48,7 +48,8 @@ pub fn load_artifact(dir: &Path) -> Result<LoadedModel, LoadError> {
     })?;
     let built = crate::build::load_compiled(module, executable).map_err(Box::new)?;
     let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
-    let weights = store.load_expected(&expected_weights(&model))?;
+    let expected = compiled_weights(&built.module).unwrap_or_else(|| expected_weights(&model));
+    let weights = store.load_expected(&expected)?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
         config,

@@ -6,11 +6,11 @@ use super::manifest::{
     exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use crate::build;
-use crate::model::{expected_weights, LoadError};
+use crate::model::{compiled_weights, expected_weights, transform_weights, LoadError};
 use crate::passes::Instrument;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::WeightStore;
-use oxrelax_runtime::Tensor;
+use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -104,13 +104,18 @@ pub fn compile_artifact(
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
     })?;
-    let built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
+    let mut built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
-    let weights = WeightStore::open(src)?.load_expected(&expected_weights(&model))?;
-    let names = model.weight_shapes().into_iter().map(|(name, _)| name);
-    write_weights(&out.join(PARAMS_FILE), names.zip(&weights))?;
+    let raw = WeightStore::open(src)?.load_expected(&expected_weights(&model))?;
+    let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
+    let expected = compiled_weights(&built.module).unwrap_or_default();
+    let tensors = expected.iter().zip(&weights).filter_map(|(e, w)| match w {
+        Value::Tensor(t) => Some((e.name.clone(), t)),
+        _ => None,
+    });
+    write_weights(&out.join(PARAMS_FILE), tensors)?;
 
     progress(CompileStep::Files);
     let module_text = oxrelax_dsl::text::print_module(&built.module);

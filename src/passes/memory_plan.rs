@@ -1,5 +1,6 @@
 //! `StaticPlanBlockMemory`: gives every `call_tir` output of a graph function a byte
-//! offset in one per-function arena. Sizes are the upper bounds of the outputs' symbolic
+//! offset in one per-function arena, except the outputs of calls whose result the
+//! function returns (those are allocated fresh, since they outlive the call). Sizes are the upper bounds of the outputs' symbolic
 //! shapes; outputs whose lifetimes (definition to last use, through aliases such as tuple
 //! projections) do not overlap share memory. The offsets are recorded on each call as the
 //! `arena_offsets` attribute (one per output); the arena's size is the largest
@@ -108,8 +109,20 @@ fn plan_function(name: &str, function: &mut Function) -> Result<(), PassError> {
             blocks[block].last_use = usize::MAX;
         }
     });
-    assign_offsets(&mut blocks);
-    write_offsets(function, &blocks, &owners);
+    // A call whose output is returned allocates its outputs fresh: they outlive the call.
+    let escaping: std::collections::HashSet<usize> = blocks
+        .iter()
+        .zip(&owners)
+        .filter(|(block, _)| block.last_use == usize::MAX)
+        .map(|(_, &(binding, _))| binding)
+        .collect();
+    let (mut planned, planned_owners): (Vec<Block>, Vec<(usize, usize)>) = blocks
+        .into_iter()
+        .zip(owners)
+        .filter(|(_, (binding, _))| !escaping.contains(binding))
+        .unzip();
+    assign_offsets(&mut planned);
+    write_offsets(function, &planned, &planned_owners);
     Ok(())
 }
 

@@ -3,8 +3,10 @@
 
 mod dce;
 mod legalize;
+mod lift_params;
 mod memory_plan;
 mod normalize;
+mod pack_weights;
 mod pipeline;
 mod schedule;
 #[cfg(test)]
@@ -12,13 +14,15 @@ mod tests;
 
 pub use dce::DeadCodeElimination;
 pub use legalize::LegalizeOps;
+pub use lift_params::{LiftTransformParams, TRANSFORM_PARAMS};
 pub use memory_plan::{
     arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS,
 };
 pub use normalize::Normalize;
+pub use pack_weights::PackMatmulWeights;
 pub use pipeline::{
-    compile_pipeline, default_pipeline, Instrument, PassTiming, Pipeline, PipelineReport,
-    VERIFY_ENV,
+    compile_pipeline, compile_pipeline_for, default_pipeline, default_pipeline_for, Instrument,
+    PassTiming, Pipeline, PipelineReport, VERIFY_ENV,
 };
 pub use schedule::ScheduleKernels;
 

@@ -2,7 +2,7 @@
 //! time per pass, and an optional well-formedness check after each pass.
 
 use super::{Pass, PassError};
-use oxrelax_dsl::IRModule;
+use oxrelax_dsl::{IRModule, Target};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -150,19 +150,37 @@ impl Pipeline {
     }
 }
 
-/// The front-end pipeline: normalize, legalize every op, drop dead code.
+/// The front-end pipeline for the host: see [`default_pipeline_for`].
 pub fn default_pipeline() -> Pipeline {
+    default_pipeline_for(&Target::host())
+}
+
+/// The front-end pipeline: normalize, pack linear weights for `target`'s microkernels,
+/// lift weight-only computations into `transform_params`, legalize every op, drop dead
+/// code.
+pub fn default_pipeline_for(target: &Target) -> Pipeline {
     Pipeline::new()
         .with(super::Normalize)
+        .with(super::PackMatmulWeights {
+            target: target.clone(),
+        })
+        .with(super::LiftTransformParams)
         .with(super::LegalizeOps)
         .with(super::DeadCodeElimination)
 }
 
-/// The whole compile pipeline up to bytecode: the front end, then scheduling of every
-/// kernel and static memory planning.
+/// The whole compile pipeline for the host: see [`compile_pipeline_for`].
 pub fn compile_pipeline() -> Pipeline {
-    default_pipeline()
-        .with(super::ScheduleKernels::default())
+    compile_pipeline_for(&Target::host())
+}
+
+/// The whole compile pipeline up to bytecode: the front end, then scheduling of every
+/// kernel with `target`'s rules and static memory planning.
+pub fn compile_pipeline_for(target: &Target) -> Pipeline {
+    default_pipeline_for(target)
+        .with(super::ScheduleKernels {
+            target: target.clone(),
+        })
         .with(super::StaticPlanBlockMemory)
 }
 

@@ -1,14 +1,14 @@
-//! `ScheduleKernels`: applies the default schedule to every primitive function.
+//! `ScheduleKernels`: schedules every primitive function with the target's ordered rule
+//! list (the first rule that accepts a function schedules it).
 
 use super::{Pass, PassError};
-use oxrelax_dsl::IRModule;
-use oxrelax_schedules::{default_schedule, ScheduleConfig};
+use oxrelax_dsl::{IRModule, Target};
+use oxrelax_schedules::{rules_for, schedule_for};
 
-/// Schedules every primitive function with the default rule.
-#[derive(Default)]
+/// Schedules every primitive function for a target.
 pub struct ScheduleKernels {
-    /// The default rule's knobs.
-    pub config: ScheduleConfig,
+    /// What to schedule for.
+    pub target: Target,
 }
 
 impl Pass for ScheduleKernels {
@@ -17,8 +17,9 @@ impl Pass for ScheduleKernels {
     }
 
     fn run(&self, mut module: IRModule) -> Result<IRModule, PassError> {
+        let rules = rules_for(&self.target);
         for func in module.prim_funcs.values_mut() {
-            *func = default_schedule(func, &self.config);
+            *func = schedule_for(func, &self.target, &rules);
         }
         Ok(module)
     }

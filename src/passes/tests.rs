@@ -76,9 +76,11 @@ fn module_with_dead_code() -> IRModule {
         ],
         ret: Expr::from(&a),
         exported: true,
+        attrs: Default::default(),
     };
     let helper = Function {
         exported: false,
+        attrs: Default::default(),
         ..main.clone()
     };
     IRModule {

@@ -7,6 +7,7 @@
 
 mod expr;
 mod memory;
+mod microkernel;
 pub(crate) mod parallel;
 mod registers;
 mod stmt;
@@ -119,6 +120,12 @@ pub(crate) fn lower_prim_func(
     let (args, dims) = (lowerer.param(0), lowerer.param(1));
     lowerer.bind_dims(func, dims);
     lowerer.bind_params(func, args)?;
+    if func
+        .body
+        .any_stmt(&mut |s| matches!(s, oxrelax_dsl::tir::Stmt::Microkernel(_)))
+    {
+        lowerer.require_env();
+    }
     lowerer.stmt(&func.body)?;
     Ok(lowerer.finish())
 }
@@ -181,6 +188,21 @@ impl Lowerer<'_, '_> {
             },
         );
         Ok(())
+    }
+
+    /// Returns `INVALID_ARGUMENT` when called without a runtime env (a kernel that calls
+    /// microkernels cannot run without the runtime's table).
+    fn require_env(&mut self) {
+        let missing = self.b.create_block();
+        let present = self.b.create_block();
+        self.b.ins().brif(self.env, present, &[], missing, &[]);
+        self.b.switch_to_block(missing);
+        let code = self.b.ins().iconst(
+            types::I32,
+            i64::from(oxrelax_runtime::abi::INVALID_ARGUMENT),
+        );
+        self.b.ins().return_(&[code]);
+        self.b.switch_to_block(present);
     }
 
     fn define_var(&mut self, name: &str, ty: Type, value: Value) {

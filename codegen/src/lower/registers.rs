@@ -69,11 +69,16 @@ impl Lowerer<'_, '_> {
     }
 }
 
-/// Whether every load and store of `name` in `stmt` uses integer-immediate indices.
+/// Whether every load and store of `name` in `stmt` uses integer-immediate indices (and
+/// no microkernel takes its address).
 fn constant_accesses(stmt: &Stmt, name: &str) -> bool {
     let constant = |indices: &[PrimExpr]| indices.iter().all(|i| matches!(i, PrimExpr::Int(..)));
-    let bad_store = stmt.any_stmt(&mut |s| {
-        matches!(s, Stmt::Store { buffer, indices, .. } if buffer == name && !constant(indices))
+    let bad_store = stmt.any_stmt(&mut |s| match s {
+        Stmt::Store {
+            buffer, indices, ..
+        } => buffer == name && !constant(indices),
+        Stmt::Microkernel(call) => call.operands.iter().any(|o| o.buffer == name),
+        _ => false,
     });
     let bad_load = stmt.any_expr(&mut |e| {
         matches!(e, PrimExpr::Load { buffer, indices, .. } if buffer == name && !constant(indices))

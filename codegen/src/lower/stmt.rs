@@ -72,6 +72,7 @@ impl Lowerer<'_, '_> {
                 self.stmt(body)
             }
             Stmt::Evaluate(expr) => self.expr(expr).map(|_| ()),
+            Stmt::Microkernel(call) => self.microkernel(call),
         }
     }
 

@@ -211,6 +211,7 @@ impl FunctionFrame {
             blocks: self.blocks,
             ret,
             exported: self.exported,
+            attrs: Default::default(),
         }
     }
 }

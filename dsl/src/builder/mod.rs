@@ -114,6 +114,11 @@ impl BlockBuilder {
         Ok(name)
     }
 
+    /// The attributes of finished function `name`, to annotate it (e.g. `num_input`).
+    pub fn function_attrs_mut(&mut self, name: &str) -> Option<&mut crate::Attrs> {
+        self.module.functions.get_mut(name).map(|f| &mut f.attrs)
+    }
+
     /// Builds a whole function: begins it, runs `body` (which returns the result), ends it.
     pub fn function<E: From<BuildError>>(
         &mut self,

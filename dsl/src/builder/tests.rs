@@ -240,6 +240,7 @@ fn prim_funcs_get_unique_names_and_identical_ones_are_shared() {
         blocks: vec![],
         ret: Expr::Tuple(vec![]),
         exported: false,
+        attrs: Default::default(),
     };
     assert_eq!(bb.add_func("exp", empty.clone()), "exp2");
     assert_eq!(bb.add_func("main", empty), "main");

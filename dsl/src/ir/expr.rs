@@ -165,6 +165,17 @@ impl Expr {
         }
     }
 
+    /// Calls `f` on every variable this expression reads, mutably (to retarget them).
+    pub fn for_each_var_mut(&mut self, f: &mut dyn FnMut(&mut Var)) {
+        match self {
+            Expr::Var(v) => f(v),
+            Expr::Call(call) => call.args.iter_mut().for_each(|a| a.for_each_var_mut(f)),
+            Expr::Tuple(items) => items.iter_mut().for_each(|i| i.for_each_var_mut(f)),
+            Expr::TupleGetItem(tuple, _) => tuple.for_each_var_mut(f),
+            Expr::Constant(_) | Expr::Shape(_) | Expr::Prim(_) | Expr::Str(_) => {}
+        }
+    }
+
     /// Calls `f` on every call in this expression, outermost first.
     pub fn for_each_call<'a>(&'a self, f: &mut dyn FnMut(&'a Call)) {
         match self {

@@ -1,6 +1,7 @@
 //! Graph functions: parameters, binding blocks and a result.
 
 use super::expr::{Expr, Var};
+use crate::attrs::Attrs;
 use crate::struct_info::StructInfo;
 use serde::{Deserialize, Serialize};
 
@@ -45,12 +46,29 @@ pub struct Function {
     /// Whether the function is exported (kept by dead code elimination, callable by
     /// the runtime under its name).
     pub exported: bool,
+    /// Attributes; `num_input` (an int) says how many leading parameters are inputs, the
+    /// rest being weights (model parameters), as in Relax.
+    #[serde(default)]
+    pub attrs: Attrs,
 }
+
+/// The function attribute counting the leading parameters that are inputs (the rest are
+/// weights).
+pub const NUM_INPUT_ATTR: &str = "num_input";
 
 impl Function {
     /// The struct info of the result.
     pub fn ret_sinfo(&self) -> StructInfo {
         self.ret.sinfo()
+    }
+
+    /// How many leading parameters are inputs, when the function says (the rest are
+    /// weights).
+    pub fn num_inputs(&self) -> Option<usize> {
+        match self.attrs.get(NUM_INPUT_ATTR) {
+            Some(crate::attrs::AttrValue::Int(n)) => usize::try_from(*n).ok(),
+            _ => None,
+        }
     }
 
     /// Every binding of the body, in order.
@@ -62,6 +80,13 @@ impl Function {
 impl BindingValue {
     /// The bound expression.
     pub fn expr(&self) -> &Expr {
+        match self {
+            BindingValue::Expr(e) | BindingValue::MatchCast(e, _) => e,
+        }
+    }
+
+    /// The bound expression, mutably.
+    pub fn expr_mut(&mut self) -> &mut Expr {
         match self {
             BindingValue::Expr(e) | BindingValue::MatchCast(e, _) => e,
         }

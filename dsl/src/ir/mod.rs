@@ -6,5 +6,5 @@ mod function;
 mod module;
 
 pub use expr::{Call, Callee, Constant, Expr, PrimValue, Var};
-pub use function::{Binding, BindingBlock, BindingValue, Function};
+pub use function::{Binding, BindingBlock, BindingValue, Function, NUM_INPUT_ATTR};
 pub use module::IRModule;

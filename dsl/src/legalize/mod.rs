@@ -18,6 +18,7 @@ mod kernel;
 mod layout;
 mod matmul;
 mod norm;
+mod packed;
 mod reduce;
 mod softmax;
 #[cfg(test)]
@@ -32,6 +33,10 @@ use crate::te;
 use crate::tir::PrimFunc;
 use call::OpCall;
 use kernel::Kernel;
+
+/// The primitive function attribute naming the op it was legalized from (schedule rules
+/// recognize functions by it).
+pub const OP_ATTR: &str = "op";
 
 /// A legalized op call: the primitive function and the arguments to call it with.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +82,7 @@ const FAMILIES: &[(&[&str], Legalizer)] = &[
     }),
     (binary::OPS, |c| binary::legalize(c).map(Legalized::from)),
     (matmul::OPS, |c| matmul::legalize(c).map(Legalized::from)),
+    (packed::OPS, |c| packed::legalize(c).map(Legalized::from)),
     (layout::OPS, |c| layout::legalize(c).map(Legalized::from)),
     (concat::OPS, concat::legalize),
     (index::OPS, |c| index::legalize(c).map(Legalized::from)),
@@ -131,6 +137,8 @@ pub fn legalize_call(call: &Call) -> Result<LegalizedCall, LegalizeError> {
         "op_pattern".to_string(),
         AttrValue::Str(pattern.name().to_string()),
     );
+    func.attrs
+        .insert(OP_ATTR.to_string(), AttrValue::Str(op.to_string()));
     Ok(LegalizedCall {
         name_hint: op.to_string(),
         func,

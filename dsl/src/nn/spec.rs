@@ -2,7 +2,8 @@
 //! each one runs the model.
 
 use super::{Module, NnError, Param};
-use crate::ir::{Expr, Var};
+use crate::attrs::AttrValue;
+use crate::ir::{Expr, Var, NUM_INPUT_ATTR};
 use crate::{BlockBuilder, IRModule};
 
 /// How an exported function runs the model: given the model, the builder (inside the
@@ -18,8 +19,8 @@ struct ExportedFunction<M> {
 /// The exported functions of a model of type `M`.
 ///
 /// Each exported function takes its declared inputs followed by every model parameter
-/// (named as [`Module::parameters`] names them) and is built in one function scope with
-/// one dataflow block.
+/// (named as [`Module::parameters`] names them; the function's `num_input` attribute
+/// counts the inputs) and is built in one function scope with one dataflow block.
 pub struct Spec<M> {
     functions: Vec<ExportedFunction<M>>,
 }
@@ -82,7 +83,12 @@ impl<M: Module> Spec<M> {
                 other => bb.emit_output(other)?,
             };
             bb.end_dataflow()?;
-            names.push(bb.end_function(output.into())?);
+            let name = bb.end_function(output.into())?;
+            if let Some(attrs) = bb.function_attrs_mut(&name) {
+                let inputs = AttrValue::Int(function.inputs.len() as i64);
+                attrs.insert(NUM_INPUT_ATTR.to_string(), inputs);
+            }
+            names.push(name);
         }
         Ok(names)
     }

@@ -21,6 +21,7 @@ fn nested_function() -> Function {
         ],
         ret: out.into(),
         exported: true,
+        attrs: Default::default(),
     }
 }
 
@@ -57,6 +58,7 @@ fn nested_call_in_plain_block_is_bound_to_a_plain_var() {
         )],
         ret: y.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     let fresh = &f.blocks[0].bindings[0].var;
@@ -91,6 +93,7 @@ fn non_leaf_result_is_bound_in_a_trailing_plain_block() {
         blocks: vec![block(true, vec![bind(&y, x.clone().into())])],
         ret: op("exp", vec![x.into()], t(&[3])),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     assert_eq!(f.blocks.len(), 2);
@@ -119,6 +122,7 @@ fn struct_info_flows_forward_to_references() {
         )],
         ret: z.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     let bindings: Vec<&Binding> = f.bindings().collect();
@@ -149,6 +153,7 @@ fn calls_inside_tuples_and_projections_are_bound() {
         )],
         ret: z.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     let names: Vec<&str> = f.bindings().map(|b| b.var.name.as_str()).collect();
@@ -192,6 +197,7 @@ fn match_cast_value_becomes_a_leaf_and_the_var_takes_the_target() {
         )],
         ret: y.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     let cast = &f.blocks[0].bindings[1];
@@ -246,6 +252,7 @@ fn op_struct_info_is_reinferred_and_flows_to_later_bindings() {
         )],
         ret: z.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
     let expected = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DataType::F32);
@@ -276,6 +283,7 @@ fn inference_failure_names_the_op_and_the_binding() {
         )],
         ret: a.into(),
         exported: false,
+        attrs: Default::default(),
     };
     let err = normalize_function(&f).unwrap_err();
     assert!(

@@ -16,6 +16,7 @@ mod join;
 mod manipulate;
 mod matmul;
 mod norm;
+mod packed;
 mod reduce;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ pub use join::*;
 pub use manipulate::*;
 pub use matmul::*;
 pub use norm::*;
+pub use packed::*;
 pub use reduce::*;
 pub use unary::*;
 
@@ -106,6 +108,7 @@ const FAMILIES: &[&[OpDef]] = &[
     binary::OPS,
     unary::OPS,
     matmul::OPS,
+    packed::OPS,
     manipulate::OPS,
     join::OPS,
     reduce::OPS,

@@ -8,7 +8,7 @@ use crate::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Constant, Exp
 use crate::{Function, StructInfo, Var};
 
 impl Parser<'_> {
-    /// `[export] graph @name(params) [-> sinfo] [where dims] { body }`.
+    /// `[export] graph @name(params) [-> sinfo] [attrs(..)] [where dims] { body }`.
     pub(super) fn graph_function(
         &mut self,
         exported: bool,
@@ -30,6 +30,11 @@ impl Parser<'_> {
         } else {
             None
         };
+        let attrs = if self.eat_keyword("attrs") {
+            self.attr_list()?
+        } else {
+            Attrs::new()
+        };
         if !self.at_keyword("where") && !self.at("{") {
             return Err(self.expected("`where` or `{`"));
         }
@@ -40,6 +45,7 @@ impl Parser<'_> {
             blocks,
             ret,
             exported,
+            attrs,
         };
         match declared {
             Some((at, sinfo)) if sinfo != function.ret_sinfo() => {
@@ -65,6 +71,9 @@ impl Parser<'_> {
             if self.at("(") {
                 self.skip_group()?;
             }
+        }
+        if self.eat_keyword("attrs") {
+            self.skip_group()?;
         }
         if self.eat_keyword("where") {
             self.dim_decls()?;

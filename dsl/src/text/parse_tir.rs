@@ -5,7 +5,10 @@ use super::parser::Parser;
 use super::print_tir::{cmp_symbol, infix_symbol};
 use super::ParseError;
 use crate::attrs::Attrs;
-use crate::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
+use crate::tir::{
+    BinOp, Buffer, BufferRegion, ForKind, Intrinsic, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc,
+    Stmt, TVar,
+};
 use crate::DataType;
 
 const CMPS: [PrimCmp; 6] = [
@@ -159,10 +162,13 @@ impl Parser<'_> {
         if self.eat_keyword("evaluate") {
             return self.prim_expr().map(Stmt::Evaluate);
         }
+        if self.eat_keyword("microkernel") {
+            return self.microkernel_call();
+        }
         if !self.at_name(0) || !self.at_punct(1, "[") {
-            return Err(
-                self.expected("a statement (for, let, if, alloc, evaluate, seq or a store)")
-            );
+            return Err(self.expected(
+                "a statement (for, let, if, alloc, evaluate, microkernel, seq or a store)",
+            ));
         }
         let buffer = self.name("a buffer name")?;
         let indices = self.list("[", "]", Parser::prim_expr)?;
@@ -173,6 +179,23 @@ impl Parser<'_> {
             indices,
             value,
         })
+    }
+
+    /// `kernel(buffer @ offset, ...)(scalar, ...)` after `microkernel`.
+    fn microkernel_call(&mut self) -> Result<Stmt, ParseError> {
+        let kernel = self.name("a microkernel name")?;
+        let operands = self.list("(", ")", |p| {
+            let buffer = p.name("a buffer name")?;
+            p.expect("@")?;
+            let offset = p.prim_expr()?;
+            Ok(BufferRegion { buffer, offset })
+        })?;
+        let scalars = self.list("(", ")", Parser::prim_expr)?;
+        Ok(Stmt::Microkernel(MicrokernelCall {
+            kernel,
+            operands,
+            scalars,
+        }))
     }
 
     /// `name[: dtype]` (or `name: dtype` when `default` is `None`).

@@ -30,7 +30,10 @@ impl GraphPrinter {
         }
         let export = if f.exported { "export " } else { "" };
         let head = format!("{export}graph @{}", name(fname));
-        let tail = format!(" -> {}", f.ret_sinfo());
+        let mut tail = format!(" -> {}", f.ret_sinfo());
+        if !f.attrs.is_empty() {
+            let _ = write!(tail, " attrs({})", attr_items(&f.attrs).join(", "));
+        }
         let _ = writeln!(self.out, "{}", signature(&head, &params, &tail));
         let dims = function_dims(f);
         if !dims.is_empty() {

@@ -87,7 +87,7 @@ fn stmt_dims(stmt: &Stmt, out: &mut BTreeSet<SymVar>) {
             stmt_dims(then, out);
             otherwise.iter().for_each(|s| stmt_dims(s, out));
         }
-        Stmt::Store { .. } | Stmt::Evaluate(_) => {}
+        Stmt::Store { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => {}
     }
 }
 
@@ -197,6 +197,20 @@ impl TirPrinter {
             }
             Stmt::Evaluate(e) => {
                 let _ = writeln!(self.out, "{indent}evaluate {}", self.expr(e));
+            }
+            Stmt::Microkernel(call) => {
+                let operands: Vec<String> = call
+                    .operands
+                    .iter()
+                    .map(|o| format!("{} @ {}", name(&o.buffer), self.expr(&o.offset)))
+                    .collect();
+                let _ = writeln!(
+                    self.out,
+                    "{indent}microkernel {}({})({})",
+                    name(&call.kernel),
+                    operands.join(", "),
+                    self.exprs(&call.scalars)
+                );
             }
         }
     }

@@ -90,6 +90,7 @@ pub(super) fn func(params: &[&Var], blocks: Vec<BindingBlock>, ret: Expr) -> Fun
         blocks,
         ret,
         exported: false,
+        attrs: Default::default(),
     }
 }
 

@@ -310,6 +310,7 @@ fn graph_and_prim_functions_share_a_module() {
         blocks: vec![],
         ret: crate::Expr::from(&x),
         exported: true,
+        attrs: Default::default(),
     };
     both.functions.insert("main".into(), f);
     both.prim_funcs.insert("silu2".into(), silu());

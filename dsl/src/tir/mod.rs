@@ -3,9 +3,14 @@
 
 pub mod eval;
 mod expr;
+mod microkernel;
 mod stmt;
 mod visit;
 
 pub use eval::{run_prim_func, run_with_inputs, EvalError};
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
+pub use microkernel::{
+    BufferRegion, GemmScalars, MicrokernelCall, MicrokernelSpec, GEMM_OPERANDS, GEMM_SCALARS,
+    MICROKERNELS,
+};
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

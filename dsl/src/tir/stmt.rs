@@ -1,6 +1,7 @@
 //! Statements, buffers and primitive functions of TIR.
 
 use super::expr::{PrimExpr, TVar};
+use super::microkernel::MicrokernelCall;
 use crate::attrs::Attrs;
 use crate::{DataType, SymExpr, SymVar};
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,8 @@ pub enum Stmt {
     },
     /// An expression evaluated for its effect.
     Evaluate(PrimExpr),
+    /// A call of a runtime microkernel on buffer regions (a tensorized inner block).
+    Microkernel(MicrokernelCall),
 }
 
 /// A primitive function in destination-passing style: the last `num_outputs`

@@ -1,7 +1,7 @@
 //! Generic traversals of TIR, and the common queries built on them (variable uses,
 //! substitution, loop enumeration).
 
-use super::{PrimExpr, Stmt};
+use super::{BufferRegion, MicrokernelCall, PrimExpr, Stmt};
 
 impl PrimExpr {
     /// Rebuilds the expression bottom-up: children first, then `f` on the rebuilt node.
@@ -91,7 +91,7 @@ impl Stmt {
                 buffer: buffer.clone(),
                 body: Box::new(f(body)),
             },
-            Stmt::Store { .. } | Stmt::Evaluate(_) => self.clone(),
+            Stmt::Store { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => self.clone(),
         }
     }
 
@@ -107,7 +107,7 @@ impl Stmt {
             } => std::iter::once(&**then)
                 .chain(otherwise.as_deref())
                 .collect(),
-            Stmt::Store { .. } | Stmt::Evaluate(_) => Vec::new(),
+            Stmt::Store { .. } | Stmt::Evaluate(_) | Stmt::Microkernel(_) => Vec::new(),
         }
     }
 
@@ -119,6 +119,12 @@ impl Stmt {
             Stmt::Let { value, .. } => vec![value],
             Stmt::If { cond, .. } => vec![cond],
             Stmt::Evaluate(e) => vec![e],
+            Stmt::Microkernel(call) => call
+                .operands
+                .iter()
+                .map(|o| &o.offset)
+                .chain(&call.scalars)
+                .collect(),
             Stmt::Seq(_) | Stmt::Allocate { .. } => Vec::new(),
         }
     }
@@ -161,6 +167,18 @@ impl Stmt {
                 otherwise: otherwise.clone(),
             },
             Stmt::Evaluate(e) => Stmt::Evaluate(f(e)),
+            Stmt::Microkernel(call) => Stmt::Microkernel(MicrokernelCall {
+                kernel: call.kernel.clone(),
+                operands: call
+                    .operands
+                    .iter()
+                    .map(|o| BufferRegion {
+                        buffer: o.buffer.clone(),
+                        offset: f(&o.offset),
+                    })
+                    .collect(),
+                scalars: call.scalars.iter().map(&mut *f).collect(),
+            }),
             Stmt::Seq(_) | Stmt::Allocate { .. } => self.clone(),
         };
         this.map_children(&mut |child| child.rewrite_exprs(f))

@@ -13,6 +13,7 @@ fn function(params: Vec<Var>, blocks: Vec<(bool, Vec<Binding>)>, ret: Expr) -> F
             .collect(),
         ret,
         exported: true,
+        attrs: Default::default(),
     }
 }
 

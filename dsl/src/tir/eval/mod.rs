@@ -4,6 +4,7 @@
 //! Every access is bounds-checked; both branches of a `select` are evaluated, as
 //! branch-free code would; local allocations start as NaN so a missing init shows.
 
+mod microkernel;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -86,6 +87,14 @@ pub enum EvalError {
     DivisionByZero {
         /// The operation.
         op: &'static str,
+    },
+    /// A microkernel call that is unknown, malformed, or reaches outside its buffers.
+    #[error("microkernel `{kernel}`: {message}")]
+    Microkernel {
+        /// The kernel's name.
+        kernel: String,
+        /// What went wrong.
+        message: String,
     },
     /// An operation that does not apply to a dtype.
     #[error("`{op}` is not defined on {dtype}")]
@@ -295,6 +304,7 @@ impl Machine<'_> {
                 result
             }
             Stmt::Evaluate(expr) => self.eval(expr).map(drop),
+            Stmt::Microkernel(call) => self.microkernel(call),
         }
     }
 

@@ -1,0 +1,47 @@
+//! Microkernel calls: a tensorized block becomes an indirect call through the runtime's
+//! microkernel table in `RtEnv` (the implementation the runtime picked for this CPU).
+
+use super::Lowerer;
+use crate::CodegenError;
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature};
+use oxrelax_dsl::tir::MicrokernelCall;
+use oxrelax_dsl::DataType;
+use oxrelax_runtime::abi::RtEnvField;
+use oxrelax_runtime::microkernel::Microkernel;
+
+impl Lowerer<'_, '_> {
+    /// `kernel(&a[offset], ...)(scalars...)`: buffer regions as pointers, scalars as `i64`.
+    pub(crate) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), CodegenError> {
+        let kernel = Microkernel::from_name(&call.kernel)
+            .ok_or_else(|| self.unsupported(format!("unknown microkernel `{}`", call.kernel)))?;
+        let mut args = Vec::with_capacity(call.operands.len() + call.scalars.len());
+        for operand in &call.operands {
+            let (base, dtype) = self.slot(&operand.buffer)?;
+            if dtype != DataType::F32 || self.registers.contains_key(&operand.buffer) {
+                return Err(self.unsupported(format!(
+                    "microkernel `{}` needs f32 buffers in memory, `{}` is not",
+                    call.kernel, operand.buffer
+                )));
+            }
+            let offset = self.expr(&operand.offset)?;
+            args.push(self.element_address(base, offset, dtype));
+        }
+        for scalar in &call.scalars {
+            args.push(self.expr(scalar)?);
+        }
+        let mut sig = Signature::new(self.b.func.signature.call_conv);
+        sig.params
+            .extend(call.operands.iter().map(|_| AbiParam::new(self.ptr)));
+        sig.params
+            .extend(call.scalars.iter().map(|_| AbiParam::new(types::I64)));
+        let sig = self.b.import_signature(sig);
+        let offset = RtEnvField::microkernel_offset(kernel, self.ptr.bytes() as usize) as i32;
+        let env = self.env;
+        let function = self
+            .b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), env, offset);
+        self.b.ins().call_indirect(sig, function, &args);
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+//! [`Target`]: what the compiler generates code for — a triple, its CPU features, vector
+//! widths and the tile table the schedule rules read. The host's features are detected
+//! once; a target can also be named with explicit features (so tests can force AVX2 or
+//! scalar code on any host).
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// Tile sizes of the f32 matmul rules on a target: the microkernels to tensorize onto and
+/// the cache blocking around them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulTiles {
+    /// The prefill microkernel (a block of `ep` rows by `hp` columns).
+    pub gemm_kernel: &'static str,
+    /// The decode (one row) microkernel, over the same panel width `hp`.
+    pub gemv_kernel: &'static str,
+    /// Rows of the prefill register block (E).
+    pub ep: i64,
+    /// Panel width of packed weights (H).
+    pub hp: i64,
+    /// Reduction block (L) kept in L1/L2 per microkernel call.
+    pub l_block: i64,
+    /// Panels one prefill task computes (its packed-weight block stays in L2).
+    pub panels_per_task: i64,
+    /// Panels one decode task computes.
+    pub gemv_panels_per_task: i64,
+}
+
+/// One row of the tile table: the architecture, the CPU features it needs, its tiles.
+#[derive(Clone, Copy, Debug)]
+struct TileRow {
+    arch: &'static str,
+    features: &'static [&'static str],
+    /// Widest f32 vector the microkernels use, in bits.
+    vector_bits: u32,
+    matmul: MatmulTiles,
+}
+
+/// f32 tiles shared by the rows below (the panel width is 16 on every target, so packed
+/// weights are portable across them; the runtime picks each microkernel's implementation).
+const F32_TILES: MatmulTiles = MatmulTiles {
+    gemm_kernel: "sgemm_6x16",
+    gemv_kernel: "sgemm_1x16",
+    ep: 6,
+    hp: 16,
+    l_block: 256,
+    panels_per_task: 4,
+    gemv_panels_per_task: 8,
+};
+
+/// The tile table, most specific rows first; the first row whose arch matches and whose
+/// features the target has is used.
+const TILE_TABLE: &[TileRow] = &[
+    TileRow {
+        arch: "x86_64",
+        features: &["avx2", "fma"],
+        vector_bits: 256,
+        matmul: F32_TILES,
+    },
+    TileRow {
+        arch: "*",
+        features: &[],
+        vector_bits: 128,
+        matmul: F32_TILES,
+    },
+];
+
+/// The x86-64 features the host is probed for.
+#[cfg(target_arch = "x86_64")]
+fn detect_host_features() -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    macro_rules! probe {
+        ($($name:tt),*) => {$(
+            if std::arch::is_x86_feature_detected!($name) {
+                found.insert($name.to_string());
+            }
+        )*};
+    }
+    probe!(
+        "sse4.1",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "avx512f",
+        "avx512bw",
+        "avx512vnni"
+    );
+    found
+}
+
+/// The aarch64 features the host is probed for.
+#[cfg(target_arch = "aarch64")]
+fn detect_host_features() -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    macro_rules! probe {
+        ($($name:tt),*) => {$(
+            if std::arch::is_aarch64_feature_detected!($name) {
+                found.insert($name.to_string());
+            }
+        )*};
+    }
+    probe!("neon", "dotprod", "i8mm", "fp16");
+    found
+}
+
+/// No probing on other architectures.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn detect_host_features() -> BTreeSet<String> {
+    BTreeSet::new()
+}
+
+/// What code is generated for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The target triple (`x86_64-unknown-linux-gnu`).
+    pub triple: String,
+    /// The CPU features the generated code may use (`avx2`, `fma`, ...).
+    pub features: BTreeSet<String>,
+}
+
+impl Target {
+    /// The machine this process runs on, features detected once.
+    pub fn host() -> Target {
+        static HOST: OnceLock<Target> = OnceLock::new();
+        HOST.get_or_init(|| Target {
+            triple: host_triple(),
+            features: detect_host_features(),
+        })
+        .clone()
+    }
+
+    /// A named target: `triple` with exactly `features` (e.g. `["avx2", "fma"]`, or none
+    /// for scalar microkernels).
+    pub fn new(triple: &str, features: &[&str]) -> Target {
+        Target {
+            triple: triple.to_string(),
+            features: features.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    /// The architecture (the triple's first component).
+    pub fn arch(&self) -> &str {
+        self.triple.split('-').next().unwrap_or("")
+    }
+
+    /// Whether the target has CPU feature `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.features.contains(name)
+    }
+
+    fn tile_row(&self) -> &'static TileRow {
+        TILE_TABLE
+            .iter()
+            .find(|row| {
+                (row.arch == "*" || row.arch == self.arch())
+                    && row.features.iter().all(|f| self.has(f))
+            })
+            .expect("the tile table ends with a row for every target")
+    }
+
+    /// The f32 matmul tiles for this target.
+    pub fn matmul_tiles(&self) -> MatmulTiles {
+        self.tile_row().matmul
+    }
+
+    /// The widest f32 vector the target's microkernels use, in bits.
+    pub fn vector_bits(&self) -> u32 {
+        self.tile_row().vector_bits
+    }
+}
+
+/// The triple of the host, from the compile-time architecture and OS.
+fn host_triple() -> String {
+    let arch = std::env::consts::ARCH;
+    match std::env::consts::OS {
+        "linux" => format!("{arch}-unknown-linux-gnu"),
+        "android" => format!("{arch}-linux-android"),
+        "macos" => format!("{arch}-apple-darwin"),
+        os => format!("{arch}-unknown-{os}"),
+    }
+}

@@ -16,10 +16,13 @@ use oxrelax_dsl::ir::{Expr, Var};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::PrimFunc;
-use oxrelax_dsl::{DataType, StructInfo, SymExpr, SymVar};
-use oxrelax_schedules::{default_schedule, ScheduleConfig};
+use oxrelax_dsl::{DataType, StructInfo, SymExpr, SymVar, Target};
+use oxrelax_runtime::microkernel::MicrokernelSet;
+use oxrelax_runtime::{RuntimeEnv, ThreadPool};
+use oxrelax_schedules::{default_schedule, rules_for, schedule_for, ScheduleConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 
 /// The upper bound of the symbolic dim `n`.
 pub const N_MAX: i64 = 256;
@@ -113,6 +116,8 @@ pub struct Kernel {
     /// The scheduled primitive function.
     pub func: PrimFunc,
     library: JitLibrary,
+    /// The runtime services it runs with (none: a null env).
+    env: Option<RuntimeEnv>,
 }
 
 /// Legalizes the op call `call`, applies the default schedule and JIT-compiles it.
@@ -128,6 +133,28 @@ pub fn compile(call: &Expr) -> Kernel {
         name,
         func,
         library,
+        env: None,
+    }
+}
+
+/// Legalizes the op call `call`, schedules it with `target`'s rules and JIT-compiles it;
+/// it runs with a two-thread pool and the microkernels of `target`'s features.
+pub fn compile_for(call: &Expr, target: &Target) -> Kernel {
+    let Expr::Call(call) = call else {
+        panic!("not a call: {call:?}")
+    };
+    let legalized = legalize_call(call).unwrap();
+    let func = schedule_for(&legalized.func, target, &rules_for(target));
+    let name = legalized.name_hint;
+    let library = JitLibrary::compile(std::iter::once((&name, &func))).unwrap();
+    let features: Vec<&str> = target.features.iter().map(String::as_str).collect();
+    let pool = Arc::new(ThreadPool::new(2).unwrap());
+    let env = RuntimeEnv::with_microkernels(pool, MicrokernelSet::for_features(&features));
+    Kernel {
+        name,
+        func,
+        library,
+        env: Some(env),
     }
 }
 
@@ -247,11 +274,15 @@ impl Kernel {
             .map(|b| b.words.as_mut_ptr().cast())
             .collect();
         let kernel = self.library.kernel(&self.name).unwrap();
+        let env = self
+            .env
+            .as_ref()
+            .map_or(std::ptr::null(), RuntimeEnv::as_ptr);
         // SAFETY: `kernel` was compiled from `self.func`; `args` holds one pointer per
         // parameter, in order, to an 8-byte aligned buffer holding the parameter's shape
         // (evaluated with `n`) in its storage dtype; `dims_abi` holds one value per
-        // `func.dims` entry; the kernels ignore the (null) env.
-        let code = unsafe { kernel(args.as_ptr(), dims_abi.as_ptr(), std::ptr::null()) };
+        // `func.dims` entry; `env` is null or a live runtime env.
+        let code = unsafe { kernel(args.as_ptr(), dims_abi.as_ptr(), env) };
         assert_eq!(code, 0, "{}: kernel returned an error", self.name);
         let num_inputs = inputs.len();
         buffers[num_inputs..]

@@ -1,0 +1,137 @@
+//! `pack_weight` and `packed_matmul` scheduled by the target's rules (GEMV for one row,
+//! the tensorized matmul otherwise) and run on the runtime's microkernels, for the host's
+//! best microkernels and for forced scalar ones, against `x @ w^T` in f64.
+//!
+//! Shapes cover edges: output widths that are not a multiple of the 16-wide panel,
+//! reductions longer than one 256-long block (so later blocks accumulate), row counts
+//! that are not a multiple of the 6-row block, and a symbolic row count.
+//!
+//! Tolerance: `|got - want| <= 1e-4 * max(1, |want|)` (f32 accumulation of up to 300
+//! products of values in `[-1, 1)`).
+
+mod common;
+
+use common::*;
+use ndarray::{ArrayD, Ix2, IxDyn};
+use oxrelax_dsl::op;
+use oxrelax_dsl::{AttrValue, DataType, Target};
+
+const TOL: f64 = 1e-4;
+
+/// `(L, H)`: reduction length and output features.
+const SHAPES: [(i64, i64); 4] = [(64, 64), (300, 37), (17, 5), (257, 48)];
+
+/// The targets to run: the host (its best microkernels) and scalar microkernels.
+fn targets() -> Vec<Target> {
+    let host = Target::host();
+    let scalar = Target::new(&host.triple, &[]);
+    vec![host, scalar]
+}
+
+fn rule(kernel: &Kernel) -> String {
+    match kernel.func.attrs.get("schedule_rule") {
+        Some(AttrValue::Str(rule)) => rule.clone(),
+        other => panic!("no schedule rule recorded: {other:?}"),
+    }
+}
+
+/// The packed weight of `w` (`[H, L]`), made by the compiled `pack_weight` kernel.
+fn packed(w: &ArrayD<f32>, target: &Target) -> ArrayD<f32> {
+    let (h, l) = (w.shape()[0] as i64, w.shape()[1] as i64);
+    let weight = var("w", vec![c(h), c(l)], DataType::F32);
+    let hp = target.matmul_tiles().hp;
+    let kernel = compile_for(&op::pack_weight(&weight, hp).unwrap(), target);
+    kernel.run1(1, &[w])
+}
+
+/// `x @ w^T` in f64 for `x` of shape `[1, rows, L]`.
+fn reference(x: &ArrayD<f32>, w: &ArrayD<f32>) -> ArrayD<f64> {
+    let rows = x.shape()[1];
+    let x2 = f64s(x)
+        .into_shape_with_order((rows, x.shape()[2]))
+        .unwrap()
+        .into_dimensionality::<Ix2>()
+        .unwrap();
+    let w2 = f64s(w).into_dimensionality::<Ix2>().unwrap();
+    x2.dot(&w2.t())
+        .into_shape_with_order(IxDyn(&[1, rows, w.shape()[0]]))
+        .unwrap()
+}
+
+fn assert_matches(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
+    assert_close(got, want, DataType::F32, TOL, what);
+}
+
+#[test]
+fn prefill_rows_run_on_the_tensorized_matmul() {
+    for target in targets() {
+        let mut rng = rng(7);
+        for (l, h) in SHAPES {
+            let w = random(
+                &mut rng,
+                &[h as usize, l as usize],
+                DataType::F32,
+                -1.0,
+                1.0,
+            );
+            let panels = packed(&w, &target);
+            let x = var("x", vec![c(1), n(), c(l)], DataType::F32);
+            let p = var("p", panels_shape(&panels), DataType::F32);
+            let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), &target);
+            assert_eq!(rule(&kernel), "matmul");
+            for rows in [1, 5, 6, 13, 129] {
+                let xs = random(&mut rng, &[1, rows, l as usize], DataType::F32, -1.0, 1.0);
+                let got = kernel.run1(rows as i64, &[&xs, &panels]);
+                let what = format!("{:?} L={l} H={h} rows={rows}", target.features);
+                assert_matches(&got, &reference(&xs, &w), &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_row_runs_on_the_gemv() {
+    for target in targets() {
+        let mut rng = rng(8);
+        for (l, h) in SHAPES {
+            let w = random(
+                &mut rng,
+                &[h as usize, l as usize],
+                DataType::F32,
+                -1.0,
+                1.0,
+            );
+            let panels = packed(&w, &target);
+            let x = var("x", vec![c(1), c(1), c(l)], DataType::F32);
+            let p = var("p", panels_shape(&panels), DataType::F32);
+            let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), &target);
+            assert_eq!(rule(&kernel), "gemv");
+            let xs = random(&mut rng, &[1, 1, l as usize], DataType::F32, -1.0, 1.0);
+            let got = kernel.run1(1, &[&xs, &panels]);
+            let what = format!("{:?} L={l} H={h}", target.features);
+            assert_matches(&got, &reference(&xs, &w), &what);
+        }
+    }
+}
+
+#[test]
+fn packed_weights_are_zero_padded_panels() {
+    let target = Target::host();
+    let mut rng = rng(9);
+    let w = random(&mut rng, &[37, 20], DataType::F32, -1.0, 1.0);
+    let panels = packed(&w, &target);
+    assert_eq!(panels.shape(), [3, 20, 16]);
+    for p in 0..3 {
+        for l in 0..20 {
+            for j in 0..16 {
+                let row = p * 16 + j;
+                let want = if row < 37 { w[[row, l]] } else { 0.0 };
+                assert_eq!(panels[[p, l, j]], want, "panel {p}, l {l}, lane {j}");
+            }
+        }
+    }
+}
+
+fn panels_shape(panels: &ArrayD<f32>) -> Vec<oxrelax_dsl::SymExpr> {
+    panels.shape().iter().map(|&d| c(d as i64)).collect()
+}

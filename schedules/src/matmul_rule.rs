@@ -188,12 +188,10 @@ impl PackedMatmul<'_> {
         let h = PrimExpr::index(self.features);
         let panel_start = p.clone() * PrimExpr::index(self.depth) * hp.clone();
         let cols = min(hp.clone(), h.clone() - p.clone() * hp.clone());
-        let accumulate = PrimExpr::Cmp(
-            PrimCmp::Gt,
-            Box::new(l0.clone()),
-            Box::new(PrimExpr::index(0)),
-        )
-        .cast(DataType::I64);
+        let accumulate = l0
+            .clone()
+            .compare(PrimCmp::Gt, PrimExpr::index(0))
+            .cast(DataType::I64);
         let region = |buffer: &str, offset: PrimExpr| BufferRegion {
             buffer: buffer.to_string(),
             offset,

@@ -13,23 +13,24 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         kernel: Microkernel::Sgemm6x16,
         isa: "scalar",
         features: &[],
-        func: sgemm_6x16,
+        func: sgemm::<6, 16>,
     },
     Implementation {
         kernel: Microkernel::Sgemm1x16,
         isa: "scalar",
         features: &[],
-        func: sgemm_1x16,
+        func: sgemm::<1, 16>,
     },
 ];
 
-/// The [`super::MicrokernelFn`] contract for block shape `EP x HP`: accumulate the whole
+/// The scalar twin of every block shape `EP x HP` (`sgemm::<6, 16>` is
+/// [`Microkernel::Sgemm6x16`], ...), with the [`super::MicrokernelFn`] contract: accumulate the whole
 /// block in a local tile, then write back the valid `rows x cols` part.
 ///
 /// # Safety
 /// As [`super::MicrokernelFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn sgemm<const EP: usize, const HP: usize>(
+unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -70,40 +71,4 @@ unsafe fn sgemm<const EP: usize, const HP: usize>(
             }
         }
     }
-}
-
-/// [`Microkernel::Sgemm6x16`], scalar.
-///
-/// # Safety
-/// As [`super::MicrokernelFn`].
-unsafe extern "C" fn sgemm_6x16(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    kc: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { sgemm::<6, 16>(a, b, c, kc, ldc, rows, cols, accumulate) }
-}
-
-/// [`Microkernel::Sgemm1x16`], scalar.
-///
-/// # Safety
-/// As [`super::MicrokernelFn`].
-unsafe extern "C" fn sgemm_1x16(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    kc: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { sgemm::<1, 16>(a, b, c, kc, ldc, rows, cols, accumulate) }
 }

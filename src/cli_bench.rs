@@ -6,6 +6,7 @@ use crate::cli_generate::{open_engine_on, LoadedEngine, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::vm::KernelProfile;
 use oxrelax_runtime::ThreadPool;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ pub struct BenchArgs {
     /// Also print the figures as one JSON object on the last line of stdout.
     #[arg(long)]
     json: bool,
+    /// After the measured runs, one more run with per-kernel timing: prints the
+    /// slowest kernels of prefill and decode.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     load: ModelArgs,
 }
@@ -202,10 +207,37 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
         arena_bytes: engine.arena_bytes(),
     };
     print_report(&report);
+    if args.profile {
+        engine.set_profiling(true);
+        one_run(&mut engine, &prompt, args.gen)?;
+        engine.set_profiling(false);
+        for function in ["prefill", "decode"] {
+            print_profile(function, &engine.profile(function).unwrap_or_default());
+        }
+    }
     if args.json {
         println!("{}", report.json_line());
     }
     Ok(())
+}
+
+/// The kernels printed per function by `--profile`.
+const PROFILE_LINES: usize = 15;
+
+/// The slowest kernels of one function's profiled run, with their share of its kernel time.
+fn print_profile(function: &str, lines: &[KernelProfile]) {
+    let total: f64 = lines.iter().map(|l| l.total.as_secs_f64()).sum();
+    println!("profile of {function}: {:.2} ms in kernels", total * 1e3);
+    for line in lines.iter().take(PROFILE_LINES) {
+        let ms = line.total.as_secs_f64() * 1e3;
+        println!(
+            "  {:>9.2} ms {:>5.1}% {:>6} calls  {}",
+            ms,
+            100.0 * line.total.as_secs_f64() / total.max(f64::MIN_POSITIVE),
+            line.calls,
+            line.kernel
+        );
+    }
 }
 
 /// The human-readable report.

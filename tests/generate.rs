@@ -15,8 +15,10 @@ use std::process::{Command, Output};
 
 /// Max |logit difference| accepted against transformers (float32 both sides).
 const TOLERANCE: f32 = 1e-4;
-/// Max |logit difference| between two ways of computing the same thing here.
-const SAME: f32 = 1e-5;
+/// Max |logit difference| between two ways of computing the same thing here (e.g. K/V of
+/// a reply computed by the decode GEMV and the same K/V re-prefilled through the GEMM
+/// microkernel: the same sums in another order).
+const SAME: f32 = 2e-5;
 /// A context window that keeps the compiled models small.
 const CONTEXT: &str = "256";
 
@@ -324,7 +326,8 @@ fn a_chat_reuses_the_cache_and_equals_prefilling_the_whole_conversation() {
     let diff = max_abs_diff(&fresh.token_logits, &second.generation.token_logits);
     assert!(diff <= SAME, "cached vs re-prefilled conversation: {diff}");
     let tail = &fresh.prefill_logits[second.reused..];
-    assert!(max_abs_diff(tail, &second.generation.prefill_logits) <= SAME);
+    let diff = max_abs_diff(tail, &second.generation.prefill_logits);
+    assert!(diff <= SAME, "cached vs re-prefilled prompt logits: {diff}");
 }
 
 #[test]

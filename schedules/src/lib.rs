@@ -3,10 +3,12 @@
 //! [`Schedule`] holds a primitive function and applies loop primitives to loops named by
 //! their loop variable (`split`, `fuse`, `vectorize`, `parallel`, `unroll`). Rules decide
 //! what to do with a function: [`rules_for`] lists them per target in order (the matmul
-//! rules tensorizing packed matmuls onto microkernels, then the [`default_schedule`]
+//! rules tensorizing packed matmuls onto microkernels, the attention rule tensorizing
+//! fused attention onto its row microkernel, then the [`default_schedule`]
 //! fallback) and [`schedule_for`] applies the first that accepts.
 
 mod accumulate;
+mod attention_rule;
 mod default_rule;
 mod hoist;
 mod matmul_rule;
@@ -16,8 +18,10 @@ mod rule;
 mod tests;
 #[cfg(test)]
 mod tests_semantics;
+mod tir_build;
 
 pub use accumulate::accumulate_in_registers;
+pub use attention_rule::AttentionRule;
 pub use default_rule::{default_schedule, ScheduleConfig};
 pub use hoist::hoist_invariant_loads;
 pub use matmul_rule::{GemvRule, MatmulRule};

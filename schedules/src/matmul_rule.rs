@@ -10,9 +10,10 @@
 //!   group accumulates into the output tile.
 
 use crate::rule::ScheduleRule;
+use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
-    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar,
+    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc, Stmt,
 };
 use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 
@@ -248,33 +249,4 @@ fn unflatten(row: PrimExpr, dims: &[SymExpr]) -> Vec<PrimExpr> {
     }
     indices.reverse();
     indices
-}
-
-fn index(name: &str) -> PrimExpr {
-    PrimExpr::Var(TVar::new(name, DataType::I64))
-}
-
-fn min(a: PrimExpr, b: PrimExpr) -> PrimExpr {
-    a.binary(BinOp::Min, b)
-}
-
-fn ceil_div(a: PrimExpr, b: i64) -> PrimExpr {
-    (a + PrimExpr::index(b - 1)).binary(BinOp::FloorDiv, PrimExpr::index(b))
-}
-
-fn for_loop(var: &str, extent: PrimExpr, kind: ForKind, body: Stmt) -> Stmt {
-    Stmt::For {
-        var: TVar::new(var, DataType::I64),
-        extent,
-        kind,
-        body: Box::new(body),
-    }
-}
-
-fn let_in(var: &str, value: PrimExpr, body: Stmt) -> Stmt {
-    Stmt::Let {
-        var: TVar::new(var, DataType::I64),
-        value,
-        body: Box::new(body),
-    }
 }

@@ -3,6 +3,7 @@
 //! scheduled for a target, or declines. [`rules_for`] is the ordered list per target;
 //! [`schedule_for`] applies the first rule that accepts.
 
+use crate::attention_rule::AttentionRule;
 use crate::default_rule::{default_schedule, ScheduleConfig};
 use crate::matmul_rule::{GemvRule, MatmulRule};
 use oxrelax_dsl::tir::PrimFunc;
@@ -38,6 +39,7 @@ pub fn rules_for(_target: &Target) -> Vec<Box<dyn ScheduleRule>> {
     vec![
         Box::new(GemvRule),
         Box::new(MatmulRule),
+        Box::new(AttentionRule),
         Box::new(FallbackRule {
             config: ScheduleConfig::default(),
         }),

@@ -1,11 +1,11 @@
 //! Scheduling must not change what a function computes: legalized kernels evaluated with
 //! the TIR reference evaluator before and after the default schedule give equal results.
 
-use crate::{default_schedule, ScheduleConfig};
+use crate::{default_schedule, AttentionRule, ScheduleConfig, ScheduleRule};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::run_with_inputs;
-use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Var};
+use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn n() -> SymVar {
@@ -59,19 +59,7 @@ fn default_schedule_preserves_results() {
         );
         for value in [1, 3, 17] {
             let dims = SymBindings::from([("n".to_string(), value)]);
-            let inputs: Vec<Vec<f64>> = func
-                .inputs()
-                .iter()
-                .map(|b| {
-                    let len = SymExpr::product(&b.shape).eval(&dims).unwrap() as usize;
-                    (0..len)
-                        .map(|_| match b.dtype {
-                            DataType::I32 => f64::from(rng.gen_range(0..9)),
-                            _ => f64::from(rng.gen_range(-2.0f32..2.0)),
-                        })
-                        .collect()
-                })
-                .collect();
+            let inputs = random_inputs(&func, &dims, &mut rng);
             let before = run_with_inputs(&func, &dims, &inputs).unwrap();
             let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
             assert_eq!(before, after, "{name} with n = {value}");
@@ -101,4 +89,63 @@ fn invariant_loads_are_read_once_before_their_loop() {
     // The output stage divides by the row sum: read once per row, not per element.
     assert!(text.contains("let inv"), "{text}");
     assert!(!text.contains("/ exp_sum["), "{text}");
+}
+
+/// Random inputs for `func`'s input buffers with `dims` bound (ids in `0..9`).
+fn random_inputs(
+    func: &oxrelax_dsl::tir::PrimFunc,
+    dims: &SymBindings,
+    rng: &mut StdRng,
+) -> Vec<Vec<f64>> {
+    func.inputs()
+        .iter()
+        .map(|b| {
+            let len = SymExpr::product(&b.shape).eval(dims).unwrap() as usize;
+            (0..len)
+                .map(|_| f64::from(rng.gen_range(-2.0f32..2.0)))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_attention_rule_computes_what_the_legalized_function_does() {
+    let mut rng = StdRng::seed_from_u64(11);
+    // (heads, kv_heads, head_dim, cached positions before the queries)
+    for (heads, kv_heads, dim, past) in [(4, 2, 8, 3), (3, 1, 5, 0), (2, 2, 3, 9)] {
+        for causal in [true, false] {
+            let q = tensor(
+                "q",
+                vec![n().expr(), heads.into(), dim.into()],
+                DataType::F32,
+            );
+            let kv = vec![n().expr() + SymExpr::int(past), kv_heads.into(), dim.into()];
+            let (k, v) = (
+                tensor("k", kv.clone(), DataType::F32),
+                tensor("v", kv, DataType::F32),
+            );
+            let Expr::Call(call) = op::attention(&q, &k, &v, 0.3, causal).unwrap() else {
+                unreachable!("op constructors build calls")
+            };
+            let func = legalize_call(&call).unwrap().func;
+            let scheduled = AttentionRule
+                .apply(&func, &Target::host())
+                .expect("the rule applies");
+            for value in [1, 2, 7] {
+                let dims = SymBindings::from([("n".to_string(), value)]);
+                let inputs = random_inputs(&func, &dims, &mut rng);
+                let before = run_with_inputs(&func, &dims, &inputs).unwrap();
+                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+                for (b, a) in before[0].iter().zip(&after[0]) {
+                    let what = format!(
+                        "heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value}"
+                    );
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "{what}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -4,16 +4,33 @@
 use super::Lowerer;
 use crate::CodegenError;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature};
-use oxrelax_dsl::tir::MicrokernelCall;
+use oxrelax_dsl::tir::{MicrokernelCall, MicrokernelSpec};
 use oxrelax_dsl::DataType;
 use oxrelax_runtime::abi::RtEnvField;
 use oxrelax_runtime::microkernel::Microkernel;
 
 impl Lowerer<'_, '_> {
-    /// `kernel(&a[offset], ...)(scalars...)`: buffer regions as pointers, scalars as `i64`.
+    /// `kernel(&a[offset], ...)(scalars...)`: buffer regions as pointers, scalars as `i64`
+    /// or `f32` as the kernel declares them.
     pub(crate) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), CodegenError> {
         let kernel = Microkernel::from_name(&call.kernel)
             .ok_or_else(|| self.unsupported(format!("unknown microkernel `{}`", call.kernel)))?;
+        let spec = MicrokernelSpec::lookup(&call.kernel)
+            .ok_or_else(|| self.unsupported(format!("unknown microkernel `{}`", call.kernel)))?;
+        let declared = spec.kind.scalars();
+        let scalars_match = declared.len() == call.scalars.len()
+            && declared
+                .iter()
+                .zip(&call.scalars)
+                .all(|(&(_, d), s)| s.dtype() == d);
+        if spec.kind.operands().len() != call.operands.len() || !scalars_match {
+            return Err(self.unsupported(format!(
+                "microkernel `{}` takes buffers {:?} and scalars {:?}",
+                call.kernel,
+                spec.kind.operands(),
+                declared
+            )));
+        }
         let mut args = Vec::with_capacity(call.operands.len() + call.scalars.len());
         for operand in &call.operands {
             let (base, dtype) = self.slot(&operand.buffer)?;
@@ -32,8 +49,13 @@ impl Lowerer<'_, '_> {
         let mut sig = Signature::new(self.b.func.signature.call_conv);
         sig.params
             .extend(call.operands.iter().map(|_| AbiParam::new(self.ptr)));
-        sig.params
-            .extend(call.scalars.iter().map(|_| AbiParam::new(types::I64)));
+        sig.params.extend(declared.iter().map(|&(_, dtype)| {
+            AbiParam::new(if dtype == DataType::F32 {
+                types::F32
+            } else {
+                types::I64
+            })
+        }));
         let sig = self.b.import_signature(sig);
         let offset = RtEnvField::microkernel_offset(kernel, self.ptr.bytes() as usize) as i32;
         let env = self.env;

@@ -137,5 +137,6 @@ fn split(call: &OpCall) -> Result<Kernel, LegalizeError> {
         args,
         outputs,
         pattern: OpPattern::Injective,
+        attrs: Vec::new(),
     })
 }

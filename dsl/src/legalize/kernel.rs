@@ -3,7 +3,7 @@
 
 use crate::ir::Expr as IrExpr;
 use crate::te::{Expr, Tensor};
-use crate::{DataType, SymExpr};
+use crate::{AttrValue, DataType, SymExpr};
 
 /// How fusion may treat a legalized function (its `op_pattern` attribute).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,6 +46,8 @@ pub(super) struct Kernel {
     pub(super) outputs: Vec<Tensor>,
     /// The fusion pattern.
     pub(super) pattern: OpPattern,
+    /// Attributes of the op the function keeps (for its schedule rule).
+    pub(super) attrs: Vec<(&'static str, AttrValue)>,
 }
 
 impl Kernel {
@@ -61,7 +63,14 @@ impl Kernel {
             args,
             outputs: vec![output],
             pattern,
+            attrs: Vec::new(),
         }
+    }
+
+    /// The kernel, keeping `attrs` on the legalized function.
+    pub(super) fn with_attrs(mut self, attrs: &[(&'static str, AttrValue)]) -> Self {
+        self.attrs.extend_from_slice(attrs);
+        self
     }
 }
 

@@ -4,9 +4,11 @@
 //! Conventions of the produced [`PrimFunc`]: parameters are the tensor inputs then the
 //! outputs (`num_outputs` of them, several for `split`), buffers have readable names
 //! (`x`, `a`, `b`, `weight`, `out`, `out0`, ...), `dims` are the parameters' symbolic
-//! dims sorted by name, and `attrs["op_pattern"]` is the [`OpPattern`] name. Shape and
+//! dims sorted by name, `attrs["op_pattern"]` is the [`OpPattern`] name and `attrs["op"]`
+//! the op's (plus any op attributes a schedule rule needs, e.g. attention's `scale`). Shape and
 //! scalar arguments are baked in. 16-bit floats are computed in f32.
 
+mod attention;
 mod binary;
 mod call;
 mod concat;
@@ -77,6 +79,9 @@ impl From<Kernel> for Legalized {
 
 /// The op families: their ops and their legalizer.
 const FAMILIES: &[(&[&str], Legalizer)] = &[
+    (attention::OPS, |c| {
+        attention::legalize(c).map(Legalized::from)
+    }),
     (elementwise::OPS, |c| {
         elementwise::legalize(c).map(Legalized::from)
     }),
@@ -119,12 +124,15 @@ pub fn legalize_call(call: &Call) -> Result<LegalizedCall, LegalizeError> {
         legalizer(op).ok_or_else(|| LegalizeError::NoLegalizer { op: op.to_string() })?;
     let (mut func, args, pattern) = match legalize(&OpCall { op, call })? {
         Legalized::Te(kernel) => {
-            let func = te::lower(op, &kernel.inputs, &kernel.outputs).map_err(|source| {
+            let mut func = te::lower(op, &kernel.inputs, &kernel.outputs).map_err(|source| {
                 LegalizeError::Lower {
                     op: op.to_string(),
                     source: Box::new(source),
                 }
             })?;
+            for (name, value) in kernel.attrs {
+                func.attrs.insert(name.to_string(), value);
+            }
             (func, kernel.args, kernel.pattern)
         }
         Legalized::Tir {

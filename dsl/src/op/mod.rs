@@ -6,6 +6,7 @@
 //! arguments and attributes and go through it. Shapes are symbolic throughout: dims are
 //! compared with [`SymExpr::prove_equal`], and a check that cannot be proven is an error.
 
+mod attention;
 pub mod attr;
 mod binary;
 mod broadcast;
@@ -22,6 +23,7 @@ mod reduce;
 mod tests;
 mod unary;
 
+pub use attention::attention;
 pub use attr::{AttrDefault, AttrKind, AttrSpec};
 pub use binary::*;
 pub use create::*;
@@ -105,6 +107,7 @@ impl OpDef {
 }
 
 const FAMILIES: &[&[OpDef]] = &[
+    attention::OPS,
     binary::OPS,
     unary::OPS,
     matmul::OPS,

@@ -49,7 +49,7 @@ const CONTRACT: &str =
     "matmul add subtract multiply divide maximum minimum where negative exp log \
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm full \
-    zeros ones triu pack_weight packed_matmul";
+    zeros ones triu pack_weight packed_matmul attention";
 
 #[test]
 fn registry_holds_exactly_the_contract_ops() {
@@ -605,4 +605,22 @@ fn errors_stay_small() {
         "{}",
         std::mem::size_of::<InferError>()
     );
+}
+
+#[test]
+fn attention_groups_heads_and_checks_its_operands() {
+    let q = t("n, 4, 16", F32);
+    let kv = t("m + n, 2, 16", F32);
+    assert_eq!(
+        si(attention(&q, &kv, &kv, 0.25, true)),
+        "Tensor((n, 4, 16), f32)"
+    );
+    let three = t("m + n, 3, 16", F32);
+    assert!(err(attention(&q, &three, &three, 0.25, true)).contains("kv heads must divide"));
+    let other_dim = t("m + n, 2, 8", F32);
+    assert!(err(attention(&q, &other_dim, &other_dim, 0.25, true)).contains("head dims"));
+    let shorter = t("m, 2, 16", F32);
+    assert!(err(attention(&q, &kv, &shorter, 0.25, true)).contains("positions must agree"));
+    assert!(err(attention(&t("n, 64", F32), &kv, &kv, 0.25, true)).contains("[n, heads, head_dim]"));
+    assert!(err(attention(&t("n, 4, 16", F16), &kv, &kv, 0.25, true)).contains("dtype"));
 }

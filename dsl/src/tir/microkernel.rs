@@ -2,14 +2,19 @@
 //! a hand-written kernel of the runtime (a tensorized block), and the table of the
 //! microkernels TIR may call, with the reference semantics the interpreter runs.
 //!
-//! Every microkernel today is an f32 block GEMM with block shape `EP x HP` and operands
-//! `(a, b, c; kc, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
-//! `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`,
-//! where `a` is a packed activation block (`kc` groups of `EP` values) and `b` a packed
-//! weight panel (`kc` groups of `HP` values). The runtime's microkernel table implements
-//! each name per CPU feature, with a scalar twin.
+//! Two kinds ([`MicrokernelKind`]):
+//! - f32 block GEMMs with block shape `EP x HP` and operands
+//!   `(a, b, c; kc, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
+//!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`,
+//!   where `a` is a packed activation block (`kc` groups of `EP` values) and `b` a packed
+//!   weight panel (`kc` groups of `HP` values);
+//! - the f32 attention of one query row over a strided run of key/value rows.
+//!
+//! The runtime's microkernel table implements each name per CPU feature, with a scalar
+//! twin.
 
 use super::expr::PrimExpr;
+use crate::DataType;
 use serde::{Deserialize, Serialize};
 
 /// A buffer operand of a microkernel call: `buffer`'s elements from flat element index
@@ -27,41 +32,81 @@ pub struct BufferRegion {
 pub struct MicrokernelCall {
     /// The microkernel's name in [`MICROKERNELS`].
     pub kernel: String,
-    /// The buffer operands, in the kernel's order (`a`, `b`, `c`).
+    /// The buffer operands, in the kernel's order ([`MicrokernelKind::operands`]).
     pub operands: Vec<BufferRegion>,
-    /// The scalar operands, in the kernel's order (`kc`, `ldc`, `rows`, `cols`,
-    /// `accumulate`).
+    /// The scalar operands, in the kernel's order ([`MicrokernelKind::scalars`]).
     pub scalars: Vec<PrimExpr>,
 }
 
-/// A microkernel TIR may call: an f32 block GEMM of block shape `ep x hp`.
+/// What a microkernel computes, which fixes its operands and scalars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MicrokernelKind {
+    /// An f32 block GEMM of block shape `ep x hp`: operands `(a, b, c)`, scalars
+    /// `(kc, ldc, rows, cols, accumulate)` (see the module docs).
+    Gemm {
+        /// Rows of the register block (activation rows per call).
+        ep: i64,
+        /// Columns of the register block (the weight panel width).
+        hp: i64,
+    },
+    /// The f32 attention of one query row: operands `(q, k, v, out)`, scalars
+    /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
+    /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
+    /// over `head_dim` elements; zeros when `keys <= 0`.
+    Attention,
+}
+
+impl MicrokernelKind {
+    /// The buffer operands' names, in order.
+    pub fn operands(self) -> &'static [&'static str] {
+        match self {
+            MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
+            MicrokernelKind::Attention => &["q", "k", "v", "out"],
+        }
+    }
+
+    /// The scalar operands' names and dtypes, in order.
+    pub fn scalars(self) -> &'static [(&'static str, DataType)] {
+        match self {
+            MicrokernelKind::Gemm { .. } => &[
+                ("kc", DataType::I64),
+                ("ldc", DataType::I64),
+                ("rows", DataType::I64),
+                ("cols", DataType::I64),
+                ("accumulate", DataType::I64),
+            ],
+            MicrokernelKind::Attention => &[
+                ("keys", DataType::I64),
+                ("kv_stride", DataType::I64),
+                ("head_dim", DataType::I64),
+                ("scale", DataType::F32),
+            ],
+        }
+    }
+}
+
+/// A microkernel TIR may call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MicrokernelSpec {
     /// The name (shared with the runtime's table).
     pub name: &'static str,
-    /// Rows of the register block (activation rows per call).
-    pub ep: i64,
-    /// Columns of the register block (the weight panel width).
-    pub hp: i64,
+    /// What it computes.
+    pub kind: MicrokernelKind,
 }
-
-/// The operand names of the block GEMM microkernels, in order.
-pub const GEMM_OPERANDS: [&str; 3] = ["a", "b", "c"];
-
-/// The scalar names of the block GEMM microkernels, in order.
-pub const GEMM_SCALARS: [&str; 5] = ["kc", "ldc", "rows", "cols", "accumulate"];
 
 /// Every microkernel TIR may call.
 pub const MICROKERNELS: &[MicrokernelSpec] = &[
     MicrokernelSpec {
         name: "sgemm_6x16",
-        ep: 6,
-        hp: 16,
+        kind: MicrokernelKind::Gemm { ep: 6, hp: 16 },
     },
     MicrokernelSpec {
         name: "sgemm_1x16",
-        ep: 1,
-        hp: 16,
+        kind: MicrokernelKind::Gemm { ep: 1, hp: 16 },
+    },
+    MicrokernelSpec {
+        name: "attention_f32",
+        kind: MicrokernelKind::Attention,
     },
 ];
 
@@ -80,34 +125,84 @@ pub struct GemmScalars {
     pub accumulate: bool,
 }
 
+impl GemmScalars {
+    /// The elements of `a`, `b` and `c` one call of an `ep x hp` block may touch (the
+    /// interpreter's bounds check; `c` counts the rows up to `rows`).
+    pub fn footprint(&self, (ep, hp): (i64, i64)) -> [i64; 3] {
+        let c = if self.rows > 0 && self.cols > 0 {
+            (self.rows - 1) * self.ldc + self.cols
+        } else {
+            0
+        };
+        [self.kc * ep, self.kc * hp, c]
+    }
+
+    /// The reference semantics (f64 arithmetic) on slices starting at each operand's
+    /// offset; the slices must hold [`GemmScalars::footprint`] elements.
+    pub fn reference(&self, (ep, hp): (i64, i64), a: &[f64], b: &[f64], c: &mut [f64]) {
+        for i in 0..self.rows {
+            for j in 0..self.cols {
+                let dot: f64 = (0..self.kc)
+                    .map(|k| a[(k * ep + i) as usize] * b[(k * hp + j) as usize])
+                    .sum();
+                let at = (i * self.ldc + j) as usize;
+                c[at] = if self.accumulate { c[at] + dot } else { dot };
+            }
+        }
+    }
+}
+
+/// The scalar operands of one attention call, evaluated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionScalars {
+    /// Key (and value) rows attended to.
+    pub keys: i64,
+    /// Elements from one key row to the next.
+    pub kv_stride: i64,
+    /// Elements of a query, key, value and output row.
+    pub head_dim: i64,
+    /// The factor applied to each dot product.
+    pub scale: f64,
+}
+
+impl AttentionScalars {
+    /// The elements of `q`, `k`, `v` and `out` one call may touch.
+    pub fn footprint(&self) -> [i64; 4] {
+        let rows = if self.keys > 0 {
+            (self.keys - 1) * self.kv_stride + self.head_dim
+        } else {
+            0
+        };
+        [self.head_dim, rows, rows, self.head_dim]
+    }
+
+    /// The reference semantics (f64 arithmetic, two-pass softmax) on slices starting at
+    /// each operand's offset; the slices must hold [`AttentionScalars::footprint`] elements.
+    pub fn reference(&self, q: &[f64], k: &[f64], v: &[f64], out: &mut [f64]) {
+        let (keys, stride, dim) = (
+            self.keys.max(0) as usize,
+            self.kv_stride as usize,
+            self.head_dim as usize,
+        );
+        let scores: Vec<f64> = (0..keys)
+            .map(|j| {
+                let row = &k[j * stride..j * stride + dim];
+                self.scale * q.iter().zip(row).map(|(a, b)| a * b).sum::<f64>()
+            })
+            .collect();
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        for (d, o) in out.iter_mut().enumerate().take(dim) {
+            let sum: f64 = (0..keys).map(|j| weights[j] * v[j * stride + d]).sum();
+            *o = if keys == 0 { 0.0 } else { sum / total };
+        }
+    }
+}
+
 impl MicrokernelSpec {
     /// The microkernel named `name`.
     pub fn lookup(name: &str) -> Option<&'static MicrokernelSpec> {
         MICROKERNELS.iter().find(|k| k.name == name)
-    }
-
-    /// The elements of `a`, `b` and `c` one call may touch, given its scalars (the
-    /// interpreter's bounds check; `c` counts the rows up to `rows`).
-    pub fn footprint(&self, s: &GemmScalars) -> [i64; 3] {
-        let c = if s.rows > 0 && s.cols > 0 {
-            (s.rows - 1) * s.ldc + s.cols
-        } else {
-            0
-        };
-        [s.kc * self.ep, s.kc * self.hp, c]
-    }
-
-    /// The reference semantics (f64 arithmetic) on slices starting at each operand's
-    /// offset; the slices must hold [`MicrokernelSpec::footprint`] elements.
-    pub fn reference(&self, a: &[f64], b: &[f64], c: &mut [f64], s: &GemmScalars) {
-        for i in 0..s.rows {
-            for j in 0..s.cols {
-                let dot: f64 = (0..s.kc)
-                    .map(|k| a[(k * self.ep + i) as usize] * b[(k * self.hp + j) as usize])
-                    .sum();
-                let at = (i * s.ldc + j) as usize;
-                c[at] = if s.accumulate { c[at] + dot } else { dot };
-            }
-        }
     }
 }

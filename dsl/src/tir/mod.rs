@@ -10,7 +10,7 @@ mod visit;
 pub use eval::{run_prim_func, run_with_inputs, EvalError};
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
 pub use microkernel::{
-    BufferRegion, GemmScalars, MicrokernelCall, MicrokernelSpec, GEMM_OPERANDS, GEMM_SCALARS,
+    AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
     MICROKERNELS,
 };
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

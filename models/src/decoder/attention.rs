@@ -8,7 +8,7 @@ use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
 
 /// Self-attention of decoder layer `layer`: project, (Qwen3: RMSNorm each q/k head,)
 /// rotate q and k to their positions, append k/v to the cache, attend causally over past
-/// and new positions, project back.
+/// and new positions (one fused `attention` op reading the cache in place), project back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attention {
     prefix: Prefix,
@@ -102,33 +102,6 @@ impl Attention {
         )
     }
 
-    /// Past (`[m, kv_heads, head_dim]`) and new (`[n, ...]`) K or V joined and laid out as
-    /// `[heads, m + n, head_dim]`, each kv head repeated for the query heads of its group.
-    fn all_positions(
-        &self,
-        bb: &mut BlockBuilder,
-        past: &Expr,
-        new: &Expr,
-        dims: &Dims,
-    ) -> Result<Expr, NnError> {
-        let name = self.prefix.as_str();
-        let total = dims.past.expr() + dims.tokens.clone();
-        let all = emit(bb, name, op::concat(&[past.clone(), new.clone()], 0))?;
-        let all = emit(bb, name, op::permute_dims(&all, Some(vec![1, 0, 2])))?;
-        let group = self.heads / self.kv_heads;
-        if group == 1 {
-            return Ok(all);
-        }
-        let all = emit(bb, name, op::expand_dims(&all, vec![1]))?;
-        let shape = vec![c(self.kv_heads), c(group), total.clone(), c(self.head_dim)];
-        let all = emit(bb, name, op::broadcast_to(&all, shape))?;
-        emit(
-            bb,
-            name,
-            op::reshape(&all, vec![c(self.heads), total, c(self.head_dim)]),
-        )
-    }
-
     /// Attends `x` (`[1, n, hidden]`, already normed) over this layer's cached positions
     /// and itself, appending its K and V to `cache`; returns `[1, n, hidden]`.
     pub fn forward(
@@ -140,29 +113,19 @@ impl Attention {
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
         let kv_shape = (self.kv_heads, self.head_dim);
-        let (k_past, v_past) = kv_cache::view_past(bb, cache, self.layer, kv_shape, dims)?;
+        // The view of the past positions binds `m` (the RoPE offset); the view after the
+        // append covers past and new positions in place.
+        kv_cache::view(bb, cache, self.layer, kv_shape, dims.past.expr())?;
         let q_spec = (&self.q_proj, self.q_norm.as_ref(), self.heads);
         let q = self.project(bb, q_spec, x, true, dims)?;
         let k_spec = (&self.k_proj, self.k_norm.as_ref(), self.kv_heads);
         let k = self.project(bb, k_spec, x, true, dims)?;
         let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, false, dims)?;
         kv_cache::append(bb, cache, self.layer, &k, &v)?;
-        let keys = self.all_positions(bb, &k_past, &k, dims)?;
-        let values = self.all_positions(bb, &v_past, &v, dims)?;
-        let q = emit(bb, name, op::permute_dims(&q, Some(vec![1, 0, 2])))?;
-        let keys_t = emit(bb, name, op::permute_dims(&keys, Some(vec![0, 2, 1])))?;
-        let scores = emit(bb, name, op::matmul(&q, &keys_t))?;
+        let total = dims.past.expr() + dims.tokens.clone();
+        let (keys, values) = kv_cache::view(bb, cache, self.layer, kv_shape, total)?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let scale = emit(bb, name, op::full(vec![], scale, DataType::F32))?;
-        let mut scores = emit(bb, name, op::multiply(&scores, &scale))?;
-        // A single new token sees every position: no mask needed.
-        if dims.tokens.as_const() != Some(1) {
-            let mask = kv_cache::causal_mask_with_past(bb, dims)?;
-            scores = emit(bb, name, op::add(&scores, &mask))?;
-        }
-        let probs = emit(bb, name, op::softmax(&scores, -1))?;
-        let out = emit(bb, name, op::matmul(&probs, &values))?;
-        let out = emit(bb, name, op::permute_dims(&out, Some(vec![1, 0, 2])))?;
+        let out = emit(bb, name, op::attention(&q, &keys, &values, scale, true))?;
         let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];
         let out = emit(bb, name, op::reshape(&out, shape))?;
         self.o_proj.forward(bb, &out)

@@ -1,11 +1,9 @@
-//! Calls of the runtime's `kv_cache.*` builtins from the graph, and the causal mask over
-//! past and new positions.
+//! Calls of the runtime's `kv_cache.*` builtins from the graph.
 
-use super::Dims;
 use oxrelax_dsl::ir::{Call, Callee, PrimValue};
 use oxrelax_dsl::nn::NnError;
 use oxrelax_dsl::{
-    te, Attrs, BlockBuilder, DataType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape,
+    Attrs, BlockBuilder, DataType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape,
 };
 
 /// The element type the KV cache stores (the models compute in f32).
@@ -45,14 +43,16 @@ fn kv_sinfo(rows: SymExpr, kv_heads: i64, head_dim: i64) -> StructInfo {
     )
 }
 
-/// Emits `kv_cache.view(cache, layer)` and binds its K and V as `[m, kv_heads, head_dim]`
-/// (the first view of a function binds `m`, later ones are checked against it).
-pub fn view_past(
+/// Emits `kv_cache.view(cache, layer)` and binds its K and V as
+/// `[rows, kv_heads, head_dim]`: views of the cache's storage, no copy. A `rows` that is a
+/// lone unbound variable (`m` in the first view of a function) is bound by the cast;
+/// otherwise the cast checks it.
+pub fn view(
     bb: &mut BlockBuilder,
     cache: &Expr,
     layer: i64,
     (kv_heads, head_dim): (i64, i64),
-    dims: &Dims,
+    rows: SymExpr,
 ) -> Result<(Expr, Expr), NnError> {
     let rank3 = StructInfo::Tensor(TensorInfo {
         shape: TensorShape::Rank(3),
@@ -66,7 +66,7 @@ pub fn view_past(
     let view = Expr::from(bb.emit_named(view, "kv_view")?);
     let mut bind = |index: usize| -> Result<Expr, NnError> {
         let item = Expr::TupleGetItem(Box::new(view.clone()), index);
-        let sinfo = kv_sinfo(dims.past.expr(), kv_heads, head_dim);
+        let sinfo = kv_sinfo(rows.clone(), kv_heads, head_dim);
         Ok(bb.emit_match_cast(item, sinfo)?.into())
     };
     Ok((bind(0)?, bind(1)?))
@@ -87,26 +87,4 @@ pub fn append(
     );
     bb.emit_named(call, "kv_append")?;
     Ok(())
-}
-
-/// `[n, m + n]`: 0 where query `i` (at position `m + i`) may see key `j` (`j <= m + i`),
-/// `-inf` elsewhere.
-pub fn causal_mask_with_past(bb: &mut BlockBuilder, dims: &Dims) -> Result<Expr, NnError> {
-    let (n, m) = (dims.tokens.clone(), dims.past.expr());
-    let extra: Vec<_> = n.vars().into_iter().chain([dims.past.clone()]).collect();
-    let var = bb.emit_te_with_dims("causal_mask", &[], &extra, |_| {
-        te::compute(
-            "causal_mask",
-            vec![n.clone(), m.clone() + n.clone()],
-            |idx| {
-                let visible = idx[1].le(te::Expr::from(&m) + &idx[0]);
-                te::select(
-                    visible,
-                    te::Expr::f32(0.0),
-                    te::Expr::neg_inf(DataType::F32),
-                )
-            },
-        )
-    })?;
-    Ok(var.into())
 }

@@ -2,7 +2,7 @@
 //! owns one together with the thread pool it launches on.
 
 use super::INVALID_ARGUMENT;
-use crate::microkernel::{Microkernel, MicrokernelFn, MicrokernelSet};
+use crate::microkernel::{Microkernel, MicrokernelSet};
 use crate::pool::ThreadPool;
 use half::{bf16, f16};
 use std::ffi::c_void;
@@ -66,9 +66,10 @@ pub struct RtEnv {
     pub num_threads: usize,
     /// 13: the runtime's private context (the pool); opaque to kernels.
     pub context: *const c_void,
-    /// 14: the microkernels, indexed by `Microkernel as usize`, chosen at load by CPU
-    /// feature detection (scalar twins where the CPU lacks an ISA).
-    pub microkernels: [MicrokernelFn; Microkernel::COUNT],
+    /// 14: the microkernels' entry points, indexed by `Microkernel as usize`, chosen at
+    /// load by CPU feature detection (scalar twins where the CPU lacks an ISA); each is
+    /// called with its kernel's signature ([`crate::microkernel::MicrokernelFn`]).
+    pub microkernels: [*const (); Microkernel::COUNT],
 }
 
 /// The fields of [`RtEnv`] in layout order.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::microkernel::{Microkernel, MicrokernelFn, MicrokernelSet};
+use crate::microkernel::{GemmFn, Microkernel, MicrokernelSet};
 use crate::pool::ThreadPool;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -42,7 +42,7 @@ fn microkernel_offsets_are_the_slots_of_the_table() {
     let ptr = size_of::<usize>();
     let table = offset_of!(RtEnv, microkernels);
     for kernel in Microkernel::ALL {
-        let slot = table + kernel as usize * size_of::<MicrokernelFn>();
+        let slot = table + kernel as usize * size_of::<*const ()>();
         assert_eq!(RtEnvField::microkernel_offset(kernel, ptr), slot);
     }
     assert_eq!(
@@ -56,7 +56,9 @@ fn gemv_through_env(rt: &RuntimeEnv) -> [f32; 16] {
     let a = [2.0f32, -1.0];
     let b: Vec<f32> = (0..32).map(|v| v as f32).collect();
     let mut c = [f32::NAN; 16];
-    let kernel = rt.env().microkernels[Microkernel::Sgemm1x16 as usize];
+    let entry = rt.env().microkernels[Microkernel::Sgemm1x16 as usize];
+    // SAFETY: slot Sgemm1x16 holds a block GEMM's entry point.
+    let kernel: GemmFn = unsafe { std::mem::transmute(entry) };
     // SAFETY: a holds kc * EP = 2 floats, b kc * HP = 32, c one row of 16.
     unsafe { kernel(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), 2, 16, 1, 16, 0) };
     c

@@ -4,7 +4,7 @@ use super::error::EngineError;
 use crate::kv_cache::SharedKvCache;
 use crate::tensor::Tensor;
 use crate::value::Value;
-use crate::vm::VirtualMachine;
+use crate::vm::{KernelProfile, VirtualMachine};
 use std::sync::PoisonError;
 
 /// The sizes a model was compiled for, and the ids that end generation.
@@ -117,6 +117,21 @@ impl Engine {
             .filter_map(|name| self.vm.arena(name))
             .map(|arena| arena.size())
             .sum()
+    }
+
+    /// Switches per-kernel timing on or off for every function (off by default);
+    /// switching it on starts a new profile.
+    pub fn set_profiling(&mut self, on: bool) {
+        if on {
+            self.vm.reset_profile();
+        }
+        self.vm.set_profiling(on);
+    }
+
+    /// The kernels `function` (`prefill`, `decode`, ...) called while profiling was on,
+    /// slowest first; `None` for a function the model does not export.
+    pub fn profile(&self, function: &str) -> Option<Vec<KernelProfile>> {
+        self.vm.profile(function)
     }
 
     /// Whether `id` ends generation.

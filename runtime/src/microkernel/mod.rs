@@ -1,7 +1,8 @@
-//! Hand-written f32 block-GEMM microkernels that compiled kernels reach through
-//! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels).
+//! Hand-written microkernels that compiled kernels reach through
+//! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
+//! attention of one query row.
 //!
-//! A schedule tensorizes the inner register block of a matmul onto one of these; Cranelift
+//! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
 //! twin (plain Rust, always available) and one implementation per CPU feature set it is
 //! written for. [`MicrokernelSet`] picks one implementation per kernel from one table
@@ -16,11 +17,13 @@ mod avx2;
 mod scalar;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_attention;
 
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns; see
-/// [`Microkernel::ep`], [`Microkernel::hp`]).
+/// [`Microkernel::gemm_block`]).
 ///
 /// For every `i < rows` and `j < cols`:
 /// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`.
@@ -33,7 +36,7 @@ use std::sync::OnceLock;
 /// the only part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values
 /// outside are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need
 /// only the alignment of `f32`.
-pub type MicrokernelFn = unsafe extern "C" fn(
+pub type GemmFn = unsafe extern "C" fn(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -43,6 +46,63 @@ pub type MicrokernelFn = unsafe extern "C" fn(
     cols: i64,
     accumulate: i64,
 );
+
+/// The attention of one query row over `keys` key/value rows (softmax computed online):
+/// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
+/// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
+/// for `d < head_dim`. `keys <= 0` writes zeros.
+///
+/// # Safety
+/// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
+/// floats when `keys > 0`; `out` writable for `head_dim` floats (the only memory written)
+/// and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`. Pointers need
+/// only the alignment of `f32`.
+pub type AttentionFn = unsafe extern "C" fn(
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+);
+
+/// One microkernel implementation, typed by the kernel's signature.
+#[derive(Clone, Copy, Debug)]
+pub enum MicrokernelFn {
+    /// A block GEMM.
+    Gemm(GemmFn),
+    /// The attention of one query row.
+    Attention(AttentionFn),
+}
+
+impl MicrokernelFn {
+    /// The entry point (what [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels) holds;
+    /// compiled code calls it with the kernel's signature).
+    pub fn address(self) -> *const () {
+        match self {
+            MicrokernelFn::Gemm(f) => f as *const (),
+            MicrokernelFn::Attention(f) => f as *const (),
+        }
+    }
+
+    /// The block GEMM, if this is one.
+    pub fn gemm(self) -> Option<GemmFn> {
+        match self {
+            MicrokernelFn::Gemm(f) => Some(f),
+            MicrokernelFn::Attention(_) => None,
+        }
+    }
+
+    /// The attention kernel, if this is one.
+    pub fn attention(self) -> Option<AttentionFn> {
+        match self {
+            MicrokernelFn::Attention(f) => Some(f),
+            MicrokernelFn::Gemm(_) => None,
+        }
+    }
+}
 
 /// The microkernels in the runtime's table; `kernel as usize` is its index in
 /// [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels).
@@ -54,14 +114,16 @@ pub enum Microkernel {
     /// f32 GEMV block of 1 row x 16 columns (decode): `a` is a contiguous vector of `kc`
     /// floats; streams through the weight panel once.
     Sgemm1x16,
+    /// f32 attention of one query row over a strided run of key/value rows
+    /// ([`AttentionFn`]).
+    AttentionF32,
 }
 
-/// What a kernel is: its name and block shape.
+/// What a kernel is: its name and, for a block GEMM, its block shape `(EP, HP)`.
 struct KernelSpec {
     kernel: Microkernel,
     name: &'static str,
-    ep: usize,
-    hp: usize,
+    gemm_block: Option<(usize, usize)>,
 }
 
 /// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
@@ -69,24 +131,30 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     KernelSpec {
         kernel: Microkernel::Sgemm6x16,
         name: "sgemm_6x16",
-        ep: 6,
-        hp: 16,
+        gemm_block: Some((6, 16)),
     },
     KernelSpec {
         kernel: Microkernel::Sgemm1x16,
         name: "sgemm_1x16",
-        ep: 1,
-        hp: 16,
+        gemm_block: Some((1, 16)),
+    },
+    KernelSpec {
+        kernel: Microkernel::AttentionF32,
+        name: "attention_f32",
+        gemm_block: None,
     },
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 3;
 
     /// Every microkernel, in table order.
-    pub const ALL: [Microkernel; Microkernel::COUNT] =
-        [Microkernel::Sgemm6x16, Microkernel::Sgemm1x16];
+    pub const ALL: [Microkernel; Microkernel::COUNT] = [
+        Microkernel::Sgemm6x16,
+        Microkernel::Sgemm1x16,
+        Microkernel::AttentionF32,
+    ];
 
     fn spec(self) -> &'static KernelSpec {
         &SPECS[self as usize]
@@ -102,14 +170,10 @@ impl Microkernel {
         SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
     }
 
-    /// Rows of the block (EP): the packed activation block holds EP floats per k.
-    pub fn ep(self) -> usize {
-        self.spec().ep
-    }
-
-    /// Columns of the block (HP): the packed weight panel holds HP floats per k.
-    pub fn hp(self) -> usize {
-        self.spec().hp
+    /// For a block GEMM, its block shape `(EP, HP)`: the packed activation block holds EP
+    /// floats per k, the packed weight panel HP.
+    pub fn gemm_block(self) -> Option<(usize, usize)> {
+        self.spec().gemm_block
     }
 }
 
@@ -216,9 +280,9 @@ impl MicrokernelSet {
         self.isas[kernel as usize]
     }
 
-    /// Every chosen function, indexed by `Microkernel as usize` (the layout of
+    /// Every chosen entry point, indexed by `Microkernel as usize` (the layout of
     /// [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels)).
-    pub fn table(&self) -> [MicrokernelFn; Microkernel::COUNT] {
-        self.funcs
+    pub fn table(&self) -> [*const (); Microkernel::COUNT] {
+        self.funcs.map(MicrokernelFn::address)
     }
 }

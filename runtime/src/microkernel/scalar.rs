@@ -5,7 +5,7 @@
 //! FMA — exactly the CPUs the twins run on — `mul_add` is a slow libm call. The vector
 //! kernels use FMA, so results differ from the twins by rounding only.
 
-use super::{Implementation, Microkernel};
+use super::{Implementation, Microkernel, MicrokernelFn};
 
 /// The scalar twin of every kernel.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
@@ -13,22 +13,28 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         kernel: Microkernel::Sgemm6x16,
         isa: "scalar",
         features: &[],
-        func: sgemm::<6, 16>,
+        func: MicrokernelFn::Gemm(sgemm::<6, 16>),
     },
     Implementation {
         kernel: Microkernel::Sgemm1x16,
         isa: "scalar",
         features: &[],
-        func: sgemm::<1, 16>,
+        func: MicrokernelFn::Gemm(sgemm::<1, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::AttentionF32,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::Attention(attention_f32),
     },
 ];
 
 /// The scalar twin of every block shape `EP x HP` (`sgemm::<6, 16>` is
-/// [`Microkernel::Sgemm6x16`], ...), with the [`super::MicrokernelFn`] contract: accumulate the whole
+/// [`Microkernel::Sgemm6x16`], ...), with the [`super::GemmFn`] contract: accumulate the whole
 /// block in a local tile, then write back the valid `rows x cols` part.
 ///
 /// # Safety
-/// As [`super::MicrokernelFn`].
+/// As [`super::GemmFn`].
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
     a: *const f32,
@@ -70,5 +76,54 @@ unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
                 *out = if accumulate != 0 { *out + sum } else { sum };
             }
         }
+    }
+}
+
+/// The scalar twin of [`Microkernel::AttentionF32`] (the [`super::AttentionFn`] contract),
+/// in two passes over the keys: the largest score, then the exponentials and the weighted
+/// sum of the values (scores are computed twice; nothing is allocated).
+///
+/// # Safety
+/// As [`super::AttentionFn`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn attention_f32(
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+) {
+    let (keys, stride, dim) = (
+        keys.max(0) as usize,
+        kv_stride as usize,
+        head_dim.max(0) as usize,
+    );
+    // SAFETY: the caller lends `head_dim` floats at `q` and `out` (not overlapping), and
+    // `(keys - 1) * kv_stride + head_dim` at `k` and `v`: row `j < keys` is in bounds.
+    let (q, out) = unsafe {
+        (
+            std::slice::from_raw_parts(q, dim),
+            std::slice::from_raw_parts_mut(out, dim),
+        )
+    };
+    let row = |base: *const f32, j: usize| unsafe {
+        std::slice::from_raw_parts(base.add(j * stride), dim)
+    };
+    let score = |j: usize| scale * q.iter().zip(row(k, j)).map(|(a, b)| a * b).sum::<f32>();
+    out.fill(0.0);
+    let max = (0..keys).map(score).fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for j in 0..keys {
+        let p = (score(j) - max).exp();
+        sum += p;
+        for (o, &x) in out.iter_mut().zip(row(v, j)) {
+            *o += p * x;
+        }
+    }
+    if keys > 0 {
+        out.iter_mut().for_each(|o| *o /= sum);
     }
 }

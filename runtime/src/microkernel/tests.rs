@@ -22,9 +22,9 @@ fn specs_are_in_table_order_and_names_round_trip() {
         Some(Microkernel::Sgemm6x16)
     );
     assert_eq!(Microkernel::from_name("sgemm_2x2"), None);
-    let shape = |k: Microkernel| (k.name(), k.ep(), k.hp());
-    assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", 6, 16));
-    assert_eq!(shape(Microkernel::Sgemm1x16), ("sgemm_1x16", 1, 16));
+    let shape = |k: Microkernel| (k.name(), k.gemm_block());
+    assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", Some((6, 16))));
+    assert_eq!(shape(Microkernel::Sgemm1x16), ("sgemm_1x16", Some((1, 16))));
 }
 
 #[test]
@@ -59,28 +59,33 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
 #[test]
 fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
     let mut rng = StdRng::seed_from_u64(0x5EED_6E33);
-    for imp in implementations() {
+    for imp in implementations().filter(|imp| imp.kernel.gemm_block().is_some()) {
         let name = imp.kernel.name();
         if !imp.features.iter().all(|f| host_has(f)) {
             println!("note: skipping {name} ({}): host lacks it", imp.isa);
             continue;
         }
         let twin = scalar_twin(imp.kernel);
-        let (ep, hp) = (imp.kernel.ep(), imp.kernel.hp());
+        let (ep, hp) = imp.kernel.gemm_block().expect("a block GEMM");
+        let (func, twin) = (gemm(imp.func), gemm(twin.func));
         for kc in KCS {
             for rows in 1..=ep {
                 for cols in 1..=hp {
                     for accumulate in [0, 1] {
                         let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, accumulate);
                         let what = format!("{name} ({}) {case:?}", imp.isa);
-                        let got = case.run(imp.func, &what);
-                        let want = case.run(twin.func, &what);
+                        let got = case.run(func, &what);
+                        let want = case.run(twin, &what);
                         case.check(&got, &want, &what);
                     }
                 }
             }
         }
     }
+}
+
+fn gemm(func: MicrokernelFn) -> GemmFn {
+    func.gemm().expect("a block GEMM")
 }
 
 fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
@@ -125,7 +130,7 @@ impl Case {
         cols: usize,
         accumulate: i64,
     ) -> Case {
-        let (ep, hp) = (kernel.ep(), kernel.hp());
+        let (ep, hp) = kernel.gemm_block().expect("a block GEMM");
         let mut value = |live: bool| {
             if live {
                 rng.gen_range(-1.0f32..1.0)
@@ -172,7 +177,7 @@ impl Case {
     }
 
     /// Runs `func` on a copy of `c`; asserts the guards are untouched; returns the copy.
-    fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
+    fn run(&self, func: GemmFn, what: &str) -> Vec<f32> {
         let mut c = self.c.clone();
         // SAFETY: `a` holds kc * EP floats after index 1, `b` kc * HP, and `c` the block of
         // rows x cols at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
@@ -199,7 +204,7 @@ impl Case {
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
-        let (ep, hp) = (self.kernel.ep(), self.kernel.hp());
+        let (ep, hp) = self.kernel.gemm_block().expect("a block GEMM");
         let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
         let (mut sum, mut scale) = if self.accumulate != 0 {
             (old, old.abs())

@@ -1,9 +1,12 @@
 //! Running a microkernel call with its reference semantics
-//! ([`MicrokernelSpec::reference`]), bounds-checked like every other access.
+//! ([`GemmScalars::reference`], [`AttentionScalars::reference`]), bounds-checked like every
+//! other access.
 
 use super::scalar::{self, Scalar};
 use super::{EvalError, Machine};
-use crate::tir::{GemmScalars, MicrokernelCall, MicrokernelSpec};
+use crate::tir::{
+    AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
+};
 use crate::DataType;
 
 impl Machine<'_> {
@@ -14,39 +17,102 @@ impl Machine<'_> {
         };
         let spec = MicrokernelSpec::lookup(&call.kernel)
             .ok_or_else(|| error("no such microkernel".to_string()))?;
-        let [a, b, c] = call.operands.as_slice() else {
+        let (operands, scalars) = (spec.kind.operands(), spec.kind.scalars());
+        if call.operands.len() != operands.len() || call.scalars.len() != scalars.len() {
             return Err(error(format!(
-                "takes 3 buffers, got {}",
-                call.operands.len()
+                "takes {} buffers and {} scalars, got {} and {}",
+                operands.len(),
+                scalars.len(),
+                call.operands.len(),
+                call.scalars.len()
             )));
-        };
+        }
         let values = call
             .scalars
             .iter()
-            .map(|s| self.eval(s).map(Scalar::as_i64))
+            .map(|s| self.eval(s))
             .collect::<Result<Vec<_>, _>>()?;
-        let [kc, ldc, rows, cols, accumulate] = values.as_slice() else {
-            return Err(error(format!("takes 5 scalars, got {}", values.len())));
+        match spec.kind {
+            MicrokernelKind::Gemm { ep, hp } => self.gemm(call, (ep, hp), &values, &error),
+            MicrokernelKind::Attention => self.attention(call, &values, &error),
+        }
+    }
+
+    fn gemm(
+        &mut self,
+        call: &MicrokernelCall,
+        block: (i64, i64),
+        values: &[Scalar],
+        error: &dyn Fn(String) -> EvalError,
+    ) -> Result<(), EvalError> {
+        let ints: Vec<i64> = values.iter().map(|v| v.as_i64()).collect();
+        let &[kc, ldc, rows, cols, accumulate] = ints.as_slice() else {
+            unreachable!("the scalar count was checked");
         };
         let scalars = GemmScalars {
-            kc: *kc,
-            ldc: *ldc,
-            rows: *rows,
-            cols: *cols,
-            accumulate: *accumulate != 0,
+            kc,
+            ldc,
+            rows,
+            cols,
+            accumulate: accumulate != 0,
         };
-        let in_block = (0..=spec.ep).contains(rows) && (0..=spec.hp).contains(cols);
-        if !in_block || *kc < 0 || *ldc < *cols {
-            return Err(error(format!("bad scalars {values:?}")));
+        let in_block = (0..=block.0).contains(&rows) && (0..=block.1).contains(&cols);
+        if !in_block || kc < 0 || ldc < cols {
+            return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = spec.footprint(&scalars);
-        let a = self.region(&a.buffer, &a.offset, len_a, &error)?;
-        let b = self.region(&b.buffer, &b.offset, len_b, &error)?;
-        let start = self.region_bounds(&c.buffer, &c.offset, len_c, &error)?;
-        let state = self.buffer_mut(&c.buffer)?;
+        let [len_a, len_b, len_c] = scalars.footprint(block);
+        let [a, b, c] = &call.operands[..] else {
+            unreachable!("the operand count was checked");
+        };
+        let a = self.region(&a.buffer, &a.offset, len_a, error)?;
+        let b = self.region(&b.buffer, &b.offset, len_b, error)?;
+        self.write_region(c, len_c, error, |out| scalars.reference(block, &a, &b, out))
+    }
+
+    fn attention(
+        &mut self,
+        call: &MicrokernelCall,
+        values: &[Scalar],
+        error: &dyn Fn(String) -> EvalError,
+    ) -> Result<(), EvalError> {
+        let &[keys, kv_stride, head_dim, scale] = values else {
+            unreachable!("the scalar count was checked");
+        };
+        let scalars = AttentionScalars {
+            keys: keys.as_i64(),
+            kv_stride: kv_stride.as_i64(),
+            head_dim: head_dim.as_i64(),
+            scale: scale.as_f64(),
+        };
+        if scalars.head_dim < 0 || scalars.kv_stride < scalars.head_dim {
+            return Err(error(format!("bad scalars {scalars:?}")));
+        }
+        let [len_q, len_k, len_v, len_out] = scalars.footprint();
+        let [q, k, v, out] = &call.operands[..] else {
+            unreachable!("the operand count was checked");
+        };
+        let q = self.region(&q.buffer, &q.offset, len_q, error)?;
+        let k = self.region(&k.buffer, &k.offset, len_k, error)?;
+        let v = self.region(&v.buffer, &v.offset, len_v, error)?;
+        self.write_region(out, len_out, error, |out| {
+            scalars.reference(&q, &k, &v, out)
+        })
+    }
+
+    /// Runs `compute` on the checked elements `[offset, offset + len)` of `region`'s f32
+    /// buffer, then rounds them to the buffer's dtype.
+    fn write_region(
+        &mut self,
+        region: &BufferRegion,
+        len: i64,
+        error: &dyn Fn(String) -> EvalError,
+        compute: impl FnOnce(&mut [f64]),
+    ) -> Result<(), EvalError> {
+        let start = self.region_bounds(&region.buffer, &region.offset, len, error)?;
+        let state = self.buffer_mut(&region.buffer)?;
         let dtype = state.dtype;
-        let out = &mut state.data[start..start + len_c as usize];
-        spec.reference(&a, &b, out, &scalars);
+        let out = &mut state.data[start..start + len as usize];
+        compute(out);
         for value in out.iter_mut() {
             *value = scalar::round_to(*value, dtype);
         }

@@ -5,7 +5,9 @@
 //! (fewer rows or columns) spill the registers to a stack tile and copy the valid part, so
 //! nothing outside `rows x cols` of C is read or written.
 
-use super::{Implementation, Microkernel};
+mod attention;
+
+use super::{Implementation, Microkernel, MicrokernelFn};
 use std::arch::x86_64::{
     __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
     _mm256_setzero_ps, _mm256_storeu_ps,
@@ -20,13 +22,19 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         kernel: Microkernel::Sgemm6x16,
         isa: "avx2+fma",
         features: FEATURES,
-        func: sgemm_6x16,
+        func: MicrokernelFn::Gemm(sgemm_6x16),
     },
     Implementation {
         kernel: Microkernel::Sgemm1x16,
         isa: "avx2+fma",
         features: FEATURES,
-        func: sgemm_1x16,
+        func: MicrokernelFn::Gemm(sgemm_1x16),
+    },
+    Implementation {
+        kernel: Microkernel::AttentionF32,
+        isa: "avx2+fma",
+        features: FEATURES,
+        func: MicrokernelFn::Attention(attention::attention_f32),
     },
 ];
 
@@ -37,7 +45,7 @@ const HP: usize = 16;
 /// `a` and 2 loads of `b` feed 12 FMAs.
 ///
 /// # Safety
-/// As [`super::MicrokernelFn`], and the CPU has AVX2 and FMA.
+/// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 unsafe extern "C" fn sgemm_6x16(
     a: *const f32,
@@ -76,7 +84,7 @@ unsafe extern "C" fn sgemm_6x16(
 /// into 4 independent pairs of accumulators (8 FMA chains in flight), summed at the end.
 ///
 /// # Safety
-/// As [`super::MicrokernelFn`], and the CPU has AVX2 and FMA.
+/// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 unsafe extern "C" fn sgemm_1x16(
     a: *const f32,

@@ -1,0 +1,114 @@
+//! The fused `attention` op scheduled by the attention rule (one microkernel call per
+//! query row and head), on the host's best microkernels and on forced scalar ones, against
+//! grouped-query attention computed in f64. (The rule against the unscheduled, legalized
+//! function is checked in the TIR interpreter by the schedules crate.)
+//!
+//! Shapes cover a symbolic query count `n` with `t = n + past` key positions (a prefill
+//! after `past` cached tokens; `n = 1` is a decode step), grouped heads (2 and 3 query
+//! heads per kv head, and none), odd head dims, causal and not.
+
+mod common;
+
+use common::*;
+use ndarray::{ArrayD, IxDyn};
+use oxrelax_dsl::op;
+use oxrelax_dsl::{AttrValue, DataType, Target};
+
+const TOL: f64 = 1e-5;
+
+/// `(heads, kv_heads, head_dim)`.
+const HEADS: [(i64, i64, i64); 4] = [(4, 2, 16), (3, 1, 7), (2, 2, 64), (6, 2, 5)];
+
+/// Cached positions before the queries.
+const PAST: [i64; 3] = [0, 3, 40];
+
+/// Values of `n` (query rows).
+const ROWS: [i64; 3] = [1, 5, 33];
+
+/// Grouped-query attention in f64; query `i` sees keys `j <= t - n + i` when `causal`.
+fn reference(
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    scale: f64,
+    causal: bool,
+) -> ArrayD<f64> {
+    let (n, heads, dim) = (q.shape()[0], q.shape()[1], q.shape()[2]);
+    let (t, kv_heads) = (k.shape()[0], k.shape()[1]);
+    let group = heads / kv_heads;
+    let mut out = ArrayD::<f64>::zeros(IxDyn(&[n, heads, dim]));
+    for i in 0..n {
+        for h in 0..heads {
+            let g = h / group;
+            let keys = if causal { t - n + i + 1 } else { t };
+            let scores: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let dot: f64 = (0..dim)
+                        .map(|d| f64::from(q[[i, h, d]]) * f64::from(k[[j, g, d]]))
+                        .sum();
+                    scale * dot
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for d in 0..dim {
+                let sum: f64 = (0..keys)
+                    .map(|j| weights[j] * f64::from(v[[j, g, d]]))
+                    .sum();
+                out[[i, h, d]] = sum / total;
+            }
+        }
+    }
+    out
+}
+
+fn rule(kernel: &Kernel) -> Option<&str> {
+    match kernel.func.attrs.get("schedule_rule") {
+        Some(AttrValue::Str(rule)) => Some(rule),
+        _ => None,
+    }
+}
+
+/// Compiles the attention of every shape for `target` and checks it against
+/// [`reference`].
+fn check(target: &Target) {
+    let mut rng = rng(11);
+    for (heads, kv_heads, dim) in HEADS {
+        for past in PAST {
+            for causal in [true, false] {
+                let q = var("q", vec![n(), c(heads), c(dim)], DataType::F32);
+                let kv_shape = vec![n() + c(past), c(kv_heads), c(dim)];
+                let k = var("k", kv_shape.clone(), DataType::F32);
+                let v = var("v", kv_shape, DataType::F32);
+                let scale = 1.0 / (dim as f64).sqrt();
+                let call = op::attention(&q, &k, &v, scale, causal).unwrap();
+                let kernel = compile_for(&call, target);
+                assert_eq!(rule(&kernel), Some("attention"));
+                for rows in ROWS {
+                    let (n, t) = (rows as usize, (rows + past) as usize);
+                    let (h, g, d) = (heads as usize, kv_heads as usize, dim as usize);
+                    let qs = random(&mut rng, &[n, h, d], DataType::F32, -2.0, 2.0);
+                    let ks = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
+                    let vs = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
+                    let got = kernel.run1(rows, &[&qs, &ks, &vs]);
+                    let want = reference(&qs, &ks, &vs, scale, causal);
+                    let what = format!(
+                        "{:?} heads={heads}/{kv_heads} dim={dim} past={past} n={rows} causal={causal}",
+                        target.features
+                    );
+                    assert_close(&got, &want, DataType::F32, TOL, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_attention_rule_matches_f64_attention_on_host_and_scalar_microkernels() {
+    let host = Target::host();
+    let scalar = Target::new(&host.triple, &[]);
+    for target in [&host, &scalar] {
+        check(target);
+    }
+}

@@ -1,0 +1,133 @@
+//! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
+//! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one `attention_f32` microkernel call
+//! per query row and head, parallel over them. Each call reads its kv head's rows in place
+//! (stride `kv_heads * d`: heads are grouped by index, never broadcast) up to the causal
+//! limit computed from the row index, and keeps no score matrix.
+
+use crate::rule::ScheduleRule;
+use crate::tir_build::{for_loop, index, let_in, min};
+use oxrelax_dsl::legalize::OP_ATTR;
+use oxrelax_dsl::tir::{
+    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, PrimExpr, PrimFunc, Stmt,
+};
+use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
+
+/// The microkernel the rule tensorizes onto.
+const KERNEL: &str = "attention_f32";
+
+/// Parallelize when the calls do at least this many multiply-adds (at the dims' upper
+/// bounds).
+const PARALLEL_MIN_MACS: i64 = 1 << 15;
+
+/// One attention microkernel call per query row and head.
+pub struct AttentionRule;
+
+/// The parts of a recognized `attention`.
+struct Attention<'a> {
+    q: &'a Buffer,
+    k: &'a Buffer,
+    v: &'a Buffer,
+    out: &'a Buffer,
+    heads: i64,
+    kv_heads: i64,
+    dim: &'a SymExpr,
+    scale: f64,
+    causal: bool,
+}
+
+fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
+    let attr = |name: &str| func.attrs.get(name);
+    if !matches!(attr(OP_ATTR), Some(AttrValue::Str(s)) if s == "attention") {
+        return None;
+    }
+    let (Some(AttrValue::Float(scale)), Some(AttrValue::Bool(causal))) =
+        (attr("scale"), attr("causal"))
+    else {
+        return None;
+    };
+    let [q, k, v, out] = func.params.as_slice() else {
+        return None;
+    };
+    let plain = [q, k, v, out]
+        .iter()
+        .all(|b| b.dtype == DataType::F32 && b.strides.is_none() && b.shape.len() == 3);
+    if !plain || func.num_outputs != 1 {
+        return None;
+    }
+    let (heads, kv_heads, dim) = (q.shape[1].as_const()?, k.shape[1].as_const()?, &q.shape[2]);
+    if kv_heads <= 0 || heads % kv_heads != 0 {
+        return None;
+    }
+    Some(Attention {
+        q,
+        k,
+        v,
+        out,
+        heads,
+        kv_heads,
+        dim,
+        scale: *scale,
+        causal: *causal,
+    })
+}
+
+impl ScheduleRule for AttentionRule {
+    fn name(&self) -> &'static str {
+        "attention"
+    }
+
+    fn apply(&self, func: &PrimFunc, _target: &Target) -> Option<PrimFunc> {
+        let a = recognize(func)?;
+        let (n, t) = (PrimExpr::from(&a.q.shape[0]), PrimExpr::from(&a.k.shape[0]));
+        // Positions before the first query (`m` in a model: the cache before this call).
+        let past = PrimExpr::from(&(a.k.shape[0].clone() - a.q.shape[0].clone()));
+        let heads = PrimExpr::index(a.heads);
+        let dim = PrimExpr::from(a.dim);
+        // Task `r` is query row `r / heads`, head `r % heads`; its q and out rows start at
+        // `r * dim`, its kv head's first row at `(head / group) * dim`.
+        let row = index("r").binary(BinOp::FloorDiv, heads.clone());
+        let head = index("r").binary(BinOp::FloorMod, heads.clone());
+        let kv_row =
+            head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads)) * dim.clone();
+        let keys = if a.causal {
+            let limit = past + row + PrimExpr::index(1);
+            min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
+        } else {
+            t.clone()
+        };
+        let region = |buffer: &Buffer, offset: PrimExpr| BufferRegion {
+            buffer: buffer.name.clone(),
+            offset,
+        };
+        let call = Stmt::Microkernel(MicrokernelCall {
+            kernel: KERNEL.to_string(),
+            operands: vec![
+                region(a.q, index("r") * dim.clone()),
+                region(a.k, index("kv_row")),
+                region(a.v, index("kv_row")),
+                region(a.out, index("r") * dim.clone()),
+            ],
+            scalars: vec![
+                keys,
+                PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
+                dim,
+                PrimExpr::f32(a.scale),
+            ],
+        });
+        let body = let_in("kv_row", kv_row, call);
+        let bound = |e: &SymExpr| e.max_value().unwrap_or(i64::MAX);
+        let macs = bound(&a.q.shape[0])
+            .saturating_mul(bound(&a.k.shape[0]))
+            .saturating_mul(bound(a.dim))
+            .saturating_mul(a.heads * 2);
+        let kind = if macs >= PARALLEL_MIN_MACS {
+            ForKind::Parallel
+        } else {
+            ForKind::Serial
+        };
+        Some(PrimFunc {
+            body: for_loop("r", n * heads, kind, body),
+            ..func.clone()
+        })
+    }
+}

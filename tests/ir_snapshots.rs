@@ -62,10 +62,12 @@ fn attention_through_the_front_end() {
     let mut op_calls = 0;
     for binding in forward.bindings() {
         binding.value.expr().for_each_call(&mut |call| {
-            op_calls += matches!(call.callee, oxrelax_dsl::ir::Callee::Op(_)) as usize;
+            if let oxrelax_dsl::ir::Callee::Op(op) = &call.callee {
+                op_calls += !oxrelax_dsl::op::VIEW_OPS.contains(&op.as_str()) as usize;
+            }
         });
     }
-    assert_eq!(op_calls, 0, "every op is legalized");
+    assert_eq!(op_calls, 0, "every op but the view ops is legalized");
     assert!(out.prim_funcs.contains_key("softmax"));
 }
 

@@ -5,15 +5,16 @@
 //! - [`GemvRule`] (decode, one row): each panel is one `1 x HP` microkernel call over the
 //!   whole reduction, so every weight byte is read exactly once; parallel over panels.
 //! - [`MatmulRule`] (prefill, `E` rows): parallel over groups of panels; per reduction block
-//!   of `l_block` and per `EP` rows, the rows are packed into an `(L, EP)` block on the
-//!   stack (zero padded past `E`), then one `EP x HP` microkernel call per panel of the
-//!   group accumulates into the output tile.
+//!   of `l_block` and per `EP` rows, one `EP x HP` microkernel call per panel of the group
+//!   accumulates into the output tile. The kernel reads the `EP` activation rows in place
+//!   (stride `L`; an L block of them stays in L1 across the group's panels), so f32
+//!   activations need no packing (MNN's `LP = 1`).
 
 use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
-    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc, Stmt,
+    Buffer, BufferRegion, ForKind, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc, Stmt,
 };
 use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 
@@ -84,7 +85,7 @@ impl ScheduleRule for GemvRule {
         let p = index("p");
         let call = m.call(
             tiles.gemv_kernel,
-            (&m.x.name, PrimExpr::index(0)),
+            PrimExpr::index(0),
             &p,
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
             (PrimExpr::index(1), PrimExpr::index(0)),
@@ -117,24 +118,19 @@ impl ScheduleRule for MatmulRule {
             PrimExpr::index(group),
             PrimExpr::index(m.panels) - index("t") * PrimExpr::index(group),
         );
+        let a_offset = index("e0") * PrimExpr::index(m.depth) + index("l0");
         let call = m.call(
             tiles.gemm_kernel,
-            ("a_block", PrimExpr::index(0)),
+            a_offset,
             &p,
             (index("l0"), index("kc")),
             (index("e_rows"), index("e0")),
             &tiles,
         );
         let panels_loop = for_loop("q", panel_count, ForKind::Serial, call);
-        let block = Buffer::new(
-            "a_block",
-            DataType::F32,
-            vec![SymExpr::int(tiles.l_block * tiles.ep)],
-        );
-        let per_rows = Stmt::Seq(vec![m.pack_rows(&tiles), panels_loop]);
         let per_rows = let_in("e0", index("eb") * PrimExpr::index(tiles.ep), {
             let e_rows = min(PrimExpr::index(tiles.ep), rows.clone() - index("e0"));
-            let_in("e_rows", e_rows, per_rows)
+            let_in("e_rows", e_rows, panels_loop)
         });
         let rows_loop = for_loop("eb", row_blocks, ForKind::Serial, per_rows);
         let per_l = let_in("l0", index("lb") * PrimExpr::index(tiles.l_block), {
@@ -144,11 +140,7 @@ impl ScheduleRule for MatmulRule {
             );
             let_in("kc", kc, rows_loop)
         });
-        let l_loop = for_loop("lb", PrimExpr::index(l_blocks), ForKind::Serial, per_l);
-        let body = Stmt::Allocate {
-            buffer: block,
-            body: Box::new(l_loop),
-        };
+        let body = for_loop("lb", PrimExpr::index(l_blocks), ForKind::Serial, per_l);
         let max_rows = m.rows.max_value().unwrap_or(i64::MAX);
         let kind = m.loop_kind(max_rows.saturating_mul(m.depth * m.features));
         let tasks = for_loop("t", PrimExpr::index(groups), kind, body);
@@ -174,12 +166,13 @@ impl PackedMatmul<'_> {
         }
     }
 
-    /// One microkernel call on panel `p`: activations at `a`, reduction `(l0, kc)`, output
-    /// rows `(rows, first row)`; accumulates after the first reduction block.
+    /// One microkernel call on panel `p`: activation rows from flat element `a_offset` of
+    /// `x` (row stride `L`), reduction `(l0, kc)`, output rows `(rows, first row)`;
+    /// accumulates after the first reduction block.
     fn call(
         &self,
         kernel: &str,
-        (a_buffer, a_offset): (&str, PrimExpr),
+        a_offset: PrimExpr,
         p: &PrimExpr,
         (l0, kc): (PrimExpr, PrimExpr),
         (rows, e0): (PrimExpr, PrimExpr),
@@ -200,53 +193,11 @@ impl PackedMatmul<'_> {
         Stmt::Microkernel(MicrokernelCall {
             kernel: kernel.to_string(),
             operands: vec![
-                region(a_buffer, a_offset),
+                region(&self.x.name, a_offset),
                 region(&self.packed.name, panel_start + l0 * hp.clone()),
                 region(&self.out.name, e0 * h.clone() + p.clone() * hp),
             ],
-            scalars: vec![kc, h, rows, cols, accumulate],
+            scalars: vec![kc, PrimExpr::index(self.depth), h, rows, cols, accumulate],
         })
     }
-
-    /// `a_block[k * EP + i] = x[e0 + i, l0 + k]` for `i < EP`, `k < kc`; rows past `E`
-    /// read the last row (inside `x`) and store 0.
-    fn pack_rows(&self, tiles: &MatmulTiles) -> Stmt {
-        let rows = PrimExpr::from(&self.rows);
-        let row = min(index("e0") + index("i"), rows.clone() - PrimExpr::index(1));
-        let mut indices = unflatten(row, &self.x.shape[..self.x.shape.len() - 1]);
-        indices.push(index("l0") + index("k"));
-        let load = PrimExpr::Load {
-            buffer: self.x.name.clone(),
-            dtype: DataType::F32,
-            indices,
-        };
-        let valid = PrimExpr::Cmp(PrimCmp::Lt, Box::new(index("i")), Box::new(index("e_rows")));
-        let store = Stmt::Store {
-            buffer: "a_block".to_string(),
-            indices: vec![index("k") * PrimExpr::index(tiles.ep) + index("i")],
-            value: PrimExpr::select(valid, load, PrimExpr::f32(0.0)),
-        };
-        let inner = for_loop("k", index("kc"), ForKind::Serial, store);
-        for_loop("i", PrimExpr::index(tiles.ep), ForKind::Unrolled, inner)
-    }
-}
-
-/// The row-major indices of flat row `row` over `dims` (dims of extent 1 index 0; the
-/// outermost dim of extent other than 1 takes what is left without a modulo).
-fn unflatten(row: PrimExpr, dims: &[SymExpr]) -> Vec<PrimExpr> {
-    let mut indices = Vec::with_capacity(dims.len());
-    let mut rest = row;
-    for (k, dim) in dims.iter().enumerate().rev() {
-        let extent = PrimExpr::from(dim);
-        if dim.as_const() == Some(1) {
-            indices.push(PrimExpr::index(0));
-        } else if dims[..k].iter().all(|d| d.as_const() == Some(1)) {
-            indices.push(rest.clone());
-        } else {
-            indices.push(rest.clone().binary(BinOp::FloorMod, extent.clone()));
-            rest = rest.binary(BinOp::FloorDiv, extent);
-        }
-    }
-    indices.reverse();
-    indices
 }

@@ -4,6 +4,7 @@ use super::dims::{runtime_dtype, DimTable};
 use super::{KernelTable, LowerError};
 use crate::passes::ARENA_OFFSETS;
 use oxrelax_dsl::ir::{BindingValue, Call, Callee, Function, PrimValue};
+use oxrelax_dsl::op::VIEW_OPS;
 use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::{AttrValue, Expr, IRModule, StructInfo, SymExpr, TensorInfo};
 use oxrelax_runtime::vm::{
@@ -187,6 +188,7 @@ impl<'a> FunctionLowering<'a> {
 
     fn call(&mut self, call: &Call) -> Result<Reg, LowerError> {
         match &call.callee {
+            Callee::Op(op) if VIEW_OPS.contains(&op.as_str()) => self.view(call),
             Callee::Op(op) => Err(self.unsupported(format!("op `{op}` was not legalized"))),
             Callee::Packed(name) => {
                 let args = call
@@ -204,6 +206,19 @@ impl<'a> FunctionLowering<'a> {
             }
             Callee::Tir(callee) => self.call_tir(callee, call),
         }
+    }
+
+    /// A view op: its input viewed with the extents of its result.
+    fn view(&mut self, call: &Call) -> Result<Reg, LowerError> {
+        let input = call
+            .args
+            .first()
+            .ok_or_else(|| self.unsupported("a view op without an input"))?;
+        let src = self.value(input)?;
+        let shape = self.extents(self.known_tensor(&call.sinfo)?)?;
+        let dst = self.fresh();
+        self.instrs.push(Instr::View { dst, src, shape });
+        Ok(dst)
     }
 
     /// Allocates the outputs (in their planned slots), checks and calls the kernel.
@@ -252,12 +267,7 @@ impl<'a> FunctionLowering<'a> {
 
     fn alloc(&mut self, sinfo: &StructInfo, offset: Option<i64>) -> Result<Reg, LowerError> {
         let tensor = self.known_tensor(sinfo)?;
-        let shape = tensor
-            .dims()
-            .unwrap_or_default()
-            .iter()
-            .map(|d| self.dims.shape_expr(d))
-            .collect::<Result<Vec<_>, _>>()?;
+        let shape = self.extents(tensor)?;
         let place = match offset {
             Some(offset) => {
                 let size = crate::passes::planned_bytes(sinfo)
@@ -278,6 +288,16 @@ impl<'a> FunctionLowering<'a> {
             shape,
         });
         Ok(dst)
+    }
+
+    /// The extents of `tensor` as expressions over the dim registers.
+    fn extents(&self, tensor: &TensorInfo) -> Result<Vec<ShapeExpr>, LowerError> {
+        tensor
+            .dims()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| self.dims.shape_expr(d))
+            .collect()
     }
 
     fn known_tensor<'s>(&self, sinfo: &'s StructInfo) -> Result<&'s TensorInfo, LowerError> {

@@ -1,8 +1,11 @@
 //! `LegalizeOps`: replaces every op call by a `call_tir` of a primitive function built
-//! from the op's tensor-expression definition (see [`oxrelax_dsl::legalize`]).
+//! from the op's tensor-expression definition (see [`oxrelax_dsl::legalize`]), except the
+//! view ops ([`VIEW_OPS`]: reshape, squeeze, expand_dims), which stay op calls that the VM
+//! runs as views of their input, never as a copy kernel.
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{BindingValue, Call, Callee};
+use oxrelax_dsl::op::VIEW_OPS;
 use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::{Attrs, Expr, IRModule};
 use std::collections::BTreeMap;
@@ -23,8 +26,9 @@ impl Pass for LegalizeOps {
                 let BindingValue::Expr(Expr::Call(call)) = &binding.value else {
                     continue;
                 };
-                if !matches!(call.callee, Callee::Op(_)) {
-                    continue;
+                match &call.callee {
+                    Callee::Op(op) if !VIEW_OPS.contains(&op.as_str()) => {}
+                    _ => continue,
                 }
                 let legalized = oxrelax_dsl::legalize::legalize_call(call).map_err(|source| {
                     PassError::Legalize {

@@ -181,3 +181,63 @@ fn text_verification_passes_complete_modules_through_their_text_form() {
         DeadCodeElimination.run(module_with_dead_code()).unwrap()
     );
 }
+
+/// The arena offset planned for the `call_tir` bound to `var` in `main`.
+fn planned_offset(module: &IRModule, var: &str) -> i64 {
+    let binding = module.functions["main"]
+        .bindings()
+        .find(|b| b.var.name == var)
+        .unwrap();
+    let BindingValue::Expr(Expr::Call(call)) = &binding.value else {
+        panic!("{var} is not a call")
+    };
+    match call.attrs.get(ARENA_OFFSETS) {
+        Some(oxrelax_dsl::AttrValue::Ints(offsets)) => offsets[0],
+        other => panic!("{var} has no planned offset: {other:?}"),
+    }
+}
+
+#[test]
+fn a_view_keeps_the_tensor_it_views_alive_in_the_memory_plan() {
+    // a = f(x); v = reshape(a); b = g(x); c = h(v, b); return c:
+    // `a` is read through `v` at `c`, so `b` must not take `a`'s memory.
+    let sinfo = tensor(&[SymExpr::int(4)]);
+    let x = Var::new("x", sinfo.clone());
+    let df = |name: &str, sinfo: &StructInfo| Var {
+        dataflow: true,
+        ..Var::new(name, sinfo.clone())
+    };
+    let viewed = tensor(&[SymExpr::int(2), SymExpr::int(2)]);
+    let (a, v, b, c) = (
+        df("a", &sinfo),
+        df("v", &viewed),
+        df("b", &sinfo),
+        df("c", &sinfo),
+    );
+    let reshape =
+        oxrelax_dsl::op::reshape(&Expr::from(&a), vec![SymExpr::int(2), SymExpr::int(2)]).unwrap();
+    let main = Function {
+        params: vec![x.clone()],
+        blocks: vec![BindingBlock {
+            dataflow: true,
+            bindings: vec![
+                bind(&a, tir_call("f", vec![Expr::from(&x)], sinfo.clone())),
+                bind(&v, reshape),
+                bind(&b, tir_call("g", vec![Expr::from(&x)], sinfo.clone())),
+                bind(
+                    &c,
+                    tir_call("h", vec![Expr::from(&v), Expr::from(&b)], sinfo.clone()),
+                ),
+            ],
+        }],
+        ret: Expr::from(&c),
+        exported: true,
+        attrs: Default::default(),
+    };
+    let module = IRModule {
+        functions: [("main".into(), main)].into(),
+        prim_funcs: ["f", "g", "h"].map(|n| (n.to_string(), prim(n))).into(),
+    };
+    let planned = StaticPlanBlockMemory.run(module).unwrap();
+    assert_ne!(planned_offset(&planned, "a"), planned_offset(&planned, "b"));
+}

@@ -9,6 +9,10 @@ use super::{attrs, call, InferError, OpDef};
 use crate::{AttrValue, Attrs, Expr, StructInfo, SymExpr};
 
 /// The manipulation ops.
+/// The ops that only re-index a row-major tensor without moving an element: after
+/// legalization they stay op calls, and the VM lowers them to views of their input.
+pub const VIEW_OPS: &[&str] = &["reshape", "expand_dims", "squeeze"];
+
 pub(super) const OPS: &[OpDef] = &[
     OpDef {
         name: "reshape",

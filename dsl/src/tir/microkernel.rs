@@ -4,10 +4,10 @@
 //!
 //! Two kinds ([`MicrokernelKind`]):
 //! - f32 block GEMMs with block shape `EP x HP` and operands
-//!   `(a, b, c; kc, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
-//!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`,
-//!   where `a` is a packed activation block (`kc` groups of `EP` values) and `b` a packed
-//!   weight panel (`kc` groups of `HP` values);
+//!   `(a, b, c; kc, lda, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
+//!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b[k*HP + j]`,
+//!   where `a` holds up to `EP` activation rows read in place and `b` is a packed weight
+//!   panel (`kc` groups of `HP` values);
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -42,7 +42,7 @@ pub struct MicrokernelCall {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MicrokernelKind {
     /// An f32 block GEMM of block shape `ep x hp`: operands `(a, b, c)`, scalars
-    /// `(kc, ldc, rows, cols, accumulate)` (see the module docs).
+    /// `(kc, lda, ldc, rows, cols, accumulate)` (see the module docs).
     Gemm {
         /// Rows of the register block (activation rows per call).
         ep: i64,
@@ -70,6 +70,7 @@ impl MicrokernelKind {
         match self {
             MicrokernelKind::Gemm { .. } => &[
                 ("kc", DataType::I64),
+                ("lda", DataType::I64),
                 ("ldc", DataType::I64),
                 ("rows", DataType::I64),
                 ("cols", DataType::I64),
@@ -115,6 +116,8 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
 pub struct GemmScalars {
     /// Reduction length.
     pub kc: i64,
+    /// Row stride of `a`.
+    pub lda: i64,
     /// Row stride of `c`.
     pub ldc: i64,
     /// Valid rows (`<= ep`).
@@ -126,24 +129,30 @@ pub struct GemmScalars {
 }
 
 impl GemmScalars {
-    /// The elements of `a`, `b` and `c` one call of an `ep x hp` block may touch (the
-    /// interpreter's bounds check; `c` counts the rows up to `rows`).
-    pub fn footprint(&self, (ep, hp): (i64, i64)) -> [i64; 3] {
-        let c = if self.rows > 0 && self.cols > 0 {
-            (self.rows - 1) * self.ldc + self.cols
-        } else {
-            0
+    /// The elements of `a`, `b` and `c` one call of a block `hp` wide may touch (the
+    /// interpreter's bounds check; `a` and `c` count the rows up to `rows`).
+    pub fn footprint(&self, hp: i64) -> [i64; 3] {
+        let rows = |stride: i64, len: i64| {
+            if self.rows > 0 && len > 0 {
+                (self.rows - 1) * stride + len
+            } else {
+                0
+            }
         };
-        [self.kc * ep, self.kc * hp, c]
+        [
+            rows(self.lda, self.kc),
+            self.kc * hp,
+            rows(self.ldc, self.cols),
+        ]
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
     /// offset; the slices must hold [`GemmScalars::footprint`] elements.
-    pub fn reference(&self, (ep, hp): (i64, i64), a: &[f64], b: &[f64], c: &mut [f64]) {
+    pub fn reference(&self, hp: i64, a: &[f64], b: &[f64], c: &mut [f64]) {
         for i in 0..self.rows {
             for j in 0..self.cols {
                 let dot: f64 = (0..self.kc)
-                    .map(|k| a[(k * ep + i) as usize] * b[(k * hp + j) as usize])
+                    .map(|k| a[(i * self.lda + k) as usize] * b[(k * hp + j) as usize])
                     .sum();
                 let at = (i * self.ldc + j) as usize;
                 c[at] = if self.accumulate { c[at] + dot } else { dot };

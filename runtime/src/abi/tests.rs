@@ -59,8 +59,8 @@ fn gemv_through_env(rt: &RuntimeEnv) -> [f32; 16] {
     let entry = rt.env().microkernels[Microkernel::Sgemm1x16 as usize];
     // SAFETY: slot Sgemm1x16 holds a block GEMM's entry point.
     let kernel: GemmFn = unsafe { std::mem::transmute(entry) };
-    // SAFETY: a holds kc * EP = 2 floats, b kc * HP = 32, c one row of 16.
-    unsafe { kernel(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), 2, 16, 1, 16, 0) };
+    // SAFETY: a holds one row of kc = 2 floats, b kc * HP = 32, c one row of 16.
+    unsafe { kernel(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), 2, 2, 16, 1, 16, 0) };
     c
 }
 

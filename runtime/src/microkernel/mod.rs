@@ -26,21 +26,22 @@ use std::sync::OnceLock;
 /// [`Microkernel::gemm_block`]).
 ///
 /// For every `i < rows` and `j < cols`:
-/// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[k*EP + i] * b[k*HP + j]`.
-/// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`).
+/// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b[k*HP + j]`.
+/// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`). The activation rows are
+/// read in place (row `i` at `a + i*lda`); the weight panel is packed (`kc` groups of HP).
 ///
 /// # Safety
-/// `a` must be readable for `kc * EP` floats (packed activation block; lanes `i >= rows`
-/// are read but never influence the stored result), `b` for `kc * HP` floats (packed weight
-/// panel), `c` readable and writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is
-/// the only part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values
-/// outside are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need
-/// only the alignment of `f32`.
+/// `a` must be readable for `kc` floats from `a + i*lda` for every `i < rows` (rows past
+/// `rows` are never read), `b` for `kc * HP` floats, `c` readable and writable at
+/// `c[i*ldc + j]` for `i < rows, j < cols`, which is the only part of `c` a kernel
+/// touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside are clamped: nothing
+/// is done for `rows <= 0` or `cols <= 0`). Pointers need only the alignment of `f32`.
 pub type GemmFn = unsafe extern "C" fn(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
     kc: i64,
+    lda: i64,
     ldc: i64,
     rows: i64,
     cols: i64,
@@ -170,8 +171,8 @@ impl Microkernel {
         SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
     }
 
-    /// For a block GEMM, its block shape `(EP, HP)`: the packed activation block holds EP
-    /// floats per k, the packed weight panel HP.
+    /// For a block GEMM, its block shape `(EP, HP)`: EP activation rows, a packed weight
+    /// panel of HP floats per k.
     pub fn gemm_block(self) -> Option<(usize, usize)> {
         self.spec().gemm_block
     }

@@ -41,6 +41,7 @@ unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
     b: *const f32,
     c: *mut f32,
     kc: i64,
+    lda: i64,
     ldc: i64,
     rows: i64,
     cols: i64,
@@ -53,18 +54,14 @@ unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
     }
     let kc = kc.max(0) as usize;
     let mut tile = [[0.0f32; HP]; EP];
-    for k in 0..kc {
-        // SAFETY: the caller guarantees `kc * EP` readable floats at `a` and `kc * HP` at
-        // `b`; `k < kc`.
-        let (a_k, b_k) = unsafe {
-            (
-                &*a.add(k * EP).cast::<[f32; EP]>(),
-                &*b.add(k * HP).cast::<[f32; HP]>(),
-            )
-        };
-        for (row, &a_ki) in tile.iter_mut().zip(a_k).take(rows) {
+    for (i, row) in tile.iter_mut().enumerate().take(rows) {
+        // SAFETY: row `i < rows` of `a` is lent: `kc` floats from `a + i * lda`.
+        let a_i = unsafe { std::slice::from_raw_parts(a.offset(i as isize * lda as isize), kc) };
+        for (k, &a_ik) in a_i.iter().enumerate() {
+            // SAFETY: the caller lends `kc * HP` floats at `b`; `k < kc`.
+            let b_k = unsafe { &*b.add(k * HP).cast::<[f32; HP]>() };
             for (acc, &b_kj) in row.iter_mut().zip(b_k) {
-                *acc += a_ki * b_kj;
+                *acc += a_ik * b_kj;
             }
         }
     }

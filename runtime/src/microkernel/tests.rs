@@ -94,16 +94,19 @@ fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
         .unwrap_or_else(|| panic!("{} has no scalar twin", kernel.name()))
 }
 
-/// One call of a kernel: packed inputs (NaN in the lanes the result must not depend on),
-/// and a `c` buffer with guards around the `rows x cols` block at stride `ldc`.
+/// One call of a kernel: `rows` activation rows at stride `lda` and a packed panel (NaN
+/// where the result must not depend on), and a `c` buffer with guards around the
+/// `rows x cols` block at stride `ldc`.
 struct Case {
     kernel: Microkernel,
     kc: usize,
     rows: usize,
     cols: usize,
+    lda: usize,
     ldc: usize,
     accumulate: i64,
-    /// `1 + kc * EP` floats; the block starts at index 1 (not 32-byte aligned).
+    /// `1 + rows * lda` floats (no row past `rows`); row 0 starts at index 1 (not 32-byte
+    /// aligned).
     a: Vec<f32>,
     /// `1 + kc * HP` floats; the panel starts at index 1.
     b: Vec<f32>,
@@ -115,8 +118,8 @@ impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "kc={} rows={} cols={} ldc={} accumulate={}",
-            self.kc, self.rows, self.cols, self.ldc, self.accumulate
+            "kc={} rows={} cols={} lda={} ldc={} accumulate={}",
+            self.kc, self.rows, self.cols, self.lda, self.ldc, self.accumulate
         )
     }
 }
@@ -131,6 +134,7 @@ impl Case {
         accumulate: i64,
     ) -> Case {
         let (ep, hp) = kernel.gemm_block().expect("a block GEMM");
+        let lda = kc + rng.gen_range(0..=3);
         let mut value = |live: bool| {
             if live {
                 rng.gen_range(-1.0f32..1.0)
@@ -138,8 +142,8 @@ impl Case {
                 f32::NAN
             }
         };
-        let a = (0..1 + kc * ep)
-            .map(|n| value(n > 0 && (n - 1) % ep < rows))
+        let a = (0..1 + rows * lda)
+            .map(|n| value(n > 0 && (n - 1) % lda < kc))
             .collect();
         let b = (0..1 + kc * hp)
             .map(|n| value(n > 0 && (n - 1) % hp < cols))
@@ -161,6 +165,7 @@ impl Case {
             kc,
             rows,
             cols,
+            lda,
             ldc,
             accumulate,
             a,
@@ -179,14 +184,16 @@ impl Case {
     /// Runs `func` on a copy of `c`; asserts the guards are untouched; returns the copy.
     fn run(&self, func: GemmFn, what: &str) -> Vec<f32> {
         let mut c = self.c.clone();
-        // SAFETY: `a` holds kc * EP floats after index 1, `b` kc * HP, and `c` the block of
-        // rows x cols at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
+        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` kc * HP,
+        // and `c` the block of rows x cols at stride ldc after GUARD_LEN (rows <= EP,
+        // cols < ldc).
         unsafe {
             func(
                 self.a.as_ptr().add(1),
                 self.b.as_ptr().add(1),
                 c.as_mut_ptr().add(GUARD_LEN),
                 self.kc as i64,
+                self.lda as i64,
                 self.ldc as i64,
                 self.rows as i64,
                 self.cols as i64,
@@ -204,7 +211,7 @@ impl Case {
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
-        let (ep, hp) = self.kernel.gemm_block().expect("a block GEMM");
+        let (_, hp) = self.kernel.gemm_block().expect("a block GEMM");
         let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
         let (mut sum, mut scale) = if self.accumulate != 0 {
             (old, old.abs())
@@ -212,7 +219,7 @@ impl Case {
             (0.0, 0.0)
         };
         for k in 0..self.kc {
-            let term = f64::from(self.a[1 + k * ep + i]) * f64::from(self.b[1 + k * hp + j]);
+            let term = f64::from(self.a[1 + i * self.lda + k]) * f64::from(self.b[1 + k * hp + j]);
             sum += term;
             scale += term.abs();
         }

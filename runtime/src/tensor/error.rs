@@ -47,6 +47,14 @@ pub enum TensorError {
         /// `"elements"` or `"bytes"`.
         unit: &'static str,
     },
+    /// A reshape to a shape with another number of elements.
+    #[error("cannot view shape {from:?} as {to:?}: the element counts differ")]
+    ReshapeCount {
+        /// The tensor's shape.
+        from: Vec<i64>,
+        /// The shape asked for.
+        to: Vec<i64>,
+    },
     /// Slice access on a strided (non-row-major) view.
     #[error("tensor with shape {shape:?} and strides {strides:?} is not contiguous")]
     NotContiguous {

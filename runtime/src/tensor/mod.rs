@@ -199,6 +199,19 @@ impl Tensor {
         self.numel() == 0 || self.strides == compact_strides(&self.shape)
     }
 
+    /// The same elements as `shape` (row-major), sharing the storage: no copy. The tensor
+    /// must be contiguous and `shape` must hold as many elements.
+    pub fn reshaped(&self, shape: &[i64]) -> Result<Tensor, TensorError> {
+        self.check_contiguous()?;
+        if numel_of(shape)? != self.numel() {
+            return Err(TensorError::ReshapeCount {
+                from: self.shape.clone(),
+                to: shape.to_vec(),
+            });
+        }
+        Tensor::view_of(self.buffer.clone(), self.byte_offset, self.dtype, shape)
+    }
+
     /// Address of the first element (what a kernel receives for this tensor).
     pub fn data_ptr(&self) -> *mut u8 {
         self.buffer.ptr_at(self.byte_offset)

@@ -217,3 +217,21 @@ fn ndarray_converts_f16_and_bf16_through_half() {
         TensorError::NotFloat { got: DType::I32 }
     );
 }
+
+#[test]
+fn reshaped_views_share_storage_and_keep_the_element_count() {
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let v = t.reshaped(&[3, 1, 2]).unwrap();
+    assert_eq!(v.shape(), &[3, 1, 2]);
+    assert_eq!(v.data_ptr(), t.data_ptr(), "a view, not a copy");
+    assert_eq!(v.as_slice::<f32>().unwrap(), t.as_slice::<f32>().unwrap());
+    let err = t.reshaped(&[4, 2]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot view shape [2, 3] as [4, 2]: the element counts differ"
+    );
+    assert!(matches!(
+        t.reshaped(&[-6]),
+        Err(TensorError::NegativeExtent { .. })
+    ));
+}

@@ -72,6 +72,16 @@ pub enum Instr {
         /// Its extents.
         shape: Vec<ShapeExpr>,
     },
+    /// Puts in `dst` the tensor in `src` viewed with extents `shape` (same elements,
+    /// row-major, shared storage: a reshape, squeeze or expand_dims without a copy).
+    View {
+        /// The destination register.
+        dst: Reg,
+        /// The register holding the (contiguous) tensor viewed.
+        src: Reg,
+        /// The view's extents.
+        shape: Vec<ShapeExpr>,
+    },
     /// Checks the arguments against the kernel's signature, then calls it.
     CallKernel {
         /// The kernel.
@@ -130,6 +140,7 @@ impl Instr {
             Instr::CallBuiltin { args, dst, .. } => args.iter().chain(dst).copied().collect(),
             Instr::MakeTuple { dst, fields } => fields.iter().chain([dst]).copied().collect(),
             Instr::TupleGet { dst, tuple, .. } => vec![*dst, *tuple],
+            Instr::View { dst, src, .. } => vec![*dst, *src],
         }
     }
 
@@ -143,7 +154,7 @@ impl Instr {
                     DimPattern::Const(_) | DimPattern::Bind(_) => None,
                 })
                 .collect(),
-            Instr::AllocTensor { shape, .. } => shape.iter().collect(),
+            Instr::AllocTensor { shape, .. } | Instr::View { shape, .. } => shape.iter().collect(),
             Instr::CallKernel { dims, .. } => dims.iter().collect(),
             Instr::Load {
                 value: Immediate::Int(e),

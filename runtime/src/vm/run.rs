@@ -43,6 +43,10 @@ impl Ctx<'_> {
                     let tensor = self.alloc(frame, *dst, *place, *dtype, shape)?;
                     set(frame, *dst, tensor.into());
                 }
+                Instr::View { dst, src, shape } => {
+                    let view = self.view(frame, *dst, *src, shape)?;
+                    set(frame, *dst, view.into());
+                }
                 Instr::CallKernel { kernel, args, dims } => {
                     self.call_kernel(frame, *kernel, args, dims)?
                 }
@@ -210,6 +214,20 @@ impl Ctx<'_> {
             .arena
             .view(planned.offset as usize, dtype, &extents)
             .map_err(|e| self.tensor_error(e))
+    }
+
+    fn view(
+        &self,
+        frame: &Frame,
+        dst: Reg,
+        src: Reg,
+        shape: &[ShapeExpr],
+    ) -> Result<Tensor, VmError> {
+        let context = || format!("the view in register %{dst}");
+        let dims = |d: u32| frame.dims[d as usize];
+        let extents = self.extents(shape, &dims, &self.dim_names, &context)?;
+        let tensor = self.tensor(&frame.regs, src, &|| format!("the source of view %{dst}"))?;
+        tensor.reshaped(&extents).map_err(|e| self.tensor_error(e))
     }
 
     fn call_kernel(

@@ -46,27 +46,30 @@ impl Machine<'_> {
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
         let ints: Vec<i64> = values.iter().map(|v| v.as_i64()).collect();
-        let &[kc, ldc, rows, cols, accumulate] = ints.as_slice() else {
+        let &[kc, lda, ldc, rows, cols, accumulate] = ints.as_slice() else {
             unreachable!("the scalar count was checked");
         };
         let scalars = GemmScalars {
             kc,
+            lda,
             ldc,
             rows,
             cols,
             accumulate: accumulate != 0,
         };
         let in_block = (0..=block.0).contains(&rows) && (0..=block.1).contains(&cols);
-        if !in_block || kc < 0 || ldc < cols {
+        if !in_block || kc < 0 || ldc < cols || (rows > 1 && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = scalars.footprint(block);
+        let [len_a, len_b, len_c] = scalars.footprint(block.1);
         let [a, b, c] = &call.operands[..] else {
             unreachable!("the operand count was checked");
         };
         let a = self.region(&a.buffer, &a.offset, len_a, error)?;
         let b = self.region(&b.buffer, &b.offset, len_b, error)?;
-        self.write_region(c, len_c, error, |out| scalars.reference(block, &a, &b, out))
+        self.write_region(c, len_c, error, |out| {
+            scalars.reference(block.1, &a, &b, out)
+        })
     }
 
     fn attention(

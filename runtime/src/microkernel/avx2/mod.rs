@@ -41,37 +41,43 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
 /// Columns of every block here: two ymm registers.
 const HP: usize = 16;
 
-/// [`Microkernel::Sgemm6x16`]: 6 x 16 of C in 12 ymm accumulators; per k, 6 broadcasts of
-/// `a` and 2 loads of `b` feed 12 FMAs.
+/// [`Microkernel::Sgemm6x16`]: 6 x 16 of C in 12 ymm accumulators; per k, one broadcast
+/// from each of the 6 rows of `a` (read in place at stride `lda`) and 2 loads of `b` feed
+/// 12 FMAs. Rows past `rows` re-read the last valid row (never stored).
 ///
 /// # Safety
 /// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe extern "C" fn sgemm_6x16(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
     kc: i64,
+    lda: i64,
     ldc: i64,
     rows: i64,
     cols: i64,
     accumulate: i64,
 ) {
     const EP: usize = 6;
+    if rows <= 0 || cols <= 0 {
+        return;
+    }
+    let last = rows.min(EP as i64) as usize - 1;
+    // SAFETY: row `min(i, last) < rows` of `a` is lent (`kc` floats from `a + row * lda`).
+    let a_rows: [*const f32; EP] =
+        std::array::from_fn(|i| unsafe { a.offset(i.min(last) as isize * lda as isize) });
     let mut acc = [[_mm256_setzero_ps(); 2]; EP];
     for k in 0..kc.max(0) as usize {
-        // SAFETY: `k < kc`: the caller lends `kc * EP` floats at `a` and `kc * HP` at `b`.
-        let (a_k, b0, b1) = unsafe {
+        // SAFETY: `k < kc`: the caller lends `kc * HP` floats at `b`.
+        let (b0, b1) = unsafe {
             let b_k = b.add(k * HP);
-            (
-                a.add(k * EP),
-                _mm256_loadu_ps(b_k),
-                _mm256_loadu_ps(b_k.add(8)),
-            )
+            (_mm256_loadu_ps(b_k), _mm256_loadu_ps(b_k.add(8)))
         };
-        for (i, acc_i) in acc.iter_mut().enumerate() {
-            // SAFETY: `i < EP`: lane `i` of the k-th group of `a`.
-            let a_ki = unsafe { _mm256_broadcast_ss(&*a_k.add(i)) };
+        for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
+            // SAFETY: `k < kc`: element k of a lent row.
+            let a_ki = unsafe { _mm256_broadcast_ss(&*a_i.add(k)) };
             acc_i[0] = _mm256_fmadd_ps(a_ki, b0, acc_i[0]);
             acc_i[1] = _mm256_fmadd_ps(a_ki, b1, acc_i[1]);
         }
@@ -82,15 +88,18 @@ unsafe extern "C" fn sgemm_6x16(
 
 /// [`Microkernel::Sgemm1x16`], the decode GEMV block: streams `b` once; k is unrolled by 4
 /// into 4 independent pairs of accumulators (8 FMA chains in flight), summed at the end.
+/// `a` is one row (`lda` is not read).
 ///
 /// # Safety
 /// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe extern "C" fn sgemm_1x16(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
     kc: i64,
+    _lda: i64,
     ldc: i64,
     rows: i64,
     cols: i64,

@@ -1,5 +1,6 @@
-//! A benchmarked kernel: the op call legalized, default-scheduled, JIT-compiled, with
-//! host buffers for its parameters and `n` bound to the token count.
+//! A benchmarked kernel: the op call legalized, scheduled by the host target's rules (the
+//! matmul and GEMV rules on microkernels, the default schedule for the rest),
+//! JIT-compiled, with host buffers for its parameters and `n` bound to the token count.
 
 use super::buffer::HostBuffer;
 use super::spec::{dim_i64, KernelSpec};
@@ -9,9 +10,9 @@ use oxrelax_dsl::ir::Expr;
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::{Buffer, PrimFunc};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::{DataType, Target};
 use oxrelax_runtime::RuntimeEnv;
-use oxrelax_schedules::{default_schedule, ScheduleConfig};
+use oxrelax_schedules::{rules_for, schedule_for};
 
 /// A compiled kernel ready to run on its buffers.
 pub struct BenchKernel {
@@ -32,8 +33,8 @@ pub struct BenchKernel {
 }
 
 impl BenchKernel {
-    /// Builds the op call of `spec`, legalizes it, applies the default schedule, compiles
-    /// it for the host and allocates its buffers (inputs random in `[-1, 1)`).
+    /// Builds the op call of `spec`, legalizes it, schedules it for the host, compiles it
+    /// and allocates its buffers (inputs random in `[-1, 1)`).
     pub fn build(spec: KernelSpec) -> Result<Self, BenchError> {
         let expr = spec.call()?;
         let Expr::Call(call) = &expr else {
@@ -47,7 +48,8 @@ impl BenchKernel {
             shape: spec.shape(),
             source: Box::new(source),
         })?;
-        let func = default_schedule(&legalized.func, &ScheduleConfig::default());
+        let target = Target::host();
+        let func = schedule_for(&legalized.func, &target, &rules_for(&target));
         let codegen_error = |source| BenchError::Codegen {
             kernel: spec.name(),
             shape: spec.shape(),
@@ -145,7 +147,7 @@ impl BenchKernel {
     }
 }
 
-/// The input that holds the weight of a matmul (`matmul(x, w)`).
+/// The input that holds the (packed) weight of a matmul (`packed_matmul(x, w)`).
 const WEIGHT_INPUT: usize = 1;
 
 /// `ring - 1` more weight matrices like the weight input of a cold GEMV, each filled
@@ -164,7 +166,7 @@ fn weight_ring(
         .ok_or_else(|| {
             unsupported(
                 spec,
-                "a matmul whose second input is not the [K, N] weight".into(),
+                "a matmul whose second input is not the packed weight".into(),
             )
         })?;
     let elements = weight.as_slice().len();

@@ -3,10 +3,11 @@
 //! count, next to reference figures (measured memory bandwidth, documented fp32 peak,
 //! numpy's matmul when available). `--json` adds the results as one JSON line.
 //!
-//! Each kernel is built as the front end builds it: an op call on f32 tensors whose
-//! leading dim is the symbolic `n`, legalized, given the default schedule and compiled
-//! with the JIT; `n` is bound to the benchmarked row count at run time and parallel
-//! loops run on a thread pool of `--threads` participants.
+//! Each kernel is built as the compiler builds it: an op call on f32 tensors whose
+//! leading dim is the symbolic `n` (a matmul is `packed_matmul` on a weight packed into
+//! panels, as compiled models run it), legalized, scheduled by the host target's rules and
+//! compiled with the JIT; `n` is bound to the benchmarked row count at run time and
+//! parallel loops run on a thread pool of `--threads` participants.
 
 mod args;
 mod buffer;

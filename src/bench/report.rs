@@ -31,7 +31,7 @@ pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result
     };
     writeln!(
         out,
-        "oxrelax bench-kernel ({build}): f32, default schedule, Cranelift JIT; \
+        "oxrelax bench-kernel ({build}): f32, the host target's schedule rules, Cranelift JIT; \
          M/rows bound at run time to the symbolic n (n <= max(2048, M))"
     )?;
     writeln!(

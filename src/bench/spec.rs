@@ -2,7 +2,7 @@
 
 use super::BenchError;
 use oxrelax_dsl::ir::{Expr, Var};
-use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar};
+use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar, Target};
 use std::fmt;
 use std::str::FromStr;
 
@@ -104,11 +104,25 @@ impl ColdGemv {
 }
 
 impl MatmulShape {
-    /// Bytes of the f32 weight `[K, N]`.
+    /// Columns of the host's weight panels (the matmul microkernels' HP).
+    pub fn panel_width() -> usize {
+        Target::host().matmul_tiles().hp as usize
+    }
+
+    /// The packed weight's shape `[ceil(N / HP), K, HP]`: the `[K, N]` weight in the
+    /// zero-padded column panels the compiler packs weights into at compile time.
+    pub fn packed_weight_shape(&self) -> [usize; 3] {
+        let hp = MatmulShape::panel_width();
+        [self.n.div_ceil(hp), self.k, hp]
+    }
+
+    /// Bytes of the packed f32 weight the kernel reads.
     pub fn weight_bytes(&self) -> usize {
-        self.k
-            .saturating_mul(self.n)
-            .saturating_mul(std::mem::size_of::<f32>())
+        self.packed_weight_shape()
+            .iter()
+            .fold(std::mem::size_of::<f32>(), |bytes, &d| {
+                bytes.saturating_mul(d)
+            })
     }
 }
 
@@ -183,15 +197,20 @@ impl KernelSpec {
         }
     }
 
-    /// The op call on f32 inputs with `n` symbolic (`n <= max(N_BOUND, tokens)`).
+    /// The op call on f32 inputs with `n` symbolic (`n <= max(N_BOUND, tokens)`); a matmul
+    /// is the compiler's: `packed_matmul` on a weight packed into panels.
     pub fn call(&self) -> Result<Expr, BenchError> {
         let n = SymVar::bounded("n", bound_of(self.tokens())).expr();
         let int = |d: usize| SymExpr::int(dim_i64(d));
         let call = match *self {
-            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => op::matmul(
-                &tensor("x", vec![n, int(s.k)]),
-                &tensor("w", vec![int(s.k), int(s.n)]),
-            ),
+            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
+                let packed = s.packed_weight_shape().map(int).to_vec();
+                op::packed_matmul(
+                    &tensor("x", vec![n, int(s.k)]),
+                    &tensor("w", packed),
+                    dim_i64(s.n),
+                )
+            }
             KernelSpec::Softmax(s) => op::softmax(&tensor("x", vec![n, int(s.cols)]), -1),
             KernelSpec::RmsNorm(s) => op::rms_norm(
                 &tensor("x", vec![n, int(s.cols)]),

@@ -1,15 +1,16 @@
 use super::*;
 use std::time::Duration;
 
-/// A naive `[m, k] x [k, n]` matmul in f64.
+/// A naive `[m, k] x [k, n]` matmul in f64, the weight read from its packed panels
+/// `[ceil(n / hp), k, hp]`.
 fn naive_matmul(x: &[f32], w: &[f32], shape: MatmulShape) -> Vec<f64> {
     let MatmulShape { m, n, k } = shape;
+    let hp = MatmulShape::panel_width();
+    let weight = |p: usize, j: usize| f64::from(w[(j / hp) * k * hp + p * hp + j % hp]);
     let mut out = vec![0.0f64; m * n];
     for i in 0..m {
         for j in 0..n {
-            out[i * n + j] = (0..k)
-                .map(|p| f64::from(x[i * k + p]) * f64::from(w[p * n + j]))
-                .sum();
+            out[i * n + j] = (0..k).map(|p| f64::from(x[i * k + p]) * weight(p, j)).sum();
         }
     }
     out
@@ -25,7 +26,8 @@ fn timed_matmul_matches_a_naive_triple_loop() {
     let mut kernel = BenchKernel::build(KernelSpec::Matmul(shape)).unwrap();
     kernel.run(&env(2)).unwrap();
     let (x, w) = (kernel.input(0).unwrap(), kernel.input(1).unwrap());
-    assert_eq!((x.len(), w.len()), (7 * 19, 19 * 37));
+    let panels = 37usize.div_ceil(MatmulShape::panel_width()) * MatmulShape::panel_width();
+    assert_eq!((x.len(), w.len()), (7 * 19, 19 * panels));
     assert!(x.iter().chain(w).all(|v| (-1.0..1.0).contains(v)));
     let want = naive_matmul(x, w, shape);
     let got = kernel.output().unwrap();
@@ -37,7 +39,7 @@ fn timed_matmul_matches_a_naive_triple_loop() {
         );
     }
     assert!(want.iter().any(|&v| v.abs() > 0.1), "nontrivial inputs");
-    assert_eq!(kernel.bytes(), 4 * (7 * 19 + 19 * 37 + 7 * 37));
+    assert_eq!(kernel.bytes(), 4 * (7 * 19 + 19 * panels + 7 * 37));
 }
 
 #[test]
@@ -152,7 +154,12 @@ fn a_cold_gemv_reads_the_next_weight_of_its_ring_each_run() {
     let spec = KernelSpec::GemvCold(ColdGemv { shape, ring: 3 });
     let mut kernel = BenchKernel::build(spec).unwrap();
     assert_eq!(kernel.ring_len(), 3);
-    assert_eq!(kernel.bytes(), 4 * (5 + 5 * 9 + 9), "one weight per run");
+    let panel = MatmulShape::panel_width();
+    assert_eq!(
+        kernel.bytes(),
+        4 * (5 + 5 * panel + 9),
+        "one weight per run"
+    );
     let weights: Vec<Vec<f32>> = (0..3)
         .map(|i| kernel.ring_weight(i).unwrap().to_vec())
         .collect();

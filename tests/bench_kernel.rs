@@ -74,7 +74,16 @@ fn bench_kernel_prints_a_line_per_kernel_with_positive_figures() {
         assert!(gflops.unwrap_or(1.0) > 0.0, "{kernel}");
     }
     assert!(stdout.contains("= 113 (GFLOP/s)"), "{stdout}");
-    assert!(stdout.contains("best: matmul 3x17x5 at "), "{stdout}");
+    // Which kernel is fastest depends on timing; the line names one with flops.
+    let best = stdout
+        .lines()
+        .find(|l| l.starts_with("best: "))
+        .unwrap_or_default();
+    assert!(
+        best.starts_with("best: matmul 3x17x5 at ")
+            || best.starts_with("best: gemv_cold 1x16x8 at "),
+        "{stdout}"
+    );
     assert!(stdout.contains("documented in DESIGN.md, not measured"));
     let bandwidth = stdout
         .lines()

@@ -22,8 +22,6 @@ pub struct MatmulTiles {
     pub l_block: i64,
     /// Panels one prefill task computes (its packed-weight block stays in L2).
     pub panels_per_task: i64,
-    /// Panels one decode task computes.
-    pub gemv_panels_per_task: i64,
 }
 
 /// One row of the tile table: the architecture, the CPU features it needs, its tiles.
@@ -45,7 +43,6 @@ const F32_TILES: MatmulTiles = MatmulTiles {
     hp: 16,
     l_block: 256,
     panels_per_task: 4,
-    gemv_panels_per_task: 8,
 };
 
 /// The tile table, most specific rows first; the first row whose arch matches and whose

@@ -67,3 +67,24 @@ impl Lowerer<'_, '_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use oxrelax_dsl::tir::{MicrokernelKind, MICROKERNELS};
+    use oxrelax_runtime::microkernel::Microkernel;
+
+    /// The TIR table and the runtime's table name the same kernels with the same blocks.
+    #[test]
+    fn tir_microkernels_are_the_runtime_table() {
+        assert_eq!(MICROKERNELS.len(), Microkernel::COUNT);
+        for spec in MICROKERNELS {
+            let kernel = Microkernel::from_name(spec.name)
+                .unwrap_or_else(|| panic!("{} is not in the runtime's table", spec.name));
+            let block = match spec.kind {
+                MicrokernelKind::Gemm { ep, hp } => Some((ep as usize, hp as usize)),
+                MicrokernelKind::Attention => None,
+            };
+            assert_eq!(kernel.gemm_block(), block, "{}", spec.name);
+        }
+    }
+}

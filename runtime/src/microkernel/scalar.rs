@@ -106,6 +106,7 @@ unsafe extern "C" fn attention_f32(
             std::slice::from_raw_parts_mut(out, dim),
         )
     };
+    // SAFETY (each call): `j < keys`, so `dim` floats from `base + j * stride` are lent.
     let row = |base: *const f32, j: usize| unsafe {
         std::slice::from_raw_parts(base.add(j * stride), dim)
     };

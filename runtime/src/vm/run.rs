@@ -192,8 +192,7 @@ impl Ctx<'_> {
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
         let context = || format!("the allocation of register %{dst}");
-        let dims = |d: u32| frame.dims[d as usize];
-        let extents = self.extents(shape, &dims, &self.dim_names, &context)?;
+        let extents = self.frame_extents(frame, shape, &context)?;
         let Placement::Slot(slot) = place else {
             return Tensor::zeros(dtype, &extents).map_err(|e| self.tensor_error(e));
         };
@@ -216,6 +215,17 @@ impl Ctx<'_> {
             .map_err(|e| self.tensor_error(e))
     }
 
+    /// `shape` evaluated over the frame's dims; `context` names what it sizes in errors.
+    fn frame_extents(
+        &self,
+        frame: &Frame,
+        shape: &[ShapeExpr],
+        context: &dyn Fn() -> String,
+    ) -> Result<Vec<i64>, VmError> {
+        let dims = |d: u32| frame.dims[d as usize];
+        self.extents(shape, &dims, &self.dim_names, context)
+    }
+
     fn view(
         &self,
         frame: &Frame,
@@ -223,9 +233,8 @@ impl Ctx<'_> {
         src: Reg,
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
-        let context = || format!("the view in register %{dst}");
-        let dims = |d: u32| frame.dims[d as usize];
-        let extents = self.extents(shape, &dims, &self.dim_names, &context)?;
+        let extents =
+            self.frame_extents(frame, shape, &|| format!("the view in register %{dst}"))?;
         let tensor = self.tensor(&frame.regs, src, &|| format!("the source of view %{dst}"))?;
         tensor.reshaped(&extents).map_err(|e| self.tensor_error(e))
     }
@@ -239,8 +248,7 @@ impl Ctx<'_> {
     ) -> Result<(), VmError> {
         let decl = &self.decls[kernel as usize];
         let context = || format!("the dims of kernel `{}`", decl.name);
-        let fdims = |d: u32| frame.dims[d as usize];
-        let values = self.extents(dims, &fdims, &self.dim_names, &context)?;
+        let values = self.frame_extents(frame, dims, &context)?;
         let ptrs = args
             .iter()
             .zip(&decl.params)

@@ -2,9 +2,10 @@
 //! the tensorized matmul otherwise) and run on the runtime's microkernels, for the host's
 //! best microkernels and for forced scalar ones, against `x @ w^T` in f64.
 //!
-//! Shapes cover edges: output widths that are not a multiple of the 16-wide panel,
-//! reductions longer than one 256-long block (so later blocks accumulate), row counts
-//! that are not a multiple of the 6-row block, and a symbolic row count.
+//! Shapes cover edges: output widths that are not a multiple of the 16-wide panel (nor of
+//! the GEMV block's 4 panels), reductions longer than one 256-long block (so later blocks
+//! accumulate), row counts that are not a multiple of the 6-row block, and a symbolic row
+//! count.
 //!
 //! Tolerance: `|got - want| <= 1e-4 * max(1, |want|)` (f32 accumulation of up to 300
 //! products of values in `[-1, 1)`).
@@ -19,7 +20,7 @@ use oxrelax_dsl::{AttrValue, DataType, Target};
 const TOL: f64 = 1e-4;
 
 /// `(L, H)`: reduction length and output features.
-const SHAPES: [(i64, i64); 4] = [(64, 64), (300, 37), (17, 5), (257, 48)];
+const SHAPES: [(i64, i64); 5] = [(64, 64), (300, 37), (17, 5), (257, 48), (33, 130)];
 
 /// The targets to run: the host (its best microkernels) and scalar microkernels.
 fn targets() -> Vec<Target> {

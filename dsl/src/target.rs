@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 pub struct MatmulTiles {
     /// The prefill microkernel (a block of `ep` rows by `hp` columns).
     pub gemm_kernel: &'static str,
-    /// The decode (one row) microkernel, over the same panel width `hp`.
+    /// The decode (one row) microkernel, over whole panels of width `hp` (its block
+    /// spans one or more of them).
     pub gemv_kernel: &'static str,
     /// Rows of the prefill register block (E).
     pub ep: i64,
@@ -38,7 +39,7 @@ struct TileRow {
 /// weights are portable across them; the runtime picks each microkernel's implementation).
 const F32_TILES: MatmulTiles = MatmulTiles {
     gemm_kernel: "sgemm_6x16",
-    gemv_kernel: "sgemm_1x16",
+    gemv_kernel: "sgemv_1x64",
     ep: 6,
     hp: 16,
     l_block: 256,

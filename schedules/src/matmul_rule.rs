@@ -2,8 +2,10 @@
 //! into panels `[P, L, HP]`, output `[..., H]`) tensorized onto the target's f32 block
 //! microkernels.
 //!
-//! - [`GemvRule`] (decode, one row): each panel is one `1 x HP` microkernel call over the
-//!   whole reduction, so every weight byte is read exactly once; parallel over panels.
+//! - [`GemvRule`] (decode, one row): each group of consecutive panels (as many as the GEMV
+//!   microkernel's block spans, e.g. 4 panels of 16 for `1 x 64`) is one call over the
+//!   whole reduction, so every weight byte is read exactly once, in several concurrent
+//!   streams per thread; parallel over groups.
 //! - [`MatmulRule`] (prefill, `E` rows): parallel over groups of panels; per reduction block
 //!   of `l_block` and per `EP` rows, one `EP x HP` microkernel call per panel of the group
 //!   accumulates into the output tile. The kernel reads the `EP` activation rows in place
@@ -14,7 +16,8 @@ use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
-    Buffer, BufferRegion, ForKind, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc, Stmt,
+    Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec, PrimCmp,
+    PrimExpr, PrimFunc, Stmt,
 };
 use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 
@@ -82,9 +85,11 @@ impl ScheduleRule for GemvRule {
         if m.rows.as_const() != Some(1) {
             return None;
         }
-        let p = index("p");
+        let width = gemv_width(tiles.gemv_kernel, tiles.hp)?;
+        let group = width / tiles.hp;
+        let p = index("g") * PrimExpr::index(group);
         let call = m.call(
-            tiles.gemv_kernel,
+            (tiles.gemv_kernel, width),
             PrimExpr::index(0),
             &p,
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
@@ -92,7 +97,21 @@ impl ScheduleRule for GemvRule {
             &tiles,
         );
         let kind = m.loop_kind(m.depth * m.features);
-        Some(m.with_body(for_loop("p", PrimExpr::index(m.panels), kind, call)))
+        let groups = PrimExpr::index((m.panels + group - 1) / group);
+        Some(m.with_body(for_loop("g", groups, kind, call)))
+    }
+}
+
+/// The block width of GEMV microkernel `kernel` if it is a one-row block GEMM over whole
+/// panels `hp` wide.
+fn gemv_width(kernel: &str, hp: i64) -> Option<i64> {
+    match MicrokernelSpec::lookup(kernel)?.kind {
+        MicrokernelKind::Gemm {
+            ep: 1,
+            hp: width,
+            panel,
+        } if panel == hp && width % hp == 0 => Some(width),
+        _ => None,
     }
 }
 
@@ -120,7 +139,7 @@ impl ScheduleRule for MatmulRule {
         );
         let a_offset = index("e0") * PrimExpr::index(m.depth) + index("l0");
         let call = m.call(
-            tiles.gemm_kernel,
+            (tiles.gemm_kernel, tiles.hp),
             a_offset,
             &p,
             (index("l0"), index("kc")),
@@ -166,12 +185,12 @@ impl PackedMatmul<'_> {
         }
     }
 
-    /// One microkernel call on panel `p`: activation rows from flat element `a_offset` of
-    /// `x` (row stride `L`), reduction `(l0, kc)`, output rows `(rows, first row)`;
-    /// accumulates after the first reduction block.
+    /// One call of `kernel` (a block `width` columns wide) from panel `p` on: activation
+    /// rows from flat element `a_offset` of `x` (row stride `L`), reduction `(l0, kc)`,
+    /// output rows `(rows, first row)`; accumulates after the first reduction block.
     fn call(
         &self,
-        kernel: &str,
+        (kernel, width): (&str, i64),
         a_offset: PrimExpr,
         p: &PrimExpr,
         (l0, kc): (PrimExpr, PrimExpr),
@@ -181,7 +200,7 @@ impl PackedMatmul<'_> {
         let hp = PrimExpr::index(tiles.hp);
         let h = PrimExpr::index(self.features);
         let panel_start = p.clone() * PrimExpr::index(self.depth) * hp.clone();
-        let cols = min(hp.clone(), h.clone() - p.clone() * hp.clone());
+        let cols = min(PrimExpr::index(width), h.clone() - p.clone() * hp.clone());
         let accumulate = l0
             .clone()
             .compare(PrimCmp::Gt, PrimExpr::index(0))

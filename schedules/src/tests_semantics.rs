@@ -1,7 +1,7 @@
 //! Scheduling must not change what a function computes: legalized kernels evaluated with
 //! the TIR reference evaluator before and after the default schedule give equal results.
 
-use crate::{default_schedule, AttentionRule, ScheduleConfig, ScheduleRule};
+use crate::{default_schedule, AttentionRule, GemvRule, MatmulRule, ScheduleConfig, ScheduleRule};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::run_with_inputs;
@@ -145,6 +145,51 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                         "{what}: {a} vs {b}"
                     );
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_matmul_rules_compute_what_the_legalized_function_does() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let target = Target::host();
+    let hp = target.matmul_tiles().hp;
+    // (rows: None for the symbolic n, reduction L, output features H)
+    for (rows, depth, features) in [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)] {
+        let rows_dim = rows.map_or(n().expr(), SymExpr::int);
+        let x = tensor("x", vec![rows_dim, depth.into()], DataType::F32);
+        let panels = (features + hp - 1) / hp;
+        let packed = tensor(
+            "w",
+            vec![panels.into(), depth.into(), hp.into()],
+            DataType::F32,
+        );
+        let Expr::Call(call) = op::packed_matmul(&x, &packed, features).unwrap() else {
+            unreachable!("op constructors build calls")
+        };
+        let func = legalize_call(&call).unwrap().func;
+        let rule: &dyn ScheduleRule = if rows.is_some() {
+            &GemvRule
+        } else {
+            &MatmulRule
+        };
+        let scheduled = rule.apply(&func, &target).expect("the rule applies");
+        for value in [1, 7, 13] {
+            let dims = SymBindings::from([("n".to_string(), value)]);
+            let inputs = random_inputs(&func, &dims, &mut rng);
+            let before = run_with_inputs(&func, &dims, &inputs).unwrap();
+            let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+            let what = format!(
+                "{} rows {rows:?} L {depth} H {features} n {value}",
+                rule.name()
+            );
+            assert_eq!(before[0].len(), after[0].len(), "{what}");
+            for (b, a) in before[0].iter().zip(&after[0]) {
+                assert!(
+                    (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                    "{what}: {a} vs {b}"
+                );
             }
         }
     }

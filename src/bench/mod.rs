@@ -7,7 +7,8 @@
 //! leading dim is the symbolic `n` (a matmul is `packed_matmul` on a weight packed into
 //! panels, as compiled models run it), legalized, scheduled by the host target's rules and
 //! compiled with the JIT; `n` is bound to the benchmarked row count at run time and
-//! parallel loops run on a thread pool of `--threads` participants.
+//! parallel loops run on a thread pool of `--threads` participants. The cold GEMV is the
+//! exception: its rows are static, as in a compiled `decode` function.
 
 mod args;
 mod buffer;

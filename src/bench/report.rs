@@ -32,7 +32,7 @@ pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result
     writeln!(
         out,
         "oxrelax bench-kernel ({build}): f32, the host target's schedule rules, Cranelift JIT; \
-         M/rows bound at run time to the symbolic n (n <= max(2048, M))"
+         M/rows bound at run time to the symbolic n (n <= max(2048, M)); the cold GEMV's M static, as in decode"
     )?;
     writeln!(
         out,

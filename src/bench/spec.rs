@@ -80,7 +80,8 @@ impl fmt::Display for RowShape {
 
 /// A decode-style GEMV on cold weights: the matmul of `shape`, each run reading the next
 /// of `ring` distinct weight matrices `[K, N]` (together more than the caches hold), so
-/// the weights stream from memory as in a real decode step.
+/// the weights stream from memory as in a real decode step. Its `M` rows are static, as
+/// in a compiled `decode` function (so the decode schedule applies).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColdGemv {
     /// The matmul shape (`M` is normally 1).
@@ -197,16 +198,21 @@ impl KernelSpec {
         }
     }
 
-    /// The op call on f32 inputs with `n` symbolic (`n <= max(N_BOUND, tokens)`); a matmul
-    /// is the compiler's: `packed_matmul` on a weight packed into panels.
+    /// The op call on f32 inputs with `n` symbolic (`n <= max(N_BOUND, tokens)`), except
+    /// for a cold GEMV, whose `M` rows are static as in a decode function; a matmul is the
+    /// compiler's: `packed_matmul` on a weight packed into panels.
     pub fn call(&self) -> Result<Expr, BenchError> {
         let n = SymVar::bounded("n", bound_of(self.tokens())).expr();
         let int = |d: usize| SymExpr::int(dim_i64(d));
         let call = match *self {
             KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
+                let rows = match self {
+                    KernelSpec::GemvCold(_) => int(s.m),
+                    _ => n,
+                };
                 let packed = s.packed_weight_shape().map(int).to_vec();
                 op::packed_matmul(
-                    &tensor("x", vec![n, int(s.k)]),
+                    &tensor("x", vec![rows, int(s.k)]),
                     &tensor("w", packed),
                     dim_i64(s.n),
                 )

@@ -81,10 +81,13 @@ mod tests {
             let kernel = Microkernel::from_name(spec.name)
                 .unwrap_or_else(|| panic!("{} is not in the runtime's table", spec.name));
             let block = match spec.kind {
-                MicrokernelKind::Gemm { ep, hp } => Some((ep as usize, hp as usize)),
+                MicrokernelKind::Gemm { ep, hp, panel } => {
+                    Some((ep as usize, hp as usize, panel as usize))
+                }
                 MicrokernelKind::Attention => None,
             };
-            assert_eq!(kernel.gemm_block(), block, "{}", spec.name);
+            let runtime = kernel.gemm_block().map(|b| (b.rows, b.cols, b.panel));
+            assert_eq!(runtime, block, "{}", spec.name);
         }
     }
 }

@@ -5,9 +5,10 @@
 //! Two kinds ([`MicrokernelKind`]):
 //! - f32 block GEMMs with block shape `EP x HP` and operands
 //!   `(a, b, c; kc, lda, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
-//!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b[k*HP + j]`,
-//!   where `a` holds up to `EP` activation rows read in place and `b` is a packed weight
-//!   panel (`kc` groups of `HP` values);
+//!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b(k, j)`,
+//!   where `a` holds up to `EP` activation rows read in place and `b` is `HP / PANEL`
+//!   consecutive packed weight panels of `kc` groups of `PANEL` values:
+//!   `b(k, j) = b[(j / PANEL)*kc*PANEL + k*PANEL + j % PANEL]` (one panel when `HP = PANEL`);
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -46,8 +47,10 @@ pub enum MicrokernelKind {
     Gemm {
         /// Rows of the register block (activation rows per call).
         ep: i64,
-        /// Columns of the register block (the weight panel width).
+        /// Columns of the register block.
         hp: i64,
+        /// Width of one packed weight panel (`hp` is a multiple of it).
+        panel: i64,
     },
     /// The f32 attention of one query row: operands `(q, k, v, out)`, scalars
     /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
@@ -99,11 +102,19 @@ pub struct MicrokernelSpec {
 pub const MICROKERNELS: &[MicrokernelSpec] = &[
     MicrokernelSpec {
         name: "sgemm_6x16",
-        kind: MicrokernelKind::Gemm { ep: 6, hp: 16 },
+        kind: MicrokernelKind::Gemm {
+            ep: 6,
+            hp: 16,
+            panel: 16,
+        },
     },
     MicrokernelSpec {
-        name: "sgemm_1x16",
-        kind: MicrokernelKind::Gemm { ep: 1, hp: 16 },
+        name: "sgemv_1x64",
+        kind: MicrokernelKind::Gemm {
+            ep: 1,
+            hp: 64,
+            panel: 16,
+        },
     },
     MicrokernelSpec {
         name: "attention_f32",
@@ -129,9 +140,10 @@ pub struct GemmScalars {
 }
 
 impl GemmScalars {
-    /// The elements of `a`, `b` and `c` one call of a block `hp` wide may touch (the
-    /// interpreter's bounds check; `a` and `c` count the rows up to `rows`).
-    pub fn footprint(&self, hp: i64) -> [i64; 3] {
+    /// The elements of `a`, `b` and `c` one call on panels `panel` wide may touch (the
+    /// interpreter's bounds check; `a` and `c` count the rows up to `rows`, `b` the panels
+    /// holding the first `cols` columns).
+    pub fn footprint(&self, panel: i64) -> [i64; 3] {
         let rows = |stride: i64, len: i64| {
             if self.rows > 0 && len > 0 {
                 (self.rows - 1) * stride + len
@@ -141,18 +153,19 @@ impl GemmScalars {
         };
         [
             rows(self.lda, self.kc),
-            self.kc * hp,
+            (self.cols.max(0) + panel - 1) / panel * self.kc * panel,
             rows(self.ldc, self.cols),
         ]
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
     /// offset; the slices must hold [`GemmScalars::footprint`] elements.
-    pub fn reference(&self, hp: i64, a: &[f64], b: &[f64], c: &mut [f64]) {
+    pub fn reference(&self, panel: i64, a: &[f64], b: &[f64], c: &mut [f64]) {
         for i in 0..self.rows {
             for j in 0..self.cols {
+                let column = (j / panel) * self.kc * panel + j % panel;
                 let dot: f64 = (0..self.kc)
-                    .map(|k| a[(i * self.lda + k) as usize] * b[(k * hp + j) as usize])
+                    .map(|k| a[(i * self.lda + k) as usize] * b[(column + k * panel) as usize])
                     .sum();
                 let at = (i * self.ldc + j) as usize;
                 c[at] = if self.accumulate { c[at] + dot } else { dot };

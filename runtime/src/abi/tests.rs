@@ -46,20 +46,22 @@ fn microkernel_offsets_are_the_slots_of_the_table() {
         assert_eq!(RtEnvField::microkernel_offset(kernel, ptr), slot);
     }
     assert_eq!(
-        RtEnvField::microkernel_offset(Microkernel::Sgemm1x16, 4),
+        RtEnvField::microkernel_offset(Microkernel::Sgemv1x64, 4),
         15 * 4
     );
 }
 
-/// `c = a * b` for one full 1 x 16 block with `kc = 2`, through the env's table.
+/// `c = a * b` for one row and one full panel of 16 columns with `kc = 2`, through the
+/// env's table.
 fn gemv_through_env(rt: &RuntimeEnv) -> [f32; 16] {
     let a = [2.0f32, -1.0];
     let b: Vec<f32> = (0..32).map(|v| v as f32).collect();
     let mut c = [f32::NAN; 16];
-    let entry = rt.env().microkernels[Microkernel::Sgemm1x16 as usize];
-    // SAFETY: slot Sgemm1x16 holds a block GEMM's entry point.
+    let entry = rt.env().microkernels[Microkernel::Sgemv1x64 as usize];
+    // SAFETY: slot Sgemv1x64 holds a block GEMM's entry point.
     let kernel: GemmFn = unsafe { std::mem::transmute(entry) };
-    // SAFETY: a holds one row of kc = 2 floats, b kc * HP = 32, c one row of 16.
+    // SAFETY: a holds one row of kc = 2 floats, b one panel of kc * 16 = 32 (all 16 columns
+    // are in it), c one row of 16.
     unsafe { kernel(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), 2, 2, 16, 1, 16, 0) };
     c
 }

@@ -22,17 +22,20 @@ mod tests_attention;
 
 use std::sync::OnceLock;
 
-/// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns; see
-/// [`Microkernel::gemm_block`]).
+/// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed
+/// weight panels PANEL wide (see [`Microkernel::gemm_block`]).
 ///
 /// For every `i < rows` and `j < cols`:
-/// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b[k*HP + j]`.
+/// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b(k, j)`
+/// with `b(k, j) = b[(j / PANEL)*kc*PANEL + k*PANEL + j % PANEL]`: `b` is HP / PANEL
+/// consecutive panels of `kc` groups of PANEL floats (one panel when HP = PANEL).
 /// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`). The activation rows are
-/// read in place (row `i` at `a + i*lda`); the weight panel is packed (`kc` groups of HP).
+/// read in place (row `i` at `a + i*lda`).
 ///
 /// # Safety
 /// `a` must be readable for `kc` floats from `a + i*lda` for every `i < rows` (rows past
-/// `rows` are never read), `b` for `kc * HP` floats, `c` readable and writable at
+/// `rows` are never read), `b` for `kc * PANEL` floats per panel holding one of the first
+/// `cols` columns (panels past them are never read), `c` readable and writable at
 /// `c[i*ldc + j]` for `i < rows, j < cols`, which is the only part of `c` a kernel
 /// touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside are clamped: nothing
 /// is done for `rows <= 0` or `cols <= 0`). Pointers need only the alignment of `f32`.
@@ -112,19 +115,35 @@ pub enum Microkernel {
     /// f32 GEMM block of 6 rows x 16 columns (prefill: the classic 12-accumulator AVX2
     /// register block).
     Sgemm6x16,
-    /// f32 GEMV block of 1 row x 16 columns (decode): `a` is a contiguous vector of `kc`
-    /// floats; streams through the weight panel once.
-    Sgemm1x16,
+    /// f32 GEMV block of 1 row x 64 columns over 4 panels of 16 (decode): `a` is a
+    /// contiguous vector of `kc` floats; streams through the 4 panels at once.
+    Sgemv1x64,
     /// f32 attention of one query row over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
 }
 
-/// What a kernel is: its name and, for a block GEMM, its block shape `(EP, HP)`.
+/// The shape of a block GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmBlock {
+    /// Activation rows per call (EP).
+    pub rows: usize,
+    /// Output columns per call (HP).
+    pub cols: usize,
+    /// Width of one packed weight panel (PANEL; `cols` is a multiple of it).
+    pub panel: usize,
+}
+
+/// What a kernel is: its name and, for a block GEMM, its block shape.
 struct KernelSpec {
     kernel: Microkernel,
     name: &'static str,
-    gemm_block: Option<(usize, usize)>,
+    gemm_block: Option<GemmBlock>,
+}
+
+/// A block of `rows x cols` over panels `panel` wide.
+const fn block(rows: usize, cols: usize, panel: usize) -> Option<GemmBlock> {
+    Some(GemmBlock { rows, cols, panel })
 }
 
 /// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
@@ -132,12 +151,12 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     KernelSpec {
         kernel: Microkernel::Sgemm6x16,
         name: "sgemm_6x16",
-        gemm_block: Some((6, 16)),
+        gemm_block: block(6, 16, 16),
     },
     KernelSpec {
-        kernel: Microkernel::Sgemm1x16,
-        name: "sgemm_1x16",
-        gemm_block: Some((1, 16)),
+        kernel: Microkernel::Sgemv1x64,
+        name: "sgemv_1x64",
+        gemm_block: block(1, 64, 16),
     },
     KernelSpec {
         kernel: Microkernel::AttentionF32,
@@ -153,7 +172,7 @@ impl Microkernel {
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
         Microkernel::Sgemm6x16,
-        Microkernel::Sgemm1x16,
+        Microkernel::Sgemv1x64,
         Microkernel::AttentionF32,
     ];
 
@@ -171,9 +190,9 @@ impl Microkernel {
         SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
     }
 
-    /// For a block GEMM, its block shape `(EP, HP)`: EP activation rows, a packed weight
-    /// panel of HP floats per k.
-    pub fn gemm_block(self) -> Option<(usize, usize)> {
+    /// For a block GEMM, its block shape: EP activation rows by HP columns, over packed
+    /// weight panels of PANEL floats per k.
+    pub fn gemm_block(self) -> Option<GemmBlock> {
         self.spec().gemm_block
     }
 }

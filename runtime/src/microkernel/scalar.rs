@@ -13,13 +13,13 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         kernel: Microkernel::Sgemm6x16,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<6, 16>),
+        func: MicrokernelFn::Gemm(sgemm::<6, 16, 16>),
     },
     Implementation {
-        kernel: Microkernel::Sgemm1x16,
+        kernel: Microkernel::Sgemv1x64,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<1, 16>),
+        func: MicrokernelFn::Gemm(sgemm::<1, 64, 16>),
     },
     Implementation {
         kernel: Microkernel::AttentionF32,
@@ -29,14 +29,15 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     },
 ];
 
-/// The scalar twin of every block shape `EP x HP` (`sgemm::<6, 16>` is
-/// [`Microkernel::Sgemm6x16`], ...), with the [`super::GemmFn`] contract: accumulate the whole
-/// block in a local tile, then write back the valid `rows x cols` part.
+/// The scalar twin of every block shape `EP x HP` over panels `PANEL` wide
+/// (`sgemm::<6, 16, 16>` is [`Microkernel::Sgemm6x16`], ...), with the [`super::GemmFn`]
+/// contract: accumulate the whole block in a local tile, panel by panel, then write back
+/// the valid `rows x cols` part.
 ///
 /// # Safety
 /// As [`super::GemmFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
+unsafe extern "C" fn sgemm<const EP: usize, const HP: usize, const PANEL: usize>(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -57,11 +58,18 @@ unsafe extern "C" fn sgemm<const EP: usize, const HP: usize>(
     for (i, row) in tile.iter_mut().enumerate().take(rows) {
         // SAFETY: row `i < rows` of `a` is lent: `kc` floats from `a + i * lda`.
         let a_i = unsafe { std::slice::from_raw_parts(a.offset(i as isize * lda as isize), kc) };
-        for (k, &a_ik) in a_i.iter().enumerate() {
-            // SAFETY: the caller lends `kc * HP` floats at `b`; `k < kc`.
-            let b_k = unsafe { &*b.add(k * HP).cast::<[f32; HP]>() };
-            for (acc, &b_kj) in row.iter_mut().zip(b_k) {
-                *acc += a_ik * b_kj;
+        for (q, row_q) in row
+            .chunks_exact_mut(PANEL)
+            .take(cols.div_ceil(PANEL))
+            .enumerate()
+        {
+            for (k, &a_ik) in a_i.iter().enumerate() {
+                // SAFETY: panel `q` holds one of the first `cols` columns, so the caller
+                // lends its `kc * PANEL` floats from `b + q * kc * PANEL`; `k < kc`.
+                let b_k = unsafe { &*b.add((q * kc + k) * PANEL).cast::<[f32; PANEL]>() };
+                for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
+                    *acc += a_ik * b_kj;
+                }
             }
         }
     }

@@ -22,9 +22,12 @@ fn specs_are_in_table_order_and_names_round_trip() {
         Some(Microkernel::Sgemm6x16)
     );
     assert_eq!(Microkernel::from_name("sgemm_2x2"), None);
-    let shape = |k: Microkernel| (k.name(), k.gemm_block());
-    assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", Some((6, 16))));
-    assert_eq!(shape(Microkernel::Sgemm1x16), ("sgemm_1x16", Some((1, 16))));
+    let shape = |k: Microkernel| {
+        let block = k.gemm_block().expect("a block GEMM");
+        (k.name(), block.rows, block.cols, block.panel)
+    };
+    assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", 6, 16, 16));
+    assert_eq!(shape(Microkernel::Sgemv1x64), ("sgemv_1x64", 1, 64, 16));
 }
 
 #[test]
@@ -66,11 +69,11 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
             continue;
         }
         let twin = scalar_twin(imp.kernel);
-        let (ep, hp) = imp.kernel.gemm_block().expect("a block GEMM");
+        let block = imp.kernel.gemm_block().expect("a block GEMM");
         let (func, twin) = (gemm(imp.func), gemm(twin.func));
         for kc in KCS {
-            for rows in 1..=ep {
-                for cols in 1..=hp {
+            for rows in 1..=block.rows {
+                for cols in 1..=block.cols {
                     for accumulate in [0, 1] {
                         let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, accumulate);
                         let what = format!("{name} ({}) {case:?}", imp.isa);
@@ -108,7 +111,8 @@ struct Case {
     /// `1 + rows * lda` floats (no row past `rows`); row 0 starts at index 1 (not 32-byte
     /// aligned).
     a: Vec<f32>,
-    /// `1 + kc * HP` floats; the panel starts at index 1.
+    /// `1 + kc * PANEL` floats per panel holding one of the first `cols` columns (exactly
+    /// what is lent); the first panel starts at index 1.
     b: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
     c: Vec<f32>,
@@ -133,7 +137,8 @@ impl Case {
         cols: usize,
         accumulate: i64,
     ) -> Case {
-        let (ep, hp) = kernel.gemm_block().expect("a block GEMM");
+        let block = kernel.gemm_block().expect("a block GEMM");
+        let panel = block.panel;
         let lda = kc + rng.gen_range(0..=3);
         let mut value = |live: bool| {
             if live {
@@ -145,11 +150,13 @@ impl Case {
         let a = (0..1 + rows * lda)
             .map(|n| value(n > 0 && (n - 1) % lda < kc))
             .collect();
-        let b = (0..1 + kc * hp)
-            .map(|n| value(n > 0 && (n - 1) % hp < cols))
+        let panels = cols.div_ceil(panel);
+        let column = |n: usize| (n / (kc * panel)) * panel + n % panel;
+        let b = (0..1 + panels * kc * panel)
+            .map(|n| value(n > 0 && column(n - 1) < cols))
             .collect();
         let ldc = cols + rng.gen_range(1..=5);
-        let mut c = vec![GUARD; GUARD_LEN + ep * ldc + GUARD_LEN];
+        let mut c = vec![GUARD; GUARD_LEN + block.rows * ldc + GUARD_LEN];
         for i in 0..rows {
             for j in 0..cols {
                 // Without accumulate, the old value must be ignored, NaN included.
@@ -184,9 +191,9 @@ impl Case {
     /// Runs `func` on a copy of `c`; asserts the guards are untouched; returns the copy.
     fn run(&self, func: GemmFn, what: &str) -> Vec<f32> {
         let mut c = self.c.clone();
-        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` kc * HP,
-        // and `c` the block of rows x cols at stride ldc after GUARD_LEN (rows <= EP,
-        // cols < ldc).
+        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` the
+        // panels of the first cols columns, and `c` the block of rows x cols at stride ldc
+        // after GUARD_LEN (rows <= EP, cols < ldc).
         unsafe {
             func(
                 self.a.as_ptr().add(1),
@@ -211,7 +218,8 @@ impl Case {
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
-        let (_, hp) = self.kernel.gemm_block().expect("a block GEMM");
+        let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
+        let column = (j / panel) * self.kc * panel + j % panel;
         let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
         let (mut sum, mut scale) = if self.accumulate != 0 {
             (old, old.abs())
@@ -219,7 +227,8 @@ impl Case {
             (0.0, 0.0)
         };
         for k in 0..self.kc {
-            let term = f64::from(self.a[1 + i * self.lda + k]) * f64::from(self.b[1 + k * hp + j]);
+            let term =
+                f64::from(self.a[1 + i * self.lda + k]) * f64::from(self.b[1 + column + k * panel]);
             sum += term;
             scale += term.abs();
         }

@@ -33,7 +33,9 @@ impl Machine<'_> {
             .map(|s| self.eval(s))
             .collect::<Result<Vec<_>, _>>()?;
         match spec.kind {
-            MicrokernelKind::Gemm { ep, hp } => self.gemm(call, (ep, hp), &values, &error),
+            MicrokernelKind::Gemm { ep, hp, panel } => {
+                self.gemm(call, (ep, hp, panel), &values, &error)
+            }
             MicrokernelKind::Attention => self.attention(call, &values, &error),
         }
     }
@@ -41,7 +43,7 @@ impl Machine<'_> {
     fn gemm(
         &mut self,
         call: &MicrokernelCall,
-        block: (i64, i64),
+        block: (i64, i64, i64),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -61,14 +63,14 @@ impl Machine<'_> {
         if !in_block || kc < 0 || ldc < cols || (rows > 1 && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = scalars.footprint(block.1);
+        let [len_a, len_b, len_c] = scalars.footprint(block.2);
         let [a, b, c] = &call.operands[..] else {
             unreachable!("the operand count was checked");
         };
         let a = self.region(&a.buffer, &a.offset, len_a, error)?;
         let b = self.region(&b.buffer, &b.offset, len_b, error)?;
         self.write_region(c, len_c, error, |out| {
-            scalars.reference(block.1, &a, &b, out)
+            scalars.reference(block.2, &a, &b, out)
         })
     }
 

@@ -25,10 +25,10 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         func: MicrokernelFn::Gemm(sgemm_6x16),
     },
     Implementation {
-        kernel: Microkernel::Sgemm1x16,
+        kernel: Microkernel::Sgemv1x64,
         isa: "avx2+fma",
         features: FEATURES,
-        func: MicrokernelFn::Gemm(sgemm_1x16),
+        func: MicrokernelFn::Gemm(sgemv_1x64),
     },
     Implementation {
         kernel: Microkernel::AttentionF32,
@@ -38,7 +38,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     },
 ];
 
-/// Columns of every block here: two ymm registers.
+/// Width of a packed weight panel (and of a GEMM block here): two ymm registers.
 const HP: usize = 16;
 
 /// [`Microkernel::Sgemm6x16`]: 6 x 16 of C in 12 ymm accumulators; per k, one broadcast
@@ -86,15 +86,20 @@ unsafe extern "C" fn sgemm_6x16(
     unsafe { store_block(&acc, c, ldc, rows, cols, accumulate) }
 }
 
-/// [`Microkernel::Sgemm1x16`], the decode GEMV block: streams `b` once; k is unrolled by 4
-/// into 4 independent pairs of accumulators (8 FMA chains in flight), summed at the end.
-/// `a` is one row (`lda` is not read).
+/// Panels a [`Microkernel::Sgemv1x64`] call streams at once.
+const GEMV_PANELS: usize = 4;
+
+/// [`Microkernel::Sgemv1x64`], the decode GEMV block: one row times up to 4 consecutive
+/// panels, all streamed in the same pass over `k` (4 concurrent memory streams and 8
+/// independent FMA chains keep more cache-line fills in flight than one panel at a time).
+/// An edge block (`cols < 64`) reads only the panels holding its columns. `a` is one row
+/// (`lda` is not read).
 ///
 /// # Safety
 /// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe extern "C" fn sgemm_1x16(
+unsafe extern "C" fn sgemv_1x64(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -105,47 +110,53 @@ unsafe extern "C" fn sgemm_1x16(
     cols: i64,
     accumulate: i64,
 ) {
-    const UNROLL: usize = 4;
+    if rows <= 0 || cols <= 0 {
+        return;
+    }
     let kc = kc.max(0) as usize;
-    let mut acc = [[_mm256_setzero_ps(); 2]; UNROLL];
-    let mut k = 0;
-    while k + UNROLL <= kc {
-        for (u, acc_u) in acc.iter_mut().enumerate() {
-            // SAFETY: `k + u < kc`: `a` holds `kc` floats and `b` `kc * HP`.
-            let (a_k, b0, b1) = unsafe {
-                let b_k = b.add((k + u) * HP);
-                (
-                    _mm256_broadcast_ss(&*a.add(k + u)),
-                    _mm256_loadu_ps(b_k),
-                    _mm256_loadu_ps(b_k.add(8)),
-                )
-            };
-            acc_u[0] = _mm256_fmadd_ps(a_k, b0, acc_u[0]);
-            acc_u[1] = _mm256_fmadd_ps(a_k, b1, acc_u[1]);
+    let out = (c, ldc, cols, accumulate);
+    // SAFETY: forwarded contract; `panels` is the number of panels holding the columns.
+    unsafe {
+        match (cols as usize).div_ceil(HP).min(GEMV_PANELS) {
+            4 => gemv_panels::<4>(a, b, kc, out),
+            3 => gemv_panels::<3>(a, b, kc, out),
+            2 => gemv_panels::<2>(a, b, kc, out),
+            _ => gemv_panels::<1>(a, b, kc, out),
         }
-        k += UNROLL;
     }
-    for k in k..kc {
-        // SAFETY: `k < kc`, as above.
-        let (a_k, b0, b1) = unsafe {
-            let b_k = b.add(k * HP);
-            (
-                _mm256_broadcast_ss(&*a.add(k)),
-                _mm256_loadu_ps(b_k),
-                _mm256_loadu_ps(b_k.add(8)),
-            )
-        };
-        acc[0][0] = _mm256_fmadd_ps(a_k, b0, acc[0][0]);
-        acc[0][1] = _mm256_fmadd_ps(a_k, b1, acc[0][1]);
+}
+
+/// One row times `NP` consecutive panels (`b + q * kc * HP` for `q < NP`), written to
+/// `out = (c, ldc, cols, accumulate)` as [`super::GemmFn`] does.
+///
+/// # Safety
+/// `a` holds `kc` floats, `b` `NP * kc * HP`; `c` as in [`store_block`] for the `cols`
+/// columns (at least one in panel `NP - 1`); the CPU has AVX2 and FMA.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemv_panels<const NP: usize>(
+    a: *const f32,
+    b: *const f32,
+    kc: usize,
+    (c, ldc, cols, accumulate): (*mut f32, i64, i64, i64),
+) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; NP];
+    for k in 0..kc {
+        // SAFETY: `k < kc`: `a` holds `kc` floats, each panel `kc * HP`.
+        unsafe {
+            let a_k = _mm256_broadcast_ss(&*a.add(k));
+            for (q, acc_q) in acc.iter_mut().enumerate() {
+                let b_qk = b.add((q * kc + k) * HP);
+                acc_q[0] = _mm256_fmadd_ps(a_k, _mm256_loadu_ps(b_qk), acc_q[0]);
+                acc_q[1] = _mm256_fmadd_ps(a_k, _mm256_loadu_ps(b_qk.add(8)), acc_q[1]);
+            }
+        }
     }
-    let sum = |h: usize| {
-        _mm256_add_ps(
-            _mm256_add_ps(acc[0][h], acc[1][h]),
-            _mm256_add_ps(acc[2][h], acc[3][h]),
-        )
-    };
-    // SAFETY: forwarded contract for `c`.
-    unsafe { store_block(&[[sum(0), sum(1)]], c, ldc, rows, cols, accumulate) }
+    for (q, acc_q) in acc.iter().enumerate() {
+        let first = (q * HP) as i64;
+        // SAFETY: columns `first..cols` of row 0 (clamped to 16) are lent.
+        unsafe { store_block(&[*acc_q], c.add(q * HP), ldc, 1, cols - first, accumulate) }
+    }
 }
 
 /// Writes the `rows x cols` part of an `EP x 16` block held in registers to `c`:

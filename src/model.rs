@@ -8,7 +8,7 @@ use crate::{build, BuildError, Built};
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{causal_lm, CausalLM, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::vm::VmError;
-use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
+use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::{DType, Value};
 use std::path::{Path, PathBuf};
 
@@ -107,15 +107,28 @@ pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
 /// The weights the compiled functions take, given the model's weights in parameter
 /// order: what `transform_params` makes of them (packed once, here) when the module has
 /// it, else the weights themselves.
+///
+/// The VM takes the raw weights and drops each one once it is transformed; a raw weight
+/// that was mapped from its file then leaves the resident set, as do the pages of the
+/// mapped weights used as they are (read back on demand), so loading never holds the raw
+/// and the packed model at once.
 pub fn transform_weights(built: &mut Built, raw: Vec<Value>) -> Result<Vec<Value>, LoadError> {
     if !built.module.functions.contains_key(TRANSFORM_PARAMS) {
         return Ok(raw);
     }
     let vm_error = |e: VmError| LoadError::Build(Box::new(BuildError::Vm(e)));
-    match built.vm.call(TRANSFORM_PARAMS, &raw).map_err(vm_error)? {
-        Value::Tuple(items) => Ok(items),
-        other => Ok(vec![other]),
+    let weights = match built
+        .vm
+        .call_owned(TRANSFORM_PARAMS, raw)
+        .map_err(vm_error)?
+    {
+        Value::Tuple(items) => items,
+        other => vec![other],
+    };
+    for tensor in weights.iter().filter_map(Value::as_tensor) {
+        release_resident_pages(tensor);
     }
+    Ok(weights)
 }
 
 /// The weights the compiled functions of `module` take after their inputs (names and

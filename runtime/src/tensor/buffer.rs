@@ -26,7 +26,7 @@ enum Backing {
     /// Allocated here with this layout; freed on drop.
     Allocated(Layout),
     /// Owned by someone else; the handle keeps it alive until the buffer drops.
-    Borrowed { _owner: Arc<dyn Any + Send + Sync> },
+    Borrowed { owner: Arc<dyn Any + Send + Sync> },
 }
 
 /// A contiguous byte region. Tensors hold it through an `Arc` together with a byte offset.
@@ -78,13 +78,21 @@ impl Buffer {
             ptr: NonNull::new(ptr.cast_mut())?,
             len,
             kind: StorageKind::Borrowed,
-            backing: Backing::Borrowed { _owner: owner },
+            backing: Backing::Borrowed { owner },
         })
     }
 
     /// Size in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// What keeps borrowed memory alive; `None` for memory allocated here.
+    pub(crate) fn owner(&self) -> Option<&(dyn Any + Send + Sync)> {
+        match &self.backing {
+            Backing::Borrowed { owner } => Some(owner.as_ref()),
+            Backing::Allocated(_) => None,
+        }
     }
 
     /// Where the bytes live.

@@ -194,6 +194,11 @@ impl Tensor {
         self.buffer.kind()
     }
 
+    /// For borrowed storage, the owner given to [`Tensor::from_borrowed`].
+    pub fn borrowed_owner(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.buffer.owner()
+    }
+
     /// Whether the elements are laid out row-major without gaps.
     pub fn is_contiguous(&self) -> bool {
         self.numel() == 0 || self.strides == compact_strides(&self.shape)

@@ -1,7 +1,7 @@
 //! [`VirtualMachine`]: loads an executable, resolves its kernels and builtins, allocates
 //! each function's arena once, and runs functions by name.
 
-use super::bytecode::Instr;
+use super::bytecode::{Instr, Reg};
 use super::error::VmError;
 use super::exec::{Executable, VmFunction};
 use super::profile::{KernelProfile, KernelStat};
@@ -22,6 +22,9 @@ pub(super) struct Frame {
     pub(super) regs: Vec<Option<Value>>,
     /// Dim registers (unbound at the start of each call).
     pub(super) dims: Vec<Option<i64>>,
+    /// Per instruction, the registers it mentions last: dropped right after it runs, so
+    /// an argument or intermediate is freed as soon as the code is done with it.
+    pub(super) last_uses: Vec<Vec<Reg>>,
     /// Time per kernel, indexed by kernel id.
     pub(super) profile: Vec<KernelStat>,
 }
@@ -33,6 +36,7 @@ impl Frame {
             arena: Arena::new(arena_size)?,
             regs: vec![None; func.num_regs as usize],
             dims: vec![None; func.dims.len()],
+            last_uses: last_uses(&func.instrs),
             profile: vec![KernelStat::default(); kernels],
         })
     }
@@ -42,6 +46,22 @@ impl Frame {
         self.regs.iter_mut().for_each(|r| *r = None);
         self.dims.iter_mut().for_each(|d| *d = None);
     }
+}
+
+/// Per instruction of straight-line `instrs`, the registers no later instruction mentions
+/// (those `ret` mentions are never dropped: it ends the call).
+pub(super) fn last_uses(instrs: &[Instr]) -> Vec<Vec<Reg>> {
+    let mut last = HashMap::new();
+    for (at, instr) in instrs.iter().enumerate() {
+        for reg in instr.regs() {
+            last.insert(reg, at);
+        }
+    }
+    let mut uses = vec![Vec::new(); instrs.len()];
+    for (reg, at) in last {
+        uses[at].push(reg);
+    }
+    uses
 }
 
 /// Runs the functions of an [`Executable`].
@@ -143,6 +163,13 @@ impl VirtualMachine {
 
     /// Calls function `name` with `args`. Tensors in the result never alias the arena.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value, VmError> {
+        self.call_owned(name, args.to_vec())
+    }
+
+    /// Calls function `name` with `args`, taking them: each argument is dropped as soon
+    /// as the function no longer needs it (e.g. a raw weight right after it is packed),
+    /// unless the caller keeps another handle to it.
+    pub fn call_owned(&mut self, name: &str, args: Vec<Value>) -> Result<Value, VmError> {
         let unknown = || VmError::UnknownFunction {
             name: name.to_string(),
             available: self
@@ -168,7 +195,7 @@ impl VirtualMachine {
             });
         }
         for (reg, arg) in frame.regs.iter_mut().zip(args) {
-            *reg = Some(arg.clone());
+            *reg = Some(arg);
         }
         let ctx = Ctx {
             name,

@@ -29,7 +29,7 @@ pub(super) struct Ctx<'a> {
 impl Ctx<'_> {
     /// Runs the function's code on `frame` (whose parameter registers are set).
     pub(super) fn run(&self, frame: &mut Frame) -> Result<Value, VmError> {
-        for instr in &self.func.instrs {
+        for (at, instr) in self.func.instrs.iter().enumerate() {
             match instr {
                 Instr::MatchShape { reg, dtype, dims } => {
                     self.match_shape(frame, *reg, *dtype, dims)?
@@ -72,6 +72,9 @@ impl Ctx<'_> {
                     let value = self.get(&frame.regs, *reg)?.clone();
                     return detach(value).map_err(|e| self.tensor_error(e));
                 }
+            }
+            for &reg in &frame.last_uses[at] {
+                frame.regs[reg as usize] = None;
             }
         }
         unreachable!("validated executables end every function with `ret`")

@@ -5,7 +5,7 @@ use super::convert::convert_bytes;
 use super::WeightError;
 use crate::dtype::DType;
 use crate::tensor::Tensor;
-use memmap2::Mmap;
+use memmap2::{Mmap, UncheckedAdvice};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -36,6 +36,65 @@ impl Bytes {
             Bytes::Mapped(map) => map,
             Bytes::Empty => &[],
         }
+    }
+}
+
+/// What keeps a tensor borrowed from a mapping alive: the mapping and the tensor's byte
+/// range in it. When the tensor is gone (or [`release_resident_pages`] asks), the whole
+/// pages of its range leave the process's resident set; the file stays mapped, so a later
+/// read brings them back from the file.
+struct MappedRange {
+    bytes: Arc<Bytes>,
+    range: (usize, usize),
+}
+
+impl MappedRange {
+    fn release(&self) {
+        let Bytes::Mapped(map) = &*self.bytes else {
+            return;
+        };
+        let page = page_size();
+        let (start, end) = (
+            self.range.0.next_multiple_of(page),
+            self.range.1 / page * page,
+        );
+        if start < end {
+            // SAFETY: the mapping is a read-only mapping of a file no one writes (the premise
+            // of mapping it at all), so the dropped pages read back with the same bytes; only
+            // whole pages inside this tensor's range are touched. A failure only means the
+            // pages stay resident.
+            let _ = unsafe {
+                map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+}
+
+impl Drop for MappedRange {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The OS page size (mapping offsets are page-aligned from the start of the mapping).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
+}
+
+/// Drops from the resident set the pages of `tensor` when it borrows a weight file's
+/// mapping (after a load-time transform has read it, say): the next read of them comes
+/// from the file again. Other tensors are left alone; their values never change.
+pub fn release_resident_pages(tensor: &Tensor) {
+    if let Some(range) = tensor
+        .borrowed_owner()
+        .and_then(|owner| owner.downcast_ref::<MappedRange>())
+    {
+        range.release();
     }
 }
 
@@ -127,7 +186,10 @@ impl SafetensorsFile {
         };
         let aligned = (data.as_ptr() as usize).is_multiple_of(dtype.bits().div_ceil(8) as usize);
         if info.dtype == dtype && aligned {
-            let owner: Arc<dyn std::any::Any + Send + Sync> = self.bytes.clone();
+            let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(MappedRange {
+                bytes: self.bytes.clone(),
+                range: info.range,
+            });
             // SAFETY: `data` lies inside the mapping that `owner` keeps alive; the mapping is
             // read-only and nothing in this process writes it.
             return unsafe {

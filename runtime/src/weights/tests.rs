@@ -272,3 +272,21 @@ fn bad_indexes_are_errors_naming_the_index_or_the_shard() {
     let err = WeightStore::open(dir.path()).unwrap_err().to_string();
     assert!(err.contains("`a.weight`") && err.contains("both"), "{err}");
 }
+
+#[test]
+fn released_pages_of_a_mapped_weight_read_back_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f32> = (0..300_000).map(|i| (i % 977) as f32 - 400.0).collect();
+    let entries = [("big.weight", "F32", vec![values.len()], f32_bytes(&values))];
+    write_raw(&dir.path().join(SINGLE_FILE), &entries, Some(248));
+    let store = WeightStore::open(dir.path()).unwrap();
+    let tensor = store.load("big.weight", DType::F32).unwrap();
+    assert_eq!(tensor.storage_kind(), StorageKind::Borrowed);
+    assert_eq!(tensor.as_slice::<f32>().unwrap(), values);
+    release_resident_pages(&tensor);
+    assert_eq!(tensor.as_slice::<f32>().unwrap(), values);
+    // An owned tensor is left alone.
+    let owned = Tensor::from_slice(&values, &[values.len() as i64]).unwrap();
+    release_resident_pages(&owned);
+    assert_eq!(owned.as_slice::<f32>().unwrap(), values);
+}

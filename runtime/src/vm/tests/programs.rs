@@ -79,7 +79,7 @@ pub(super) fn add_function() -> VmFunction {
 }
 
 /// `add3(a, b) = (a + b) + b`, both results in arena slots (the second is returned).
-fn add3_function() -> VmFunction {
+pub(super) fn add3_function() -> VmFunction {
     let instrs = vec![
         match_f32(0, vec![Bind(0)]),
         match_f32(1, vec![Check(dim(0))]),

@@ -164,3 +164,37 @@ fn the_vm_can_move_between_threads() {
         .unwrap();
     assert_eq!(values_of(&out), vec![3.0]);
 }
+
+#[test]
+fn registers_are_dropped_right_after_their_last_use() {
+    let add3 = super::programs::add3_function();
+    let drops: Vec<Vec<Reg>> = crate::vm::machine::last_uses(&add3.instrs)
+        .into_iter()
+        .map(|mut regs| {
+            regs.sort_unstable();
+            regs
+        })
+        .collect();
+    // a (%0) after the first add, b (%1) and the first sum (%2) after the second; the
+    // returned %3 is never dropped.
+    let want: [&[Reg]; 7] = [&[], &[], &[], &[0], &[], &[1, 2], &[3]];
+    assert_eq!(drops, want.map(<[Reg]>::to_vec));
+}
+
+#[test]
+fn owned_arguments_are_released_by_the_call() {
+    struct Owner(Vec<f32>);
+    let owner = Arc::new(Owner(vec![1.0, 2.0, 3.0]));
+    let erased: Arc<dyn std::any::Any + Send + Sync> = owner.clone();
+    // SAFETY: the 12 bytes of `owner.0` live as long as `erased` and are never written.
+    let a = unsafe {
+        Tensor::from_borrowed(owner.0.as_ptr().cast(), 12, erased, crate::DType::F32, &[3])
+    }
+    .unwrap();
+    let mut vm = vm(program());
+    let out = vm
+        .call_owned("add3", vec![a.into(), f32s(&[1.0; 3], &[3])])
+        .unwrap();
+    assert_eq!(values_of(&out), vec![3.0, 4.0, 5.0]);
+    assert_eq!(Arc::strong_count(&owner), 1, "the VM kept the argument");
+}

@@ -3,7 +3,7 @@
 //! (`lm_head`, or the embedding itself when tied).
 
 use crate::config::ModelConfig;
-use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
+use crate::decoder::{emit, kv_cache, DecoderLayer, Dims, LayerOptions};
 use oxrelax_dsl::nn::RotaryEmbedding;
 use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
@@ -28,6 +28,8 @@ pub struct CausalLM {
     norm: RMSNorm,
     /// With tied embeddings, a projection whose weight is `model.embed_tokens.weight`.
     lm_head: Linear,
+    /// The rotation every layer applies to q and k (one cos/sin table per forward pass).
+    rope: RotaryEmbedding,
 }
 
 impl CausalLM {
@@ -65,6 +67,7 @@ impl CausalLM {
                 DataType::F32,
             ),
             lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32),
+            rope,
         })
     }
 
@@ -105,8 +108,13 @@ impl CausalLM {
         positions: Positions,
     ) -> Result<Expr, NnError> {
         let mut x = self.embed(bb, ids)?;
+        // The view of layer 0's past positions binds `m`, the positions' offset; the
+        // layers rotate q and k with one cos/sin table of the call's positions.
+        let kv_shape = (self.config.num_key_value_heads, self.config.head_dim);
+        kv_cache::view(bb, cache, 0, kv_shape, dims.past.expr())?;
+        let rope_table = self.rope.table(bb, &dims.tokens, &dims.past.expr())?;
         for layer in &self.layers {
-            x = layer.forward(bb, &x, cache, dims)?;
+            x = layer.forward(bb, &x, cache, dims, &rope_table)?;
         }
         if positions == Positions::Last {
             x = self.last_position(bb, &x, dims)?;

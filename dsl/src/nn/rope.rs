@@ -8,8 +8,10 @@ use crate::{BlockBuilder, DataType, Expr, StructInfo, SymExpr};
 /// applies it: with `half = head_dim / 2`, `inv_freq[j] = theta^(-2j / head_dim)`, token
 /// `s` at position `offset + s` has angle `pos * inv_freq[i mod half]` at lane `i`, and
 /// `out = x * cos + rotate_half(x) * sin` where `rotate_half` swaps the halves and
-/// negates the new first half. Cos and sin are computed inline from the position (no
-/// tables); the offset (tokens already in the KV cache, e.g. `m`) may be symbolic.
+/// negates the new first half. Cos and sin come from a table of the call's positions
+/// ([`RotaryEmbedding::table`], computed from the position inside the compiled code, once
+/// per forward pass); the offset (tokens already in the KV cache, e.g. `m`) may be
+/// symbolic.
 /// Optionally the frequencies are rescaled as Llama 3.1 does ([`Llama3RopeScaling`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RotaryEmbedding {
@@ -125,45 +127,98 @@ impl RotaryEmbedding {
 
     /// Emits the rotation of `x` (`[batch, seq, heads, head_dim]`, float) whose token
     /// `s` is at position `offset + s`; every dim of `offset` must be bound in the
-    /// function.
+    /// function. The same as [`RotaryEmbedding::apply`] on a fresh
+    /// [`RotaryEmbedding::table`]; a model with several rotations shares one table.
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
         x: &Expr,
         offset: &SymExpr,
     ) -> Result<Expr, NnError> {
-        self.check_input(&x.sinfo())?;
-        let extra_dims: Vec<_> = offset.vars().into_iter().collect();
-        let var = bb.emit_te_with_dims("rotary", std::slice::from_ref(x), &extra_dims, |t| {
-            self.compute(&t[0], offset)
+        let seq = self.check_input(&x.sinfo())?;
+        let table = self.table(bb, &seq, offset)?;
+        self.apply(bb, x, &table)
+    }
+
+    /// Emits the cos/sin table of `tokens` tokens at positions `offset..offset + tokens`:
+    /// `[tokens, head_dim]` f32, lane `j < head_dim / 2` holding `cos(angle_j)` and lane
+    /// `head_dim / 2 + j` holding `sin(angle_j)`. Computed once, it serves every
+    /// [`RotaryEmbedding::apply`] of a forward pass (each layer's q and k), so the
+    /// trigonometry is not redone per layer and head.
+    pub fn table(
+        &self,
+        bb: &mut BlockBuilder,
+        tokens: &SymExpr,
+        offset: &SymExpr,
+    ) -> Result<Expr, NnError> {
+        let mut dims: Vec<_> = tokens.vars().into_iter().collect();
+        for var in offset.vars() {
+            if !dims.contains(&var) {
+                dims.push(var);
+            }
+        }
+        let shape = vec![tokens.clone(), SymExpr::int(self.head_dim)];
+        let var = bb.emit_te_with_dims("rotary_table", &[], &dims, |_| {
+            self.compute_table(shape, offset)
         })?;
         Ok(var.into())
     }
 
-    fn check_input(&self, sinfo: &StructInfo) -> Result<(), NnError> {
-        let fits = sinfo.as_tensor().is_some_and(|t| {
-            t.dtype.is_float()
-                && t.dims()
-                    .is_some_and(|d| d.len() == 4 && d[3].prove_equal(&SymExpr::int(self.head_dim)))
+    /// Emits the rotation of `x` (`[batch, seq, heads, head_dim]`, float) by the
+    /// [`RotaryEmbedding::table`] of its `seq` tokens.
+    pub fn apply(&self, bb: &mut BlockBuilder, x: &Expr, table: &Expr) -> Result<Expr, NnError> {
+        let seq = self.check_input(&x.sinfo())?;
+        self.check_table(&table.sinfo(), &seq)?;
+        let inputs = [x.clone(), table.clone()];
+        let var = bb.emit_te("rotary", &inputs, |t| self.compute(&t[0], &t[1]))?;
+        Ok(var.into())
+    }
+
+    /// The `seq` dim of a fitting input.
+    fn check_input(&self, sinfo: &StructInfo) -> Result<SymExpr, NnError> {
+        let seq = sinfo.as_tensor().and_then(|t| {
+            let dims = t.dims()?;
+            let fits = t.dtype.is_float()
+                && dims.len() == 4
+                && dims[3].prove_equal(&SymExpr::int(self.head_dim));
+            fits.then(|| dims[1].clone())
         });
-        if fits {
-            return Ok(());
-        }
-        Err(NnError::BadInput {
+        seq.ok_or_else(|| NnError::BadInput {
             module: "rotary_embedding".to_string(),
             expected: format!("a float tensor [batch, seq, heads, {}]", self.head_dim),
             got: Box::new(sinfo.clone()),
         })
     }
 
-    /// The TE computation: `out[b, s, h, i] = x * cos(angle) + rotate_half(x) * sin(angle)`,
-    /// in f32, converted back to `x`'s dtype.
-    fn compute(&self, x: &Tensor, offset: &SymExpr) -> Tensor {
+    fn check_table(&self, sinfo: &StructInfo, seq: &SymExpr) -> Result<(), NnError> {
+        let expected = StructInfo::tensor(
+            vec![seq.clone(), SymExpr::int(self.head_dim)],
+            DataType::F32,
+        );
+        let fits = sinfo.as_tensor().is_some_and(|t| {
+            t.dtype == DataType::F32
+                && t.dims().is_some_and(|d| {
+                    d.len() == 2
+                        && d[0].prove_equal(seq)
+                        && d[1].prove_equal(&SymExpr::int(self.head_dim))
+                })
+        });
+        if fits {
+            return Ok(());
+        }
+        Err(NnError::BadInput {
+            module: "rotary_embedding".to_string(),
+            expected: format!("its table {expected}"),
+            got: Box::new(sinfo.clone()),
+        })
+    }
+
+    /// The TE computation of the table (see [`RotaryEmbedding::table`]).
+    fn compute_table(&self, shape: Vec<SymExpr>, offset: &SymExpr) -> Tensor {
         let (d, half) = (self.head_dim, self.head_dim / 2);
         let freq_scale = -2.0 * self.theta.ln() / d as f64;
-        let dtype = x.dtype();
-        te::compute("rotary", x.shape().to_vec(), |idx| {
-            let (b, s, h, i) = (&idx[0], &idx[1], &idx[2], &idx[3]);
+        te::compute("rotary_table", shape, |idx| {
+            let (s, i) = (&idx[0], &idx[1]);
             let position = (te::Expr::from(offset) + s).cast(DataType::F32);
             let lane = i.floormod(half);
             let mut inv_freq = (lane.cast(DataType::F32) * freq_scale).exp();
@@ -172,11 +227,25 @@ impl RotaryEmbedding {
                 inv_freq = scaling.rescale(inv_freq, &lane, of, half);
             }
             let angle = position * inv_freq;
+            te::select(i.lt(half), angle.cos(), angle.sin())
+        })
+    }
+
+    /// The TE computation: `out[b, s, h, i] = x * cos(angle) + rotate_half(x) * sin(angle)`
+    /// with cos and sin read from `table`, in f32, converted back to `x`'s dtype.
+    fn compute(&self, x: &Tensor, table: &Tensor) -> Tensor {
+        let (d, half) = (self.head_dim, self.head_dim / 2);
+        let dtype = x.dtype();
+        te::compute("rotary", x.shape().to_vec(), |idx| {
+            let (b, s, h, i) = (&idx[0], &idx[1], &idx[2], &idx[3]);
+            let lane = i.floormod(half);
+            let cos = table.at(&[s.clone(), lane.clone()]);
+            let sin = table.at(&[s.clone(), lane + half]);
             let partner = x.at(&[b.clone(), s.clone(), h.clone(), (i + half).floormod(d)]);
             let partner = partner.cast(DataType::F32);
             let rotated = te::select(i.lt(half), -&partner, partner);
             let value = x.at(idx).cast(DataType::F32);
-            (value * angle.cos() + rotated * angle.sin()).cast(dtype)
+            (value * cos + rotated * sin).cast(dtype)
         })
     }
 }

@@ -480,9 +480,11 @@ fn check_rope(rope: RotaryEmbedding, dim: usize, start: usize, inv_freq: &dyn Fn
         f.ret_sinfo().to_string(),
         format!("Tensor((1, n, 2, {dim}), f32)")
     );
+    let table_func = &module.prim_funcs["rotary_table"];
+    assert_eq!(table_func.dims, [m, n()]);
+    assert_eq!(table_func.params.len(), 1, "no inputs, the table out");
     let func = &module.prim_funcs["rotary"];
-    assert_eq!(func.dims, [m, n()]);
-    assert_eq!(func.params.len(), 2);
+    assert_eq!(func.params.len(), 3);
     let (seq, heads) = (3, 2);
     let x: Vec<f64> = (0..seq * heads * dim)
         .map(|k| ((k * 7 % 11) as f64 - 5.0) / 4.0)
@@ -493,7 +495,9 @@ fn check_rope(rope: RotaryEmbedding, dim: usize, start: usize, inv_freq: &dyn Fn
     ]
     .into_iter()
     .collect();
-    let out = crate::tir::run_with_inputs(func, &dims, std::slice::from_ref(&x)).unwrap();
+    let table = crate::tir::run_with_inputs(table_func, &dims, &[]).unwrap();
+    let inputs = [x.clone(), table[0].clone()];
+    let out = crate::tir::run_with_inputs(func, &dims, &inputs).unwrap();
     let expected = rope_reference(&x, (seq, heads, dim), start, inv_freq);
     for (got, want) in out[0].iter().zip(&expected) {
         assert!((got - want).abs() < 1e-4, "got {got}, want {want}");

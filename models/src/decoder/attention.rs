@@ -75,13 +75,13 @@ impl Attention {
     }
 
     /// `x` (`[1, n, hidden]`) projected by `proj` into `heads` heads, normed by `norm` and
-    /// rotated to positions `m..m + n` when `rotate`; returns `[n, heads, head_dim]`.
+    /// rotated to their positions by `rope_table` when given; returns `[n, heads, head_dim]`.
     fn project(
         &self,
         bb: &mut BlockBuilder,
         (proj, norm, heads): (&Linear, Option<&RMSNorm>, i64),
         x: &Expr,
-        rotate: bool,
+        rope_table: Option<&Expr>,
         dims: &Dims,
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
@@ -92,8 +92,8 @@ impl Attention {
         if let Some(norm) = norm {
             y = norm.forward(bb, &y)?;
         }
-        if rotate {
-            y = self.rope.forward(bb, &y, &dims.past.expr())?;
+        if let Some(table) = rope_table {
+            y = self.rope.apply(bb, &y, table)?;
         }
         emit(
             bb,
@@ -103,24 +103,24 @@ impl Attention {
     }
 
     /// Attends `x` (`[1, n, hidden]`, already normed) over this layer's cached positions
-    /// and itself, appending its K and V to `cache`; returns `[1, n, hidden]`.
+    /// and itself, appending its K and V to `cache`; q and k are rotated by `rope_table`.
+    /// Returns `[1, n, hidden]`. `m` (`dims.past`) must be bound.
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
         x: &Expr,
         cache: &Expr,
         dims: &Dims,
+        rope_table: &Expr,
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
         let kv_shape = (self.kv_heads, self.head_dim);
-        // The view of the past positions binds `m` (the RoPE offset); the view after the
-        // append covers past and new positions in place.
-        kv_cache::view(bb, cache, self.layer, kv_shape, dims.past.expr())?;
         let q_spec = (&self.q_proj, self.q_norm.as_ref(), self.heads);
-        let q = self.project(bb, q_spec, x, true, dims)?;
+        let q = self.project(bb, q_spec, x, Some(rope_table), dims)?;
         let k_spec = (&self.k_proj, self.k_norm.as_ref(), self.kv_heads);
-        let k = self.project(bb, k_spec, x, true, dims)?;
-        let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, false, dims)?;
+        let k = self.project(bb, k_spec, x, Some(rope_table), dims)?;
+        let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, None, dims)?;
+        // The view after the append covers past and new positions in place.
         kv_cache::append(bb, cache, self.layer, &k, &v)?;
         let total = dims.past.expr() + dims.tokens.clone();
         let (keys, values) = kv_cache::view(bb, cache, self.layer, kv_shape, total)?;

@@ -84,17 +84,19 @@ impl DecoderLayer {
         }
     }
 
-    /// Runs the layer over `x` (`[1, n, hidden]`), reading and extending `cache`.
+    /// Runs the layer over `x` (`[1, n, hidden]`), reading and extending `cache`; q and k
+    /// are rotated with `rope_table` (the [`RotaryEmbedding::table`] of the positions).
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
         x: &Expr,
         cache: &Expr,
         dims: &Dims,
+        rope_table: &Expr,
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
         let h = self.input_layernorm.forward(bb, x)?;
-        let attn = self.self_attn.forward(bb, &h, cache, dims)?;
+        let attn = self.self_attn.forward(bb, &h, cache, dims, rope_table)?;
         let x = emit(bb, name, op::add(x, &attn))?;
         let h = self.post_attention_layernorm.forward(bb, &x)?;
         let mlp = self.mlp.forward(bb, &h)?;

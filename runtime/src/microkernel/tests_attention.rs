@@ -126,7 +126,7 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
             continue;
         }
         let func = imp.func.attention().expect("an attention kernel");
-        for keys in [0, 1, 2, 31, 32, 33, 100] {
+        for keys in [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100] {
             for dim in [1, 7, 8, 16, 23, 64, 67] {
                 let case = Case::random(&mut rng, keys, dim);
                 let what = format!("attention ({}) keys={keys} dim={dim}", imp.isa);

@@ -15,7 +15,8 @@ mod common;
 use common::*;
 use ndarray::{ArrayD, Ix2, IxDyn};
 use oxrelax_dsl::op;
-use oxrelax_dsl::{AttrValue, DataType, Target};
+use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
+use rand::rngs::StdRng;
 
 const TOL: f64 = 1e-4;
 
@@ -63,22 +64,28 @@ fn assert_matches(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
     assert_close(got, want, DataType::F32, TOL, what);
 }
 
+/// A random weight `[H, L]`, its packed panels, and `packed_matmul` over `[1, rows, L]`
+/// compiled for `target`.
+fn random_case(
+    rng: &mut StdRng,
+    target: &Target,
+    (l, h): (i64, i64),
+    rows: SymExpr,
+) -> (ArrayD<f32>, ArrayD<f32>, Kernel) {
+    let w = random(rng, &[h as usize, l as usize], DataType::F32, -1.0, 1.0);
+    let panels = packed(&w, target);
+    let x = var("x", vec![c(1), rows, c(l)], DataType::F32);
+    let p = var("p", panels_shape(&panels), DataType::F32);
+    let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), target);
+    (w, panels, kernel)
+}
+
 #[test]
 fn prefill_rows_run_on_the_tensorized_matmul() {
     for target in targets() {
         let mut rng = rng(7);
         for (l, h) in SHAPES {
-            let w = random(
-                &mut rng,
-                &[h as usize, l as usize],
-                DataType::F32,
-                -1.0,
-                1.0,
-            );
-            let panels = packed(&w, &target);
-            let x = var("x", vec![c(1), n(), c(l)], DataType::F32);
-            let p = var("p", panels_shape(&panels), DataType::F32);
-            let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), &target);
+            let (w, panels, kernel) = random_case(&mut rng, &target, (l, h), n());
             assert_eq!(rule(&kernel), "matmul");
             for rows in [1, 5, 6, 13, 129] {
                 let xs = random(&mut rng, &[1, rows, l as usize], DataType::F32, -1.0, 1.0);
@@ -95,17 +102,7 @@ fn one_row_runs_on_the_gemv() {
     for target in targets() {
         let mut rng = rng(8);
         for (l, h) in SHAPES {
-            let w = random(
-                &mut rng,
-                &[h as usize, l as usize],
-                DataType::F32,
-                -1.0,
-                1.0,
-            );
-            let panels = packed(&w, &target);
-            let x = var("x", vec![c(1), c(1), c(l)], DataType::F32);
-            let p = var("p", panels_shape(&panels), DataType::F32);
-            let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), &target);
+            let (w, panels, kernel) = random_case(&mut rng, &target, (l, h), c(1));
             assert_eq!(rule(&kernel), "gemv");
             let xs = random(&mut rng, &[1, 1, l as usize], DataType::F32, -1.0, 1.0);
             let got = kernel.run1(1, &[&xs, &panels]);
@@ -133,6 +130,6 @@ fn packed_weights_are_zero_padded_panels() {
     }
 }
 
-fn panels_shape(panels: &ArrayD<f32>) -> Vec<oxrelax_dsl::SymExpr> {
+fn panels_shape(panels: &ArrayD<f32>) -> Vec<SymExpr> {
     panels.shape().iter().map(|&d| c(d as i64)).collect()
 }

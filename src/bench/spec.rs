@@ -2,6 +2,7 @@
 
 use super::BenchError;
 use oxrelax_dsl::ir::{Expr, Var};
+use oxrelax_dsl::op::InferError;
 use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar, Target};
 use std::fmt;
 use std::str::FromStr;
@@ -205,18 +206,8 @@ impl KernelSpec {
         let n = SymVar::bounded("n", bound_of(self.tokens())).expr();
         let int = |d: usize| SymExpr::int(dim_i64(d));
         let call = match *self {
-            KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
-                let rows = match self {
-                    KernelSpec::GemvCold(_) => int(s.m),
-                    _ => n,
-                };
-                let packed = s.packed_weight_shape().map(int).to_vec();
-                op::packed_matmul(
-                    &tensor("x", vec![rows, int(s.k)]),
-                    &tensor("w", packed),
-                    dim_i64(s.n),
-                )
-            }
+            KernelSpec::Matmul(s) => packed_matmul(s, n),
+            KernelSpec::GemvCold(cold) => packed_matmul(cold.shape, int(cold.shape.m)),
             KernelSpec::Softmax(s) => op::softmax(&tensor("x", vec![n, int(s.cols)]), -1),
             KernelSpec::RmsNorm(s) => op::rms_norm(
                 &tensor("x", vec![n, int(s.cols)]),
@@ -231,6 +222,18 @@ impl KernelSpec {
             source: Box::new(source),
         })
     }
+}
+
+/// `packed_matmul(x: [rows, K], w)` with `w` the `[K, N]` weight of `shape` packed into
+/// panels.
+fn packed_matmul(shape: MatmulShape, rows: SymExpr) -> Result<Expr, InferError> {
+    let int = |d: usize| SymExpr::int(dim_i64(d));
+    let packed = shape.packed_weight_shape().map(int).to_vec();
+    op::packed_matmul(
+        &tensor("x", vec![rows, int(shape.k)]),
+        &tensor("w", packed),
+        dim_i64(shape.n),
+    )
 }
 
 /// The bound declared for `n` when it is bound to `tokens`.

@@ -43,7 +43,7 @@ impl Machine<'_> {
     fn gemm(
         &mut self,
         call: &MicrokernelCall,
-        block: (i64, i64, i64),
+        (ep, hp, panel): (i64, i64, i64),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -59,19 +59,17 @@ impl Machine<'_> {
             cols,
             accumulate: accumulate != 0,
         };
-        let in_block = (0..=block.0).contains(&rows) && (0..=block.1).contains(&cols);
+        let in_block = (0..=ep).contains(&rows) && (0..=hp).contains(&cols);
         if !in_block || kc < 0 || ldc < cols || (rows > 1 && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = scalars.footprint(block.2);
+        let [len_a, len_b, len_c] = scalars.footprint(panel);
         let [a, b, c] = &call.operands[..] else {
             unreachable!("the operand count was checked");
         };
         let a = self.region(&a.buffer, &a.offset, len_a, error)?;
         let b = self.region(&b.buffer, &b.offset, len_b, error)?;
-        self.write_region(c, len_c, error, |out| {
-            scalars.reference(block.2, &a, &b, out)
-        })
+        self.write_region(c, len_c, error, |out| scalars.reference(panel, &a, &b, out))
     }
 
     fn attention(

@@ -182,7 +182,7 @@ fn registers_are_dropped_right_after_their_last_use() {
 }
 
 #[test]
-fn owned_arguments_are_released_by_the_call() {
+fn owned_arguments_are_released_right_after_their_last_use() {
     struct Owner(Vec<f32>);
     let owner = Arc::new(Owner(vec![1.0, 2.0, 3.0]));
     let erased: Arc<dyn std::any::Any + Send + Sync> = owner.clone();
@@ -191,10 +191,44 @@ fn owned_arguments_are_released_by_the_call() {
         Tensor::from_borrowed(owner.0.as_ptr().cast(), 12, erased, crate::DType::F32, &[3])
     }
     .unwrap();
-    let mut vm = vm(program());
-    let out = vm
-        .call_owned("add3", vec![a.into(), f32s(&[1.0; 3], &[3])])
+    // `f(a, b)`: `c = a + b`, then a builtin that records how many handles to `a`'s memory
+    // are left while the call still runs; returns `c`.
+    let instrs = vec![
+        super::programs::match_f32(0, vec![DimPattern::Bind(0)]),
+        super::programs::match_f32(1, vec![DimPattern::Check(dim(0))]),
+        super::programs::alloc(2, Placement::Fresh, vec![dim(0)]),
+        Instr::CallKernel {
+            kernel: super::programs::ADD,
+            args: vec![0, 1, 2],
+            dims: vec![dim(0)],
+        },
+        Instr::CallBuiltin {
+            name: "test.handles".into(),
+            args: vec![],
+            dst: None,
+        },
+        Instr::Ret { reg: 2 },
+    ];
+    let f = function(&["a", "b"], &[("n", Some(16))], 3, instrs, &[]);
+    let mut exec = super::programs::add_only();
+    exec.functions = std::collections::BTreeMap::from([("f".to_string(), f)]);
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (watched, record) = (Arc::downgrade(&owner), seen.clone());
+    let mut registry = Registry::new();
+    registry
+        .register("test.handles", &[], move |_| {
+            record.store(watched.strong_count(), Ordering::SeqCst);
+            Ok(Value::Int(0))
+        })
         .unwrap();
-    assert_eq!(values_of(&out), vec![3.0, 4.0, 5.0]);
-    assert_eq!(Arc::strong_count(&owner), 1, "the VM kept the argument");
+    let mut vm = VirtualMachine::new(exec, Arc::new(library()), &registry).unwrap();
+    let out = vm
+        .call_owned("f", vec![a.into(), f32s(&[1.0; 3], &[3])])
+        .unwrap();
+    assert_eq!(values_of(&out), vec![2.0, 3.0, 4.0]);
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "the VM still held the argument after its last use"
+    );
 }

@@ -233,9 +233,10 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
             "02-pack-matmul-weights.txt",
             "03-lift-transform-params.txt",
             "04-legalize-ops.txt",
-            "05-dead-code-elimination.txt",
-            "06-schedule-kernels.txt",
-            "07-static-plan-block-memory.txt"
+            "05-fuse-ops.txt",
+            "06-dead-code-elimination.txt",
+            "07-schedule-kernels.txt",
+            "08-static-plan-block-memory.txt"
         ]
     );
 }

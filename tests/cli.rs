@@ -39,19 +39,29 @@ fn opt_legalizes_a_module_in_text_form() {
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let module = oxrelax_dsl::text::parse_module(&stdout).unwrap();
-    assert_eq!(module.prim_funcs.len(), 6);
-    assert!(stdout.contains("call_tir(@packed_matmul"));
+    // pack_weight twice, then the two linear layers with their epilogues fused (SiLU; the
+    // bias add).
+    assert_eq!(module.prim_funcs.len(), 4, "{stdout}");
+    assert!(
+        stdout.contains("call_tir(@fused_packed_matmul_silu"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("call_tir(@fused_packed_matmul_add"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8(out.stderr).unwrap();
     for pass in [
         "normalize",
         "pack-matmul-weights",
         "lift-transform-params",
         "legalize-ops",
+        "fuse-ops",
         "dead-code-elimination",
     ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 6);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 7);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use oxrelax::passes::{DeadCodeElimination, LegalizeOps, Normalize, Pass};
+use oxrelax::passes::{DeadCodeElimination, FuseOps, LegalizeOps, Normalize, Pass};
 use oxrelax_dsl::text::{parse_module, print_module};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, Var};
 
@@ -22,10 +22,11 @@ fn snapshot(name: &str, module: &IRModule) {
 /// Snapshots the module as given and after each pass of the front-end pipeline.
 fn snapshot_passes(model: &str, module: IRModule) -> IRModule {
     snapshot(&format!("{model}.0-input"), &module);
-    let passes: [(&str, &dyn Pass); 3] = [
+    let passes: [(&str, &dyn Pass); 4] = [
         ("1-normalize", &Normalize),
         ("2-legalize-ops", &LegalizeOps),
-        ("3-dead-code-elimination", &DeadCodeElimination),
+        ("3-fuse-ops", &FuseOps),
+        ("4-dead-code-elimination", &DeadCodeElimination),
     ];
     passes.into_iter().fold(module, |module, (step, pass)| {
         let out = pass
@@ -45,12 +46,10 @@ fn mlp_through_the_front_end() {
     assert_eq!(
         names,
         [
-            "add",
-            "matmul",
-            "matmul1",
+            "fused_matmul_add",
+            "fused_matmul_silu",
             "permute_dims",
             "permute_dims1",
-            "silu"
         ]
     );
 }

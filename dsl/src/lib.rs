@@ -5,6 +5,7 @@
 pub mod attrs;
 pub mod builder;
 pub mod dtype;
+pub mod fuse;
 pub mod ir;
 pub mod legalize;
 pub mod nn;

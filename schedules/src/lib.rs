@@ -10,6 +10,7 @@
 mod accumulate;
 mod attention_rule;
 mod default_rule;
+mod epilogue;
 mod hoist;
 mod matmul_rule;
 mod primitives;

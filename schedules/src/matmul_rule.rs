@@ -11,9 +11,14 @@
 //!   accumulates into the output tile. The kernel reads the `EP` activation rows in place
 //!   (stride `L`; an L block of them stays in L1 across the group's panels), so f32
 //!   activations need no packing (MNN's `LP = 1`).
+//!
+//! A fused epilogue (residual or bias add, SiLU, `silu(g) * up`) runs on each output tile
+//! right after its last reduction block, while the tile is in cache.
 
+use crate::epilogue::epilogue_tile;
 use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
+use oxrelax_dsl::fuse::{split_epilogue, ElementwiseNest, FUSED_ATTR};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
     Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec, PrimCmp,
@@ -33,22 +38,33 @@ struct PackedMatmul<'a> {
     out: &'a Buffer,
     /// Rows: the product of the batch dims.
     rows: SymExpr,
+    /// The output's batch dims (all but the last).
+    batch: &'a [SymExpr],
+    /// The fused epilogue, if any.
+    epilogue: Option<ElementwiseNest>,
     depth: i64,
     features: i64,
     panels: i64,
 }
 
-/// Recognizes a legalized f32 `packed_matmul` whose panel width is the target's.
+/// Recognizes a legalized f32 `packed_matmul` whose panel width is the target's, possibly
+/// with a fused epilogue (whose extra inputs sit between the weights and the output).
 fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul<'a>> {
     let op = matches!(func.attrs.get(OP_ATTR), Some(AttrValue::Str(s)) if s == "packed_matmul");
-    let [x, packed, out] = func.params.as_slice() else {
-        return None;
+    let (x, packed, out) = match func.params.as_slice() {
+        [x, packed, .., out] => (x, packed, out),
+        _ => return None,
     };
     let all_f32 = [x, packed, out].iter().all(|b| b.dtype == DataType::F32);
     let dense = [x, packed, out].iter().all(|b| b.strides.is_none());
     if !op || !all_f32 || !dense || func.num_outputs != 1 {
         return None;
     }
+    let epilogue = match split_epilogue(func) {
+        Some((_, epilogue)) => Some(epilogue),
+        None if func.attrs.contains_key(FUSED_ATTR) || func.params.len() != 3 => return None,
+        None => None,
+    };
     let [panels, depth, block] = packed.shape.as_slice() else {
         return None;
     };
@@ -62,6 +78,8 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         packed,
         out,
         rows: SymExpr::product(batch),
+        batch: out.shape.split_last()?.1,
+        epilogue,
         depth: depth.as_const()?,
         features: out.shape.last()?.as_const()?,
         panels: panels.as_const()?,
@@ -96,9 +114,14 @@ impl ScheduleRule for GemvRule {
             (PrimExpr::index(1), PrimExpr::index(0)),
             &tiles,
         );
+        let one_row = (PrimExpr::index(1), PrimExpr::index(0));
+        let body = match m.epilogue_tile(one_row, &p, width) {
+            Some(epilogue) => Stmt::Seq(vec![call, epilogue]),
+            None => call,
+        };
         let kind = m.loop_kind(m.depth * m.features);
         let groups = PrimExpr::index((m.panels + group - 1) / group);
-        Some(m.with_body(for_loop("g", groups, kind, call)))
+        Some(m.with_body(for_loop("g", groups, kind, body)))
     }
 }
 
@@ -146,7 +169,22 @@ impl ScheduleRule for MatmulRule {
             (index("e_rows"), index("e0")),
             &tiles,
         );
-        let panels_loop = for_loop("q", panel_count, ForKind::Serial, call);
+        let tile = (index("e_rows"), index("e0"));
+        // The epilogue follows the tile's last reduction block.
+        let tile_body = match m.epilogue_tile(tile, &p, tiles.hp) {
+            Some(epilogue) if l_blocks > 1 => {
+                let last = index("lb").compare(PrimCmp::Eq, PrimExpr::index(l_blocks - 1));
+                let guarded = Stmt::If {
+                    cond: last,
+                    then: Box::new(epilogue),
+                    otherwise: None,
+                };
+                Stmt::Seq(vec![call, guarded])
+            }
+            Some(epilogue) => Stmt::Seq(vec![call, epilogue]),
+            None => call,
+        };
+        let panels_loop = for_loop("q", panel_count, ForKind::Serial, tile_body);
         let per_rows = let_in("e0", index("eb") * PrimExpr::index(tiles.ep), {
             let e_rows = min(PrimExpr::index(tiles.ep), rows.clone() - index("e0"));
             let_in("e_rows", e_rows, panels_loop)
@@ -175,6 +213,19 @@ impl PackedMatmul<'_> {
         } else {
             ForKind::Serial
         }
+    }
+
+    /// The fused epilogue (if any) on the tile of `rows` rows from `first_row` and the
+    /// columns of the `width`-wide block from panel `p`.
+    fn epilogue_tile(&self, rows: (PrimExpr, PrimExpr), p: &PrimExpr, width: i64) -> Option<Stmt> {
+        let epilogue = self.epilogue.as_ref()?;
+        let hp = self.packed.shape[2].as_const().unwrap_or(1);
+        let first_col = p.clone() * PrimExpr::index(hp);
+        let cols = min(
+            PrimExpr::index(width),
+            PrimExpr::index(self.features) - first_col.clone(),
+        );
+        Some(epilogue_tile(epilogue, self.batch, rows, (cols, first_col)))
     }
 
     /// The function with a new body (same parameters, dims and attributes).

@@ -194,3 +194,77 @@ fn the_matmul_rules_compute_what_the_legalized_function_does() {
         }
     }
 }
+
+/// The ops fused after a `[batch..., H]` matmul in each epilogue case, built from
+/// `extra` (another activation of the output's shape) and `bias` (`[H]`).
+fn epilogues(activation: &Expr, extra: &Expr, bias: &Expr) -> Vec<(&'static str, Vec<Expr>)> {
+    vec![
+        ("residual add", vec![op::add(extra, activation).unwrap()]),
+        ("bias add", vec![op::add(activation, bias).unwrap()]),
+        (
+            "silu times up",
+            vec![
+                op::silu(activation).unwrap(),
+                op::multiply(activation, extra).unwrap(),
+            ],
+        ),
+    ]
+}
+
+#[test]
+fn fused_epilogues_compute_what_the_unscheduled_fused_function_does() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let target = Target::host();
+    let hp = target.matmul_tiles().hp;
+    // (batch dims, reduction L, output features H)
+    let cases: [(Vec<SymExpr>, i64, i64); 4] = [
+        (vec![1.into(), n().expr()], 300, 37),
+        (vec![2.into(), n().expr()], 19, 130),
+        (vec![1.into(), 1.into()], 33, 130),
+        (vec![1.into()], 17, 20),
+    ];
+    for (batch, depth, features) in cases {
+        let with_dim = |last: i64| batch.iter().cloned().chain([last.into()]).collect();
+        let x = tensor("x", with_dim(depth), DataType::F32);
+        let panels = (features + hp - 1) / hp;
+        let shape = vec![panels.into(), depth.into(), hp.into()];
+        let packed = tensor("w", shape, DataType::F32);
+        let activation = tensor("t", with_dim(features), DataType::F32);
+        let extra = tensor("r", with_dim(features), DataType::F32);
+        let bias = tensor("bias", vec![features.into()], DataType::F32);
+        for (name, consumers) in epilogues(&activation, &extra, &bias) {
+            let mut fused = legalized(op::packed_matmul(&x, &packed, features).unwrap());
+            for consumer in consumers {
+                let Expr::Call(call) = &consumer else {
+                    unreachable!("op constructors build calls")
+                };
+                let operand = call.args.iter().position(|a| a == &activation).unwrap();
+                let consumer = legalize_call(call).unwrap().func;
+                fused = oxrelax_dsl::fuse::fuse_elementwise(&fused, &consumer, operand).unwrap();
+            }
+            let rule: &dyn ScheduleRule = match SymExpr::product(&batch).as_const() {
+                Some(1) => &GemvRule,
+                _ => &MatmulRule,
+            };
+            let scheduled = rule.apply(&fused, &target).expect("the rule applies");
+            for value in [1, 7, 13] {
+                let dims = SymBindings::from([("n".to_string(), value)]);
+                let inputs = random_inputs(&fused, &dims, &mut rng);
+                let before = run_with_inputs(&fused, &dims, &inputs).unwrap();
+                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+                let what = format!("{name}: batch {batch:?} L {depth} H {features} n {value}");
+                for (b, a) in before[0].iter().zip(&after[0]) {
+                    let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+                    assert!(close, "{what}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
+
+fn legalized(expr: Expr) -> oxrelax_dsl::tir::PrimFunc {
+    let Expr::Call(call) = expr else {
+        unreachable!("op constructors build calls")
+    };
+    legalize_call(&call).unwrap().func
+}

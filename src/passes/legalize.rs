@@ -3,12 +3,10 @@
 //! view ops ([`VIEW_OPS`]: reshape, squeeze, expand_dims), which stay op calls that the VM
 //! runs as views of their input, never as a copy kernel.
 
-use super::{Pass, PassError};
+use super::{intern, Pass, PassError};
 use oxrelax_dsl::ir::{BindingValue, Call, Callee};
 use oxrelax_dsl::op::VIEW_OPS;
-use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::{Attrs, Expr, IRModule};
-use std::collections::BTreeMap;
 
 /// Lowers op calls to `call_tir` of legalized primitive functions. Identical primitive
 /// functions are shared; names come from the op (`matmul`, `matmul1`, ...).
@@ -49,24 +47,4 @@ impl Pass for LegalizeOps {
         module.prim_funcs = prim_funcs;
         Ok(module)
     }
-}
-
-/// Adds `func` under a fresh name derived from `hint`, or returns the name of an
-/// identical function already present.
-fn intern(prim_funcs: &mut BTreeMap<String, PrimFunc>, hint: &str, func: PrimFunc) -> String {
-    if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| **f == func) {
-        return name.clone();
-    }
-    let name = (0..)
-        .map(|i| {
-            if i == 0 {
-                hint.to_string()
-            } else {
-                format!("{hint}{i}")
-            }
-        })
-        .find(|candidate| !prim_funcs.contains_key(candidate))
-        .expect("an unbounded range always has a free name");
-    prim_funcs.insert(name.clone(), func);
-    name
 }

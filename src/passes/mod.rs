@@ -2,6 +2,7 @@
 //! them with instrumentation (dumps before/after each pass, timings, verification).
 
 mod dce;
+mod fuse_ops;
 mod legalize;
 mod lift_params;
 mod memory_plan;
@@ -13,6 +14,7 @@ mod schedule;
 mod tests;
 
 pub use dce::DeadCodeElimination;
+pub use fuse_ops::FuseOps;
 pub use legalize::LegalizeOps;
 pub use lift_params::{LiftTransformParams, TRANSFORM_PARAMS};
 pub use memory_plan::{
@@ -26,7 +28,9 @@ pub use pipeline::{
 };
 pub use schedule::ScheduleKernels;
 
+use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::IRModule;
+use std::collections::BTreeMap;
 
 /// A module transformation.
 pub trait Pass {
@@ -87,4 +91,24 @@ pub enum PassError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+/// Adds `func` under a fresh name derived from `hint`, or returns the name of an
+/// identical function already present.
+fn intern(prim_funcs: &mut BTreeMap<String, PrimFunc>, hint: &str, func: PrimFunc) -> String {
+    if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| **f == func) {
+        return name.clone();
+    }
+    let name = (0..)
+        .map(|i| {
+            if i == 0 {
+                hint.to_string()
+            } else {
+                format!("{hint}{i}")
+            }
+        })
+        .find(|candidate| !prim_funcs.contains_key(candidate))
+        .expect("an unbounded range always has a free name");
+    prim_funcs.insert(name.clone(), func);
+    name
 }

@@ -156,8 +156,8 @@ pub fn default_pipeline() -> Pipeline {
 }
 
 /// The front-end pipeline: normalize, pack linear weights for `target`'s microkernels,
-/// lift weight-only computations into `transform_params`, legalize every op, drop dead
-/// code.
+/// lift weight-only computations into `transform_params`, legalize every op, fuse
+/// element-wise kernels into their producers, drop dead code.
 pub fn default_pipeline_for(target: &Target) -> Pipeline {
     Pipeline::new()
         .with(super::Normalize)
@@ -166,6 +166,7 @@ pub fn default_pipeline_for(target: &Target) -> Pipeline {
         })
         .with(super::LiftTransformParams)
         .with(super::LegalizeOps)
+        .with(super::FuseOps)
         .with(super::DeadCodeElimination)
 }
 

@@ -23,6 +23,21 @@ pub enum OpPattern {
 }
 
 impl OpPattern {
+    /// Every pattern.
+    pub const ALL: [OpPattern; 6] = [
+        OpPattern::Elemwise,
+        OpPattern::Broadcast,
+        OpPattern::Injective,
+        OpPattern::Reduction,
+        OpPattern::OutEwiseFusible,
+        OpPattern::Opaque,
+    ];
+
+    /// The pattern with attribute value `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// The attribute value (`"elemwise"`, `"broadcast"`, ...).
     pub fn name(self) -> &'static str {
         match self {

@@ -40,6 +40,10 @@ use kernel::Kernel;
 /// recognize functions by it).
 pub const OP_ATTR: &str = "op";
 
+/// The primitive function attribute holding its [`OpPattern`] name (what fusion may do
+/// with it).
+pub const OP_PATTERN_ATTR: &str = "op_pattern";
+
 /// A legalized op call: the primitive function and the arguments to call it with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LegalizedCall {
@@ -142,7 +146,7 @@ pub fn legalize_call(call: &Call) -> Result<LegalizedCall, LegalizeError> {
         } => (func, args, pattern),
     };
     func.attrs.insert(
-        "op_pattern".to_string(),
+        OP_PATTERN_ATTR.to_string(),
         AttrValue::Str(pattern.name().to_string()),
     );
     func.attrs

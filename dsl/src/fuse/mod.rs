@@ -1,0 +1,245 @@
+//! Fusion of element-wise work into the function producing its input, at the TIR level
+//! (the graph pass `FuseOps` decides where; this builds the fused function).
+//!
+//! - An element-wise producer is inlined: the consumer reads the producer's value instead
+//!   of its output buffer (`silu` into `multiply`).
+//! - An `out_ewise_fusible` producer (a matmul) gets the consumer as its epilogue: the
+//!   fused body is `seq { main; epilogue }`, where `main` is the producer's computation
+//!   writing the output and the epilogue an [`ElementwiseNest`] rewriting the output in
+//!   place (`packed_matmul` then `add` of the residual). Schedule rules apply the epilogue
+//!   per output tile while it is still in cache.
+//!
+//! A fused function keeps the anchor's op identity (`op`: the producer's for an epilogue,
+//! the consumer's when inlining) and lists every op it computes, in order, in
+//! [`FUSED_ATTR`].
+
+mod nest;
+#[cfg(test)]
+mod tests;
+
+pub use nest::ElementwiseNest;
+
+use crate::legalize::{OpPattern, OP_ATTR, OP_PATTERN_ATTR};
+use crate::tir::{Buffer, PrimExpr, PrimFunc, Stmt, TVar};
+use crate::AttrValue;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The attribute listing the ops a fused function computes, in order (`"packed_matmul,add"`).
+pub const FUSED_ATTR: &str = "fused";
+
+/// The pattern attribute of `func`, if it has one.
+pub fn pattern(func: &PrimFunc) -> Option<OpPattern> {
+    match func.attrs.get(OP_PATTERN_ATTR) {
+        Some(AttrValue::Str(name)) => OpPattern::from_name(name),
+        _ => None,
+    }
+}
+
+/// The ops `func` computes, in order: its [`FUSED_ATTR`] list, or its own op.
+pub fn fused_ops(func: &PrimFunc) -> Vec<String> {
+    let attr = |key: &str| match func.attrs.get(key) {
+        Some(AttrValue::Str(s)) => Some(s.clone()),
+        _ => None,
+    };
+    attr(FUSED_ATTR)
+        .or_else(|| attr(OP_ATTR))
+        .map(|s| s.split(',').map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The main computation and the epilogue of an `out_ewise_fusible` function with a fused
+/// epilogue; `None` for any other function.
+pub fn split_epilogue(func: &PrimFunc) -> Option<(&Stmt, ElementwiseNest)> {
+    if pattern(func) != Some(OpPattern::OutEwiseFusible) || !func.attrs.contains_key(FUSED_ATTR) {
+        return None;
+    }
+    match &func.body {
+        Stmt::Seq(items) => match items.as_slice() {
+            [main, epilogue] => Some((main, ElementwiseNest::parse(epilogue)?)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `consumer` (element-wise, one output) fused with `producer`, whose only output is
+/// `consumer`'s input number `operand`. The fused function's inputs are the producer's,
+/// then the consumer's other inputs; its output is the producer's output buffer. `None`
+/// when the pair cannot fuse: the consumer reads the operand at other elements than the
+/// one it writes, shapes or dtypes differ, or the producer is not element-wise or
+/// `out_ewise_fusible`.
+pub fn fuse_elementwise(
+    producer: &PrimFunc,
+    consumer: &PrimFunc,
+    operand: usize,
+) -> Option<PrimFunc> {
+    let ewise = |p| matches!(p, Some(OpPattern::Elemwise | OpPattern::Broadcast));
+    if !ewise(pattern(consumer)) || producer.num_outputs != 1 || consumer.num_outputs != 1 {
+        return None;
+    }
+    let out = producer.outputs()[0].clone();
+    let read = consumer.inputs().get(operand)?;
+    let written = &consumer.outputs()[0];
+    let same = |b: &Buffer| b.shape == out.shape && b.dtype == out.dtype && b.strides.is_none();
+    if !same(read) || !same(written) || out.strides.is_some() {
+        return None;
+    }
+    let nest = ElementwiseNest::parse(&consumer.body)?;
+    if nest.buffer != written.name || !nest.reads_own_element(&read.name) {
+        return None;
+    }
+    let mut taken = names_in(producer);
+    let (extra, nest) = rename_consumer(consumer, operand, nest, &mut taken);
+    let (main, value, anchor) = match pattern(producer) {
+        Some(OpPattern::OutEwiseFusible) => {
+            let (main, value) = match split_epilogue(producer) {
+                Some((main, epilogue)) => {
+                    let with = |i: &[PrimExpr]| epilogue.value_at(i);
+                    (main.clone(), nest.replace_reads(&read.name, &with))
+                }
+                None => {
+                    let with = |i: &[PrimExpr]| load(&out, i);
+                    (producer.body.clone(), nest.replace_reads(&read.name, &with))
+                }
+            };
+            (Some(main), value, producer)
+        }
+        p if ewise(p) => {
+            let inner = ElementwiseNest::parse(&producer.body)?;
+            let with = |i: &[PrimExpr]| inner.value_at(i);
+            (None, nest.replace_reads(&read.name, &with), consumer)
+        }
+        _ => return None,
+    };
+    let epilogue = ElementwiseNest {
+        buffer: out.name.clone(),
+        value,
+        ..nest
+    }
+    .to_stmt();
+    let mut params = producer.inputs().to_vec();
+    params.extend(extra);
+    params.push(out);
+    let mut dims = producer.dims.clone();
+    dims.extend(consumer.dims.iter().cloned());
+    dims.sort_by(|a, b| a.name().cmp(b.name()));
+    dims.dedup();
+    let mut attrs = anchor.attrs.clone();
+    let mut ops = fused_ops(producer);
+    ops.extend(fused_ops(consumer));
+    attrs.insert(FUSED_ATTR.to_string(), AttrValue::Str(ops.join(",")));
+    if anchor == consumer && pattern(producer) == Some(OpPattern::Broadcast) {
+        let broadcast = AttrValue::Str(OpPattern::Broadcast.name().to_string());
+        attrs.insert(OP_PATTERN_ATTR.to_string(), broadcast);
+    }
+    Some(PrimFunc {
+        params,
+        num_outputs: 1,
+        dims,
+        body: match main {
+            Some(main) => Stmt::Seq(vec![main, epilogue]),
+            None => epilogue,
+        },
+        attrs,
+    })
+}
+
+/// The consumer's inputs other than `operand` and its nest, with buffers and loop
+/// variables renamed (all at once) away from `taken` and the operand's name.
+fn rename_consumer(
+    consumer: &PrimFunc,
+    operand: usize,
+    nest: ElementwiseNest,
+    taken: &mut BTreeSet<String>,
+) -> (Vec<Buffer>, ElementwiseNest) {
+    taken.insert(consumer.inputs()[operand].name.clone());
+    let mut buffers = BTreeMap::new();
+    let mut extra = Vec::new();
+    for (index, buffer) in consumer.inputs().iter().enumerate() {
+        if index != operand {
+            let name = fresh(&buffer.name, taken);
+            buffers.insert(buffer.name.clone(), name.clone());
+            extra.push(Buffer {
+                name,
+                ..buffer.clone()
+            });
+        }
+    }
+    let vars: Vec<TVar> = nest
+        .vars
+        .iter()
+        .map(|v| TVar::new(&fresh(&v.name, taken), v.dtype))
+        .collect();
+    let renamed_var: BTreeMap<&str, &TVar> = nest
+        .vars
+        .iter()
+        .map(|v| v.name.as_str())
+        .zip(&vars)
+        .collect();
+    let value = nest.value.rewrite(&mut |e| match e {
+        PrimExpr::Var(v) => match renamed_var.get(v.name.as_str()) {
+            Some(new) => PrimExpr::Var((*new).clone()),
+            None => PrimExpr::Var(v),
+        },
+        PrimExpr::Load {
+            buffer,
+            dtype,
+            indices,
+        } => PrimExpr::Load {
+            buffer: buffers.get(&buffer).cloned().unwrap_or(buffer),
+            dtype,
+            indices,
+        },
+        other => other,
+    });
+    (
+        extra,
+        ElementwiseNest {
+            vars,
+            value,
+            ..nest
+        },
+    )
+}
+
+/// `name`, or `name` with the first free numeric suffix; recorded in `taken`.
+fn fresh(name: &str, taken: &mut BTreeSet<String>) -> String {
+    let chosen = std::iter::once(name.to_string())
+        .chain((1..).map(|i| format!("{name}_{i}")))
+        .find(|candidate| !taken.contains(candidate))
+        .expect("an unbounded range always has a free name");
+    taken.insert(chosen.clone());
+    chosen
+}
+
+/// Every buffer, dim and variable name of `func`.
+fn names_in(func: &PrimFunc) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = func.params.iter().map(|b| b.name.clone()).collect();
+    names.extend(func.dims.iter().map(|d| d.name().to_string()));
+    func.body.any_stmt(&mut |s| {
+        match s {
+            Stmt::For { var, .. } | Stmt::Let { var, .. } => {
+                names.insert(var.name.clone());
+            }
+            Stmt::Allocate { buffer, .. } => {
+                names.insert(buffer.name.clone());
+            }
+            _ => {}
+        }
+        false
+    });
+    names
+}
+
+/// `buffer[indices]`.
+fn load(buffer: &Buffer, indices: &[PrimExpr]) -> PrimExpr {
+    load_named(&buffer.name, buffer.dtype, indices)
+}
+
+fn load_named(name: &str, dtype: crate::DataType, indices: &[PrimExpr]) -> PrimExpr {
+    PrimExpr::Load {
+        buffer: name.to_string(),
+        dtype,
+        indices: indices.to_vec(),
+    }
+}

@@ -153,3 +153,47 @@ fn wrong_argument_shape_is_a_clear_error() {
         .to_string();
     assert!(err.contains("2048") && err.contains("2049"), "{err}");
 }
+
+/// A linear layer with f16 weights: packed as f16 panels once, run on the f16-weight
+/// microkernels (widened as loaded), equal to `x @ w^T` in f64 on the same f16 values.
+#[test]
+fn f16_linear_weights_stay_f16_and_match_ndarray() {
+    use oxrelax_dsl::nn::{Linear, Prefix, Spec};
+    use oxrelax_dsl::{DataType, StructInfo, Var};
+    let linear = Linear::new(&Prefix::new("proj"), 64, 37, false, DataType::F16);
+    let x = Var::new(
+        "x",
+        StructInfo::tensor(vec![1.into(), common::n().expr(), 64.into()], DataType::F32),
+    );
+    let module = Spec::new()
+        .function("forward", vec![x], |m: &Linear, bb, xs| {
+            m.forward(bb, &xs[0])
+        })
+        .export(&linear)
+        .unwrap();
+    let mut built = build(module, Instrument::from_env()).unwrap();
+    let text = oxrelax_dsl::text::print_module(&built.module);
+    assert!(text.contains("microkernel sgemm_6x16_f16("), "{text}");
+    let mut rng = StdRng::seed_from_u64(3);
+    let w = random(&mut rng, &[37, 64], 1.0).mapv(|v| half::f16::from_f32(v).to_f32());
+    let w16 = w.mapv(half::f16::from_f32);
+    let raw = oxrelax_runtime::Value::Tensor(oxrelax_runtime::Tensor::from_ndarray(&w16).unwrap());
+    let weights = transform_weights(&mut built, vec![raw]).unwrap();
+    let packed = weights[0].as_tensor().unwrap();
+    assert_eq!(packed.dtype(), oxrelax_runtime::DType::F16);
+    for n in [1usize, 7, 13] {
+        let xs = random(&mut rng, &[1, n, 64], 1.0);
+        let args = vec![tensor(&xs), weights[0].clone()];
+        let got = output(built.vm.call("forward", &args).unwrap());
+        let x2 = xs.mapv(f64::from).into_shape_with_order((n, 64)).unwrap();
+        let x2 = x2.into_dimensionality::<Ix2>().unwrap();
+        let w2 = w.mapv(f64::from).into_dimensionality::<Ix2>().unwrap();
+        let want = x2.dot(&w2.t());
+        for (g, e) in got.iter().zip(want.iter()) {
+            assert!(
+                (f64::from(*g) - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                "n {n}: {g} vs {e}"
+            );
+        }
+    }
+}

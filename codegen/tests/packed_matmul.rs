@@ -5,7 +5,8 @@
 //! Shapes cover edges: output widths that are not a multiple of the 16-wide panel (nor of
 //! the GEMV block's 4 panels), reductions longer than one 256-long block (so later blocks
 //! accumulate), row counts that are not a multiple of the 6-row block, and a symbolic row
-//! count.
+//! count. Weights are f32 or f16 (f16 panels run on the f16-weight microkernels, which
+//! widen them as they load them).
 //!
 //! Tolerance: `|got - want| <= 1e-4 * max(1, |want|)` (f32 accumulation of up to 300
 //! products of values in `[-1, 1)`).
@@ -37,10 +38,14 @@ fn rule(kernel: &Kernel) -> String {
     }
 }
 
-/// The packed weight of `w` (`[H, L]`), made by the compiled `pack_weight` kernel.
-fn packed(w: &ArrayD<f32>, target: &Target) -> ArrayD<f32> {
+/// The weight dtypes the cases run with.
+const WEIGHTS: [DataType; 2] = [DataType::F32, DataType::F16];
+
+/// The packed weight of `w` (`[H, L]` of `dtype`), made by the compiled `pack_weight`
+/// kernel.
+fn packed(w: &ArrayD<f32>, dtype: DataType, target: &Target) -> ArrayD<f32> {
     let (h, l) = (w.shape()[0] as i64, w.shape()[1] as i64);
-    let weight = var("w", vec![c(h), c(l)], DataType::F32);
+    let weight = var("w", vec![c(h), c(l)], dtype);
     let hp = target.matmul_tiles().hp;
     let kernel = compile_for(&op::pack_weight(&weight, hp).unwrap(), target);
     kernel.run1(1, &[w])
@@ -64,33 +69,43 @@ fn assert_matches(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
     assert_close(got, want, DataType::F32, TOL, what);
 }
 
-/// A random weight `[H, L]`, its packed panels, and `packed_matmul` over `[1, rows, L]`
-/// compiled for `target`.
+/// A random weight `[H, L]` of `weights`, its packed panels, and `packed_matmul` over
+/// `[1, rows, L]` compiled for `target` (checked to call the microkernel for `weights`).
 fn random_case(
     rng: &mut StdRng,
     target: &Target,
-    (l, h): (i64, i64),
+    (weights, (l, h)): (DataType, (i64, i64)),
     rows: SymExpr,
 ) -> (ArrayD<f32>, ArrayD<f32>, Kernel) {
-    let w = random(rng, &[h as usize, l as usize], DataType::F32, -1.0, 1.0);
-    let panels = packed(&w, target);
+    let w = random(rng, &[h as usize, l as usize], weights, -1.0, 1.0);
+    let panels = packed(&w, weights, target);
     let x = var("x", vec![c(1), rows, c(l)], DataType::F32);
-    let p = var("p", panels_shape(&panels), DataType::F32);
+    let p = var("p", panels_shape(&panels), weights);
     let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), target);
+    let text = oxrelax_dsl::text::print_prim_func("k", &kernel.func);
+    let f16_kernel = text.contains("_f16(");
+    assert_eq!(f16_kernel, weights == DataType::F16, "{text}");
     (w, panels, kernel)
+}
+
+/// Every (weight dtype, shape) case.
+fn cases() -> impl Iterator<Item = (DataType, (i64, i64))> {
+    WEIGHTS
+        .into_iter()
+        .flat_map(|w| SHAPES.into_iter().map(move |shape| (w, shape)))
 }
 
 #[test]
 fn prefill_rows_run_on_the_tensorized_matmul() {
     for target in targets() {
         let mut rng = rng(7);
-        for (l, h) in SHAPES {
-            let (w, panels, kernel) = random_case(&mut rng, &target, (l, h), n());
+        for (weights, (l, h)) in cases() {
+            let (w, panels, kernel) = random_case(&mut rng, &target, (weights, (l, h)), n());
             assert_eq!(rule(&kernel), "matmul");
             for rows in [1, 5, 6, 13, 129] {
                 let xs = random(&mut rng, &[1, rows, l as usize], DataType::F32, -1.0, 1.0);
                 let got = kernel.run1(rows as i64, &[&xs, &panels]);
-                let what = format!("{:?} L={l} H={h} rows={rows}", target.features);
+                let what = format!("{:?} {weights} L={l} H={h} rows={rows}", target.features);
                 assert_matches(&got, &reference(&xs, &w), &what);
             }
         }
@@ -101,12 +116,12 @@ fn prefill_rows_run_on_the_tensorized_matmul() {
 fn one_row_runs_on_the_gemv() {
     for target in targets() {
         let mut rng = rng(8);
-        for (l, h) in SHAPES {
-            let (w, panels, kernel) = random_case(&mut rng, &target, (l, h), c(1));
+        for (weights, (l, h)) in cases() {
+            let (w, panels, kernel) = random_case(&mut rng, &target, (weights, (l, h)), c(1));
             assert_eq!(rule(&kernel), "gemv");
             let xs = random(&mut rng, &[1, 1, l as usize], DataType::F32, -1.0, 1.0);
             let got = kernel.run1(1, &[&xs, &panels]);
-            let what = format!("{:?} L={l} H={h}", target.features);
+            let what = format!("{:?} {weights} L={l} H={h}", target.features);
             assert_matches(&got, &reference(&xs, &w), &what);
         }
     }
@@ -117,7 +132,7 @@ fn packed_weights_are_zero_padded_panels() {
     let target = Target::host();
     let mut rng = rng(9);
     let w = random(&mut rng, &[37, 20], DataType::F32, -1.0, 1.0);
-    let panels = packed(&w, &target);
+    let panels = packed(&w, DataType::F32, &target);
     assert_eq!(panels.shape(), [3, 20, 16]);
     for p in 0..3 {
         for l in 0..20 {

@@ -47,7 +47,7 @@ struct PackedMatmul<'a> {
     panels: i64,
 }
 
-/// Recognizes a legalized f32 `packed_matmul` whose panel width is the target's, possibly
+/// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) whose panel width is the target's, possibly
 /// with a fused epilogue (whose extra inputs sit between the weights and the output).
 fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul<'a>> {
     let op = matches!(func.attrs.get(OP_ATTR), Some(AttrValue::Str(s)) if s == "packed_matmul");
@@ -55,7 +55,8 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         [x, packed, .., out] => (x, packed, out),
         _ => return None,
     };
-    let all_f32 = [x, packed, out].iter().all(|b| b.dtype == DataType::F32);
+    let f32_weights_or_f16 = matches!(packed.dtype, DataType::F32 | DataType::F16);
+    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32) && f32_weights_or_f16;
     let dense = [x, packed, out].iter().all(|b| b.strides.is_none());
     if !op || !all_f32 || !dense || func.num_outputs != 1 {
         return None;
@@ -103,11 +104,12 @@ impl ScheduleRule for GemvRule {
         if m.rows.as_const() != Some(1) {
             return None;
         }
-        let width = gemv_width(tiles.gemv_kernel, tiles.hp)?;
+        let kernel = m.kernel(tiles.gemv_kernel)?;
+        let width = gemv_width(kernel, tiles.hp)?;
         let group = width / tiles.hp;
         let p = index("g") * PrimExpr::index(group);
         let call = m.call(
-            (tiles.gemv_kernel, width),
+            (kernel, width),
             PrimExpr::index(0),
             &p,
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
@@ -133,6 +135,7 @@ fn gemv_width(kernel: &str, hp: i64) -> Option<i64> {
             ep: 1,
             hp: width,
             panel,
+            ..
         } if panel == hp && width % hp == 0 => Some(width),
         _ => None,
     }
@@ -162,7 +165,7 @@ impl ScheduleRule for MatmulRule {
         );
         let a_offset = index("e0") * PrimExpr::index(m.depth) + index("l0");
         let call = m.call(
-            (tiles.gemm_kernel, tiles.hp),
+            (m.kernel(tiles.gemm_kernel)?, tiles.hp),
             a_offset,
             &p,
             (index("l0"), index("kc")),
@@ -206,6 +209,12 @@ impl ScheduleRule for MatmulRule {
 }
 
 impl PackedMatmul<'_> {
+    /// The version of the target's f32-weight microkernel `kernel` over this matmul's
+    /// packed weights (itself for f32, its f16 twin for f16).
+    fn kernel(&self, kernel: &str) -> Option<&'static str> {
+        Some(MicrokernelSpec::gemm_over(kernel, self.packed.dtype)?.name)
+    }
+
     /// Parallel when the matmul does enough work.
     fn loop_kind(&self, macs: i64) -> ForKind {
         if macs >= PARALLEL_MIN_MACS {

@@ -156,15 +156,15 @@ fn the_matmul_rules_compute_what_the_legalized_function_does() {
     let target = Target::host();
     let hp = target.matmul_tiles().hp;
     // (rows: None for the symbolic n, reduction L, output features H)
-    for (rows, depth, features) in [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)] {
+    let shapes = [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)];
+    let cases = [DataType::F32, DataType::F16]
+        .into_iter()
+        .flat_map(|weights| shapes.map(|shape| (weights, shape)));
+    for (weights, (rows, depth, features)) in cases {
         let rows_dim = rows.map_or(n().expr(), SymExpr::int);
         let x = tensor("x", vec![rows_dim, depth.into()], DataType::F32);
         let panels = (features + hp - 1) / hp;
-        let packed = tensor(
-            "w",
-            vec![panels.into(), depth.into(), hp.into()],
-            DataType::F32,
-        );
+        let packed = tensor("w", vec![panels.into(), depth.into(), hp.into()], weights);
         let Expr::Call(call) = op::packed_matmul(&x, &packed, features).unwrap() else {
             unreachable!("op constructors build calls")
         };
@@ -181,7 +181,7 @@ fn the_matmul_rules_compute_what_the_legalized_function_does() {
             let before = run_with_inputs(&func, &dims, &inputs).unwrap();
             let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
             let what = format!(
-                "{} rows {rows:?} L {depth} H {features} n {value}",
+                "{} {weights} rows {rows:?} L {depth} H {features} n {value}",
                 rule.name()
             );
             assert_eq!(before[0].len(), after[0].len(), "{what}");

@@ -38,8 +38,8 @@ fn op_call<'a>(expr: &'a Expr, name: &str) -> Option<&'a Call> {
     }
 }
 
-/// The weight transposed by `call` when it is `permute_dims(w)` of a 2-D f32 weight `w`
-/// with static dims (no axes, or `[1, 0]`).
+/// The weight transposed by `call` when it is `permute_dims(w)` of a 2-D f32 or f16 weight
+/// `w` with static dims (no axes, or `[1, 0]`).
 fn transposed_weight(call: &Call, weights: &BTreeSet<String>) -> Option<Var> {
     let axes_ok = match call.attrs.get("axes") {
         None => true,
@@ -52,7 +52,7 @@ fn transposed_weight(call: &Call, weights: &BTreeSet<String>) -> Option<Var> {
     let tensor = w.sinfo.as_tensor()?;
     let dims = tensor.dims()?;
     let static_2d = dims.len() == 2 && dims.iter().all(|d| d.as_const().is_some());
-    let packable = tensor.dtype == DataType::F32 && static_2d;
+    let packable = matches!(tensor.dtype, DataType::F32 | DataType::F16) && static_2d;
     (axes_ok && packable && weights.contains(&w.name)).then(|| w.clone())
 }
 

@@ -32,11 +32,11 @@ impl Lowerer<'_, '_> {
             )));
         }
         let mut args = Vec::with_capacity(call.operands.len() + call.scalars.len());
-        for operand in &call.operands {
+        for (operand, wanted) in call.operands.iter().zip(spec.kind.operand_dtypes()) {
             let (base, dtype) = self.slot(&operand.buffer)?;
-            if dtype != DataType::F32 || self.registers.contains_key(&operand.buffer) {
+            if dtype != wanted || self.registers.contains_key(&operand.buffer) {
                 return Err(self.unsupported(format!(
-                    "microkernel `{}` needs f32 buffers in memory, `{}` is not",
+                    "microkernel `{}` needs a {wanted} buffer in memory, `{}` is not",
                     call.kernel, operand.buffer
                 )));
             }
@@ -81,7 +81,7 @@ mod tests {
             let kernel = Microkernel::from_name(spec.name)
                 .unwrap_or_else(|| panic!("{} is not in the runtime's table", spec.name));
             let block = match spec.kind {
-                MicrokernelKind::Gemm { ep, hp, panel } => {
+                MicrokernelKind::Gemm { ep, hp, panel, .. } => {
                     Some((ep as usize, hp as usize, panel as usize))
                 }
                 MicrokernelKind::Attention => None,

@@ -229,6 +229,15 @@ impl<'a> InferCtx<'a> {
         }
     }
 
+    /// The result dtype of activations `x` times weights `w`: their common dtype, or f32
+    /// for f32 activations with f16 weights (widened as they are read).
+    pub(crate) fn weighted_dtype(&self, x: &Tensor, w: &Tensor) -> Result<DataType, InferError> {
+        match (x.dtype, w.dtype) {
+            (DataType::F32, DataType::F16) => Ok(DataType::F32),
+            _ => self.same_dtype(x, w),
+        }
+    }
+
     /// A "shapes must agree" error between `a` and `b`.
     pub(crate) fn shape_mismatch(&self, what: &str, a: &Tensor, b: &Tensor) -> InferError {
         InferError::ShapeMismatch {

@@ -1,5 +1,6 @@
 //! `matmul`: `[..., M, K] x [..., K, N] -> [..., M, N]` with broadcast batch dims; a rank-1
-//! operand is a vector, as in numpy (its M or N dim is dropped from the result).
+//! operand is a vector, as in numpy (its M or N dim is dropped from the result). f32
+//! activations times f16 weights compute in f32.
 
 use super::broadcast::broadcast;
 use super::ctx::{InferCtx, Tensor};
@@ -42,7 +43,7 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
         reduction_dim(ctx, &a, false)?,
         reduction_dim(ctx, &b, true)?,
     );
-    let dtype = ctx.same_dtype(&a, &b)?;
+    let dtype = ctx.weighted_dtype(&a, &b)?;
     if !a_k.prove_equal(b_k) {
         return Err(InferError::MatmulReduction {
             op: ctx.op(),

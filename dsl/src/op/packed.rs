@@ -5,7 +5,7 @@
 //!   `out[p, l, j] = weight[p*HP + j, l]` where `p*HP + j < H`, else 0. It depends on the
 //!   weight only, so it runs once at compile time (`LiftTransformParams`).
 //! - `packed_matmul(x [..., L], packed [P, L, HP], out_features = H) -> [..., H]`:
-//!   `x @ weight^T` read from the panels.
+//!   `x @ weight^T` read from the panels; f16 panels with f32 `x` are widened as read.
 
 use super::ctx::InferCtx;
 use super::{attr, call, InferError, OpDef};
@@ -62,7 +62,7 @@ fn infer_pack_weight(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 fn infer_packed_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (x, packed) = (ctx.tensor(0)?, ctx.tensor(1)?);
     let out_features = positive_attr(ctx, "out_features")?;
-    let dtype = ctx.same_dtype(&x, &packed)?;
+    let dtype = ctx.weighted_dtype(&x, &packed)?;
     let [panels, depth, block] = packed.dims else {
         return Err(ctx.invalid_arg(1, format!("must be [P, L, HP], got {}", packed.shape())));
     };

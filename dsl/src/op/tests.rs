@@ -179,8 +179,13 @@ fn matmul_reduction_mismatch_names_both_shapes() {
 #[test]
 fn matmul_dtype_mismatch_names_both_dtypes() {
     assert_eq!(
-        err(matmul(&t("n, 64", F32), &t("64, 128", F16))),
-        "matmul: dtypes differ: lhs is f32, rhs is f16"
+        err(matmul(&t("n, 64", F16), &t("64, 128", F32))),
+        "matmul: dtypes differ: lhs is f16, rhs is f32"
+    );
+    // f32 activations times f16 weights compute in f32.
+    assert_eq!(
+        si(matmul(&t("n, 64", F32), &t("64, 128", F16))),
+        "Tensor((n, 128), f32)"
     );
 }
 

@@ -3,7 +3,8 @@
 //! microkernels TIR may call, with the reference semantics the interpreter runs.
 //!
 //! Two kinds ([`MicrokernelKind`]):
-//! - f32 block GEMMs with block shape `EP x HP` and operands
+//! - block GEMMs (f32 activations and output; f32 or f16 weights, widened as loaded) with
+//!   block shape `EP x HP` and operands
 //!   `(a, b, c; kc, lda, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
 //!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b(k, j)`,
 //!   where `a` holds up to `EP` activation rows read in place and `b` is `HP / PANEL`
@@ -42,9 +43,11 @@ pub struct MicrokernelCall {
 /// What a microkernel computes, which fixes its operands and scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MicrokernelKind {
-    /// An f32 block GEMM of block shape `ep x hp`: operands `(a, b, c)`, scalars
+    /// A block GEMM of block shape `ep x hp`: operands `(a, b, c)`, scalars
     /// `(kc, lda, ldc, rows, cols, accumulate)` (see the module docs).
     Gemm {
+        /// The element type of the packed weights `b` (f32 or f16).
+        weights: DataType,
         /// Rows of the register block (activation rows per call).
         ep: i64,
         /// Columns of the register block.
@@ -65,6 +68,14 @@ impl MicrokernelKind {
         match self {
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
             MicrokernelKind::Attention => &["q", "k", "v", "out"],
+        }
+    }
+
+    /// The element type of each buffer operand, in order.
+    pub fn operand_dtypes(self) -> Vec<DataType> {
+        match self {
+            MicrokernelKind::Gemm { weights, .. } => vec![DataType::F32, weights, DataType::F32],
+            MicrokernelKind::Attention => vec![DataType::F32; 4],
         }
     }
 
@@ -103,6 +114,7 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     MicrokernelSpec {
         name: "sgemm_6x16",
         kind: MicrokernelKind::Gemm {
+            weights: DataType::F32,
             ep: 6,
             hp: 16,
             panel: 16,
@@ -111,6 +123,25 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     MicrokernelSpec {
         name: "sgemv_1x64",
         kind: MicrokernelKind::Gemm {
+            weights: DataType::F32,
+            ep: 1,
+            hp: 64,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
+        name: "sgemm_6x16_f16",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::F16,
+            ep: 6,
+            hp: 16,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
+        name: "sgemv_1x64_f16",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::F16,
             ep: 1,
             hp: 64,
             panel: 16,
@@ -226,5 +257,20 @@ impl MicrokernelSpec {
     /// The microkernel named `name`.
     pub fn lookup(name: &str) -> Option<&'static MicrokernelSpec> {
         MICROKERNELS.iter().find(|k| k.name == name)
+    }
+
+    /// The block GEMM with the block shape of GEMM `name` over weights of `weights`
+    /// (`sgemm_6x16` over f16 is `sgemm_6x16_f16`).
+    pub fn gemm_over(name: &str, weights: DataType) -> Option<&'static MicrokernelSpec> {
+        let MicrokernelKind::Gemm { ep, hp, panel, .. } = Self::lookup(name)?.kind else {
+            return None;
+        };
+        let wanted = MicrokernelKind::Gemm {
+            weights,
+            ep,
+            hp,
+            panel,
+        };
+        MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 }

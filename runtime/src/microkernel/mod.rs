@@ -1,6 +1,7 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
-//! attention of one query row.
+//! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
+//! as loaded: F16C on x86-64).
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -51,6 +52,24 @@ pub type GemmFn = unsafe extern "C" fn(
     accumulate: i64,
 );
 
+/// A block GEMM whose packed weights are f16 ([`GemmFn`] with `b` holding f16 values, each
+/// widened to f32 as it is loaded; `a` and `c` stay f32), so f16 weights stream at half
+/// the bytes of f32 ones.
+///
+/// # Safety
+/// As [`GemmFn`], counting `b` in f16 elements.
+pub type GemmF16Fn = unsafe extern "C" fn(
+    a: *const f32,
+    b: *const half::f16,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+);
+
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
 /// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
@@ -77,6 +96,8 @@ pub type AttentionFn = unsafe extern "C" fn(
 pub enum MicrokernelFn {
     /// A block GEMM.
     Gemm(GemmFn),
+    /// A block GEMM over f16 weights.
+    GemmF16(GemmF16Fn),
     /// The attention of one query row.
     Attention(AttentionFn),
 }
@@ -87,6 +108,7 @@ impl MicrokernelFn {
     pub fn address(self) -> *const () {
         match self {
             MicrokernelFn::Gemm(f) => f as *const (),
+            MicrokernelFn::GemmF16(f) => f as *const (),
             MicrokernelFn::Attention(f) => f as *const (),
         }
     }
@@ -95,7 +117,15 @@ impl MicrokernelFn {
     pub fn gemm(self) -> Option<GemmFn> {
         match self {
             MicrokernelFn::Gemm(f) => Some(f),
-            MicrokernelFn::Attention(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The block GEMM over f16 weights, if this is one.
+    pub fn gemm_f16(self) -> Option<GemmF16Fn> {
+        match self {
+            MicrokernelFn::GemmF16(f) => Some(f),
+            _ => None,
         }
     }
 
@@ -103,7 +133,7 @@ impl MicrokernelFn {
     pub fn attention(self) -> Option<AttentionFn> {
         match self {
             MicrokernelFn::Attention(f) => Some(f),
-            MicrokernelFn::Gemm(_) => None,
+            _ => None,
         }
     }
 }
@@ -118,6 +148,10 @@ pub enum Microkernel {
     /// f32 GEMV block of 1 row x 64 columns over 4 panels of 16 (decode): `a` is a
     /// contiguous vector of `kc` floats; streams through the 4 panels at once.
     Sgemv1x64,
+    /// [`Microkernel::Sgemm6x16`] over f16 weight panels ([`GemmF16Fn`]).
+    Sgemm6x16F16,
+    /// [`Microkernel::Sgemv1x64`] over f16 weight panels ([`GemmF16Fn`]).
+    Sgemv1x64F16,
     /// f32 attention of one query row over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
@@ -159,6 +193,16 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
         gemm_block: block(1, 64, 16),
     },
     KernelSpec {
+        kernel: Microkernel::Sgemm6x16F16,
+        name: "sgemm_6x16_f16",
+        gemm_block: block(6, 16, 16),
+    },
+    KernelSpec {
+        kernel: Microkernel::Sgemv1x64F16,
+        name: "sgemv_1x64_f16",
+        gemm_block: block(1, 64, 16),
+    },
+    KernelSpec {
         kernel: Microkernel::AttentionF32,
         name: "attention_f32",
         gemm_block: None,
@@ -167,12 +211,14 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 3;
+    pub const COUNT: usize = 5;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
         Microkernel::Sgemm6x16,
         Microkernel::Sgemv1x64,
+        Microkernel::Sgemm6x16F16,
+        Microkernel::Sgemv1x64F16,
         Microkernel::AttentionF32,
     ];
 
@@ -230,6 +276,7 @@ fn detect_host_features() -> Vec<&'static str> {
     let known = [
         ("avx2", is_x86_feature_detected!("avx2")),
         ("fma", is_x86_feature_detected!("fma")),
+        ("f16c", is_x86_feature_detected!("f16c")),
     ];
     known
         .iter()

@@ -6,6 +6,7 @@
 //! kernels use FMA, so results differ from the twins by rounding only.
 
 use super::{Implementation, Microkernel, MicrokernelFn};
+use half::f16;
 
 /// The scalar twin of every kernel.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
@@ -13,13 +14,25 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         kernel: Microkernel::Sgemm6x16,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<6, 16, 16>),
+        func: MicrokernelFn::Gemm(sgemm::<f32, 6, 16, 16>),
     },
     Implementation {
         kernel: Microkernel::Sgemv1x64,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<1, 64, 16>),
+        func: MicrokernelFn::Gemm(sgemm::<f32, 1, 64, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm6x16F16,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmF16(sgemm::<f16, 6, 16, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemv1x64F16,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmF16(sgemm::<f16, 1, 64, 16>),
     },
     Implementation {
         kernel: Microkernel::AttentionF32,
@@ -29,17 +42,22 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     },
 ];
 
-/// The scalar twin of every block shape `EP x HP` over panels `PANEL` wide
-/// (`sgemm::<6, 16, 16>` is [`Microkernel::Sgemm6x16`], ...), with the [`super::GemmFn`]
-/// contract: accumulate the whole block in a local tile, panel by panel, then write back
+/// The scalar twin of every block shape `EP x HP` over panels `PANEL` wide of weights `W`
+/// (`sgemm::<f32, 6, 16, 16>` is [`Microkernel::Sgemm6x16`], `W = f16` its f16-weight
+/// version, ...), with the [`super::GemmFn`] contract: accumulate the whole block in a local tile, panel by panel, then write back
 /// the valid `rows x cols` part.
 ///
 /// # Safety
 /// As [`super::GemmFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm<const EP: usize, const HP: usize, const PANEL: usize>(
+unsafe extern "C" fn sgemm<
+    W: Copy + Into<f32>,
+    const EP: usize,
+    const HP: usize,
+    const PANEL: usize,
+>(
     a: *const f32,
-    b: *const f32,
+    b: *const W,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -66,9 +84,9 @@ unsafe extern "C" fn sgemm<const EP: usize, const HP: usize, const PANEL: usize>
             for (k, &a_ik) in a_i.iter().enumerate() {
                 // SAFETY: panel `q` holds one of the first `cols` columns, so the caller
                 // lends its `kc * PANEL` floats from `b + q * kc * PANEL`; `k < kc`.
-                let b_k = unsafe { &*b.add((q * kc + k) * PANEL).cast::<[f32; PANEL]>() };
+                let b_k = unsafe { &*b.add((q * kc + k) * PANEL).cast::<[W; PANEL]>() };
                 for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
-                    *acc += a_ik * b_kj;
+                    *acc += a_ik * b_kj.into();
                 }
             }
         }

@@ -1,4 +1,5 @@
 use super::*;
+use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -28,6 +29,9 @@ fn specs_are_in_table_order_and_names_round_trip() {
     };
     assert_eq!(shape(Microkernel::Sgemm6x16), ("sgemm_6x16", 6, 16, 16));
     assert_eq!(shape(Microkernel::Sgemv1x64), ("sgemv_1x64", 1, 64, 16));
+    let f16 = (Microkernel::Sgemm6x16F16, Microkernel::Sgemv1x64F16);
+    assert_eq!(shape(f16.0), ("sgemm_6x16_f16", 6, 16, 16));
+    assert_eq!(shape(f16.1), ("sgemv_1x64_f16", 1, 64, 16));
 }
 
 #[test]
@@ -42,20 +46,30 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 #[test]
 fn sets_pick_the_best_allowed_and_detected_isa() {
     let avx2 = host_has("avx2") && host_has("fma");
-    let best = if avx2 { "avx2+fma" } else { "scalar" };
+    let f16c = avx2 && host_has("f16c");
+    let f16_weights = [Microkernel::Sgemm6x16F16, Microkernel::Sgemv1x64F16];
     for kernel in Microkernel::ALL {
+        let best = match (f16_weights.contains(&kernel), avx2, f16c) {
+            (true, _, true) => "avx2+fma+f16c",
+            (false, true, _) => "avx2+fma",
+            _ => "scalar",
+        };
         assert_eq!(MicrokernelSet::scalar().isa(kernel), "scalar");
         assert_eq!(MicrokernelSet::for_features(&[]).isa(kernel), "scalar");
         assert_eq!(
             MicrokernelSet::for_features(&["avx2"]).isa(kernel),
             "scalar"
         );
-        let both = MicrokernelSet::for_features(&["avx2", "fma"]);
-        assert_eq!(both.isa(kernel), best);
+        let all = MicrokernelSet::for_features(&["avx2", "fma", "f16c"]);
+        assert_eq!(all.isa(kernel), best);
         assert_eq!(MicrokernelSet::detect().isa(kernel), best);
+        if f16_weights.contains(&kernel) {
+            let no_f16c = MicrokernelSet::for_features(&["avx2", "fma"]);
+            assert_eq!(no_f16c.isa(kernel), "scalar");
+        }
     }
-    if !avx2 {
-        println!("note: host lacks AVX2+FMA; only the scalar set was checked");
+    if !f16c {
+        println!("note: host lacks AVX2+FMA+F16C; not every set was checked");
     }
 }
 
@@ -70,7 +84,7 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
         }
         let twin = scalar_twin(imp.kernel);
         let block = imp.kernel.gemm_block().expect("a block GEMM");
-        let (func, twin) = (gemm(imp.func), gemm(twin.func));
+        let (func, twin) = (imp.func, twin.func);
         for kc in KCS {
             for rows in 1..=block.rows {
                 for cols in 1..=block.cols {
@@ -85,10 +99,6 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
             }
         }
     }
-}
-
-fn gemm(func: MicrokernelFn) -> GemmFn {
-    func.gemm().expect("a block GEMM")
 }
 
 fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
@@ -112,7 +122,8 @@ struct Case {
     /// aligned).
     a: Vec<f32>,
     /// `1 + kc * PANEL` floats per panel holding one of the first `cols` columns (exactly
-    /// what is lent); the first panel starts at index 1.
+    /// what is lent); the first panel starts at index 1. Every value is exact in f16, so
+    /// the f16-weight kernels get the same weights.
     b: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
     c: Vec<f32>,
@@ -153,7 +164,7 @@ impl Case {
         let panels = cols.div_ceil(panel);
         let column = |n: usize| (n / (kc * panel)) * panel + n % panel;
         let b = (0..1 + panels * kc * panel)
-            .map(|n| value(n > 0 && column(n - 1) < cols))
+            .map(|n| f16::from_f32(value(n > 0 && column(n - 1) < cols)).to_f32())
             .collect();
         let ldc = cols + rng.gen_range(1..=5);
         let mut c = vec![GUARD; GUARD_LEN + block.rows * ldc + GUARD_LEN];
@@ -188,24 +199,44 @@ impl Case {
         at / self.ldc < self.rows && at % self.ldc < self.cols
     }
 
-    /// Runs `func` on a copy of `c`; asserts the guards are untouched; returns the copy.
-    fn run(&self, func: GemmFn, what: &str) -> Vec<f32> {
+    /// Runs `func` (a block GEMM over f32 or f16 weights) on a copy of `c`; asserts the
+    /// guards are untouched; returns the copy.
+    fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
         let mut c = self.c.clone();
-        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` the
-        // panels of the first cols columns, and `c` the block of rows x cols at stride ldc
-        // after GUARD_LEN (rows <= EP, cols < ldc).
+        let (a, out) = (self.a[1..].as_ptr(), c[GUARD_LEN..].as_mut_ptr());
+        let scalars = (self.kc as i64, self.lda as i64, self.ldc as i64);
+        let (kc, lda, ldc) = scalars;
+        let (rows, cols) = (self.rows as i64, self.cols as i64);
+        let b16: Vec<f16> = self.b.iter().map(|&v| f16::from_f32(v)).collect();
+        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` (and
+        // its f16 copy) the panels of the first cols columns, and `c` the block of rows x
+        // cols at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
         unsafe {
-            func(
-                self.a.as_ptr().add(1),
-                self.b.as_ptr().add(1),
-                c.as_mut_ptr().add(GUARD_LEN),
-                self.kc as i64,
-                self.lda as i64,
-                self.ldc as i64,
-                self.rows as i64,
-                self.cols as i64,
-                self.accumulate,
-            )
+            match func {
+                MicrokernelFn::Gemm(f) => f(
+                    a,
+                    self.b[1..].as_ptr(),
+                    out,
+                    kc,
+                    lda,
+                    ldc,
+                    rows,
+                    cols,
+                    self.accumulate,
+                ),
+                MicrokernelFn::GemmF16(f) => f(
+                    a,
+                    b16[1..].as_ptr(),
+                    out,
+                    kc,
+                    lda,
+                    ldc,
+                    rows,
+                    cols,
+                    self.accumulate,
+                ),
+                MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
+            }
         };
         for (n, v) in c.iter().enumerate() {
             if !self.in_block(n) {

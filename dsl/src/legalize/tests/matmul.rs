@@ -36,6 +36,24 @@ fn matrix_product_equals_a_triple_loop() {
 }
 
 #[test]
+fn f16_weights_are_widened_into_an_f32_product() {
+    let a = tensor("a", vec![n(), c(5)], DataType::F32);
+    let b = tensor("b", vec![c(5), c(3)], DataType::F16);
+    let call = op(
+        "matmul",
+        vec![a, b],
+        vec![],
+        out(vec![n(), c(3)], DataType::F32),
+    );
+    for n in SIZES {
+        let (av, bv) = (pseudo_random(n as u64, n * 5), pseudo_random(12, 15));
+        let got = run(&call, n, vec![av.clone(), bv.clone()]);
+        let want = reference(&[n, 3], 5, |i, k| av[i[0] * 5 + k], |i, k| bv[k * 3 + i[1]]);
+        assert_close(&got[0], &want, 1e-5);
+    }
+}
+
+#[test]
 fn batch_dims_broadcast() {
     let a = tensor("a", vec![c(2), c(1), n(), c(3)], DataType::F32);
     let b = tensor("b", vec![c(4), c(3), c(5)], DataType::F32);

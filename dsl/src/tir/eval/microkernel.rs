@@ -7,7 +7,6 @@ use super::{EvalError, Machine};
 use crate::tir::{
     AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
 };
-use crate::DataType;
 
 impl Machine<'_> {
     pub(super) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), EvalError> {
@@ -27,13 +26,20 @@ impl Machine<'_> {
                 call.scalars.len()
             )));
         }
+        for (operand, wanted) in call.operands.iter().zip(spec.kind.operand_dtypes()) {
+            let dtype = self.buffer_mut(&operand.buffer)?.dtype;
+            if dtype != wanted {
+                let buffer = &operand.buffer;
+                return Err(error(format!("buffer `{buffer}` is {dtype}, not {wanted}")));
+            }
+        }
         let values = call
             .scalars
             .iter()
             .map(|s| self.eval(s))
             .collect::<Result<Vec<_>, _>>()?;
         match spec.kind {
-            MicrokernelKind::Gemm { ep, hp, panel } => {
+            MicrokernelKind::Gemm { ep, hp, panel, .. } => {
                 self.gemm(call, (ep, hp, panel), &values, &error)
             }
             MicrokernelKind::Attention => self.attention(call, &values, &error),
@@ -102,7 +108,7 @@ impl Machine<'_> {
         })
     }
 
-    /// Runs `compute` on the checked elements `[offset, offset + len)` of `region`'s f32
+    /// Runs `compute` on the checked elements `[offset, offset + len)` of `region`'s
     /// buffer, then rounds them to the buffer's dtype.
     fn write_region(
         &mut self,
@@ -122,7 +128,7 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// A copy of `len` elements of f32 buffer `buffer` from flat element `offset`.
+    /// A copy of `len` elements of buffer `buffer` from flat element `offset`.
     fn region(
         &mut self,
         buffer: &str,
@@ -135,7 +141,7 @@ impl Machine<'_> {
         Ok(state.data[start..start + len as usize].to_vec())
     }
 
-    /// The start of the checked element range `[offset, offset + len)` of f32 buffer
+    /// The start of the checked element range `[offset, offset + len)` of buffer
     /// `buffer`.
     fn region_bounds(
         &mut self,
@@ -146,12 +152,6 @@ impl Machine<'_> {
     ) -> Result<usize, EvalError> {
         let offset = self.eval(offset)?.as_i64();
         let state = self.buffer_mut(buffer)?;
-        if state.dtype != DataType::F32 {
-            return Err(error(format!(
-                "buffer `{buffer}` is {}, not f32",
-                state.dtype
-            )));
-        }
         let end = offset.checked_add(len);
         match (
             usize::try_from(offset),

@@ -1,4 +1,8 @@
-//! x86-64 AVX2 + FMA microkernels (256-bit ymm registers, 8 f32 lanes).
+//! x86-64 AVX2 + FMA microkernels (256-bit ymm registers, 8 f32 lanes); the GEMMs also
+//! over f16 weight panels, widened as loaded with F16C.
+//!
+//! The GEMM bodies are generic over the weight element ([`PanelElement`]) and always
+//! inlined into entry points that enable the features their element needs.
 //!
 //! Each kernel keeps its whole block of C in ymm accumulators, starting from zero; at the
 //! end it adds C (if accumulating) and stores. Full blocks store straight to C; edge blocks
@@ -8,13 +12,17 @@
 mod attention;
 
 use super::{Implementation, Microkernel, MicrokernelFn};
+use half::f16;
 use std::arch::x86_64::{
-    __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
-    _mm256_setzero_ps, _mm256_storeu_ps,
+    __m256, _mm256_add_ps, _mm256_broadcast_ss, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+    _mm256_setzero_ps, _mm256_storeu_ps, _mm_loadu_si128,
 };
 
 /// The features every kernel here needs.
 const FEATURES: &[&str] = &["avx2", "fma"];
+
+/// The features of the kernels over f16 weights.
+const F16_FEATURES: &[&str] = &["avx2", "fma", "f16c"];
 
 /// The AVX2 + FMA implementations.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
@@ -31,6 +39,18 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         func: MicrokernelFn::Gemm(sgemv_1x64),
     },
     Implementation {
+        kernel: Microkernel::Sgemm6x16F16,
+        isa: "avx2+fma+f16c",
+        features: F16_FEATURES,
+        func: MicrokernelFn::GemmF16(sgemm_6x16_f16),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemv1x64F16,
+        isa: "avx2+fma+f16c",
+        features: F16_FEATURES,
+        func: MicrokernelFn::GemmF16(sgemv_1x64_f16),
+    },
+    Implementation {
         kernel: Microkernel::AttentionF32,
         isa: "avx2+fma",
         features: FEATURES,
@@ -41,9 +61,33 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
 /// Width of a packed weight panel (and of a GEMM block here): two ymm registers.
 const HP: usize = 16;
 
-/// [`Microkernel::Sgemm6x16`]: 6 x 16 of C in 12 ymm accumulators; per k, one broadcast
-/// from each of the 6 rows of `a` (read in place at stride `lda`) and 2 loads of `b` feed
-/// 12 FMAs. Rows past `rows` re-read the last valid row (never stored).
+/// A weight element the kernels widen to f32 lanes as they load it.
+trait PanelElement: Copy {
+    /// The 8 elements from `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// 8 elements are readable at `p`; the CPU has the element's features (AVX for f32,
+    /// F16C for f16), enabled in the function this is inlined into.
+    unsafe fn load8(p: *const Self) -> __m256;
+}
+
+impl PanelElement for f32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        // SAFETY: forwarded contract.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+}
+
+impl PanelElement for f16 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f16) -> __m256 {
+        // SAFETY: forwarded contract: 16 readable bytes, F16C available.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+}
+
+/// [`Microkernel::Sgemm6x16`] ([`gemm_6x16`] over f32 weights).
 ///
 /// # Safety
 /// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
@@ -60,6 +104,50 @@ unsafe extern "C" fn sgemm_6x16(
     cols: i64,
     accumulate: i64,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm_6x16(a, b, (c, ldc), kc, lda, rows, cols, accumulate) }
+}
+
+/// [`Microkernel::Sgemm6x16F16`] ([`gemm_6x16`] over f16 weights).
+///
+/// # Safety
+/// As [`super::GemmF16Fn`], and the CPU has AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe extern "C" fn sgemm_6x16_f16(
+    a: *const f32,
+    b: *const f16,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm_6x16(a, b, (c, ldc), kc, lda, rows, cols, accumulate) }
+}
+
+/// 6 x 16 of C in 12 ymm accumulators; per k, one broadcast from each of the 6 rows of `a`
+/// (read in place at stride `lda`) and 2 loads of `b` feed 12 FMAs. Rows past `rows`
+/// re-read the last valid row (never stored).
+///
+/// # Safety
+/// As [`super::GemmFn`] with `b` of `W`; inlined into a function enabling AVX2, FMA and
+/// `W`'s features, which the CPU has.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn gemm_6x16<W: PanelElement>(
+    a: *const f32,
+    b: *const W,
+    (c, ldc): (*mut f32, i64),
+    kc: i64,
+    lda: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
     const EP: usize = 6;
     if rows <= 0 || cols <= 0 {
         return;
@@ -68,18 +156,21 @@ unsafe extern "C" fn sgemm_6x16(
     // SAFETY: row `min(i, last) < rows` of `a` is lent (`kc` floats from `a + row * lda`).
     let a_rows: [*const f32; EP] =
         std::array::from_fn(|i| unsafe { a.offset(i.min(last) as isize * lda as isize) });
-    let mut acc = [[_mm256_setzero_ps(); 2]; EP];
+    // SAFETY (rest): the caller's CPU has the features (see above).
+    let mut acc = [[unsafe { _mm256_setzero_ps() }; 2]; EP];
     for k in 0..kc.max(0) as usize {
-        // SAFETY: `k < kc`: the caller lends `kc * HP` floats at `b`.
+        // SAFETY: `k < kc`: the caller lends `kc * HP` elements at `b`.
         let (b0, b1) = unsafe {
             let b_k = b.add(k * HP);
-            (_mm256_loadu_ps(b_k), _mm256_loadu_ps(b_k.add(8)))
+            (W::load8(b_k), W::load8(b_k.add(8)))
         };
         for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
             // SAFETY: `k < kc`: element k of a lent row.
-            let a_ki = unsafe { _mm256_broadcast_ss(&*a_i.add(k)) };
-            acc_i[0] = _mm256_fmadd_ps(a_ki, b0, acc_i[0]);
-            acc_i[1] = _mm256_fmadd_ps(a_ki, b1, acc_i[1]);
+            unsafe {
+                let a_ki = _mm256_broadcast_ss(&*a_i.add(k));
+                acc_i[0] = _mm256_fmadd_ps(a_ki, b0, acc_i[0]);
+                acc_i[1] = _mm256_fmadd_ps(a_ki, b1, acc_i[1]);
+            }
         }
     }
     // SAFETY: forwarded contract for `c`.
@@ -89,11 +180,7 @@ unsafe extern "C" fn sgemm_6x16(
 /// Panels a [`Microkernel::Sgemv1x64`] call streams at once.
 const GEMV_PANELS: usize = 4;
 
-/// [`Microkernel::Sgemv1x64`], the decode GEMV block: one row times up to 4 consecutive
-/// panels, all streamed in the same pass over `k` (4 concurrent memory streams and 8
-/// independent FMA chains keep more cache-line fills in flight than one panel at a time).
-/// An edge block (`cols < 64`) reads only the panels holding its columns. `a` is one row
-/// (`lda` is not read).
+/// [`Microkernel::Sgemv1x64`] ([`gemv_1x64`] over f32 weights).
 ///
 /// # Safety
 /// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
@@ -110,6 +197,49 @@ unsafe extern "C" fn sgemv_1x64(
     cols: i64,
     accumulate: i64,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { gemv_1x64(a, b, kc, (c, ldc), rows, cols, accumulate) }
+}
+
+/// [`Microkernel::Sgemv1x64F16`] ([`gemv_1x64`] over f16 weights).
+///
+/// # Safety
+/// As [`super::GemmF16Fn`], and the CPU has AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe extern "C" fn sgemv_1x64_f16(
+    a: *const f32,
+    b: *const f16,
+    c: *mut f32,
+    kc: i64,
+    _lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { gemv_1x64(a, b, kc, (c, ldc), rows, cols, accumulate) }
+}
+
+/// The decode GEMV block: one row times up to 4 consecutive panels, all streamed in the
+/// same pass over `k` (4 concurrent memory streams and 8 independent FMA chains keep more
+/// cache-line fills in flight than one panel at a time). An edge block (`cols < 64`)
+/// reads only the panels holding its columns. `a` is one row.
+///
+/// # Safety
+/// As [`super::GemmFn`] with `b` of `W`; inlined into a function enabling AVX2, FMA and
+/// `W`'s features, which the CPU has.
+#[inline(always)]
+unsafe fn gemv_1x64<W: PanelElement>(
+    a: *const f32,
+    b: *const W,
+    kc: i64,
+    (c, ldc): (*mut f32, i64),
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
     if rows <= 0 || cols <= 0 {
         return;
     }
@@ -118,10 +248,10 @@ unsafe extern "C" fn sgemv_1x64(
     // SAFETY: forwarded contract; `panels` is the number of panels holding the columns.
     unsafe {
         match (cols as usize).div_ceil(HP).min(GEMV_PANELS) {
-            4 => gemv_panels::<4>(a, b, kc, out),
-            3 => gemv_panels::<3>(a, b, kc, out),
-            2 => gemv_panels::<2>(a, b, kc, out),
-            _ => gemv_panels::<1>(a, b, kc, out),
+            4 => gemv_panels::<W, 4>(a, b, kc, out),
+            3 => gemv_panels::<W, 3>(a, b, kc, out),
+            2 => gemv_panels::<W, 2>(a, b, kc, out),
+            _ => gemv_panels::<W, 1>(a, b, kc, out),
         }
     }
 }
@@ -130,25 +260,25 @@ unsafe extern "C" fn sgemv_1x64(
 /// `out = (c, ldc, cols, accumulate)` as [`super::GemmFn`] does.
 ///
 /// # Safety
-/// `a` holds `kc` floats, `b` `NP * kc * HP`; `c` as in [`store_block`] for the `cols`
-/// columns (at least one in panel `NP - 1`); the CPU has AVX2 and FMA.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gemv_panels<const NP: usize>(
+/// `a` holds `kc` floats, `b` `NP * kc * HP` elements; `c` as in [`store_block`] for the
+/// `cols` columns (at least one in panel `NP - 1`); inlined as [`gemv_1x64`].
+#[inline(always)]
+unsafe fn gemv_panels<W: PanelElement, const NP: usize>(
     a: *const f32,
-    b: *const f32,
+    b: *const W,
     kc: usize,
     (c, ldc, cols, accumulate): (*mut f32, i64, i64, i64),
 ) {
-    let mut acc = [[_mm256_setzero_ps(); 2]; NP];
+    // SAFETY (whole body): `k < kc`: `a` holds `kc` floats, each panel `kc * HP`
+    // elements; the CPU has the features.
+    let mut acc = [[unsafe { _mm256_setzero_ps() }; 2]; NP];
     for k in 0..kc {
-        // SAFETY: `k < kc`: `a` holds `kc` floats, each panel `kc * HP`.
         unsafe {
             let a_k = _mm256_broadcast_ss(&*a.add(k));
             for (q, acc_q) in acc.iter_mut().enumerate() {
                 let b_qk = b.add((q * kc + k) * HP);
-                acc_q[0] = _mm256_fmadd_ps(a_k, _mm256_loadu_ps(b_qk), acc_q[0]);
-                acc_q[1] = _mm256_fmadd_ps(a_k, _mm256_loadu_ps(b_qk.add(8)), acc_q[1]);
+                acc_q[0] = _mm256_fmadd_ps(a_k, W::load8(b_qk), acc_q[0]);
+                acc_q[1] = _mm256_fmadd_ps(a_k, W::load8(b_qk.add(8)), acc_q[1]);
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod dtype;
 pub mod fuse;
 pub mod ir;
 pub mod legalize;
+pub mod names;
 pub mod nn;
 pub mod normalize;
 pub mod op;

@@ -196,16 +196,7 @@ impl Schedule {
     /// A loop variable name not used yet, based on `hint`.
     fn fresh(&self, hint: &str) -> String {
         let taken = self.loop_vars();
-        (0..)
-            .map(|k| {
-                if k == 0 {
-                    hint.to_string()
-                } else {
-                    format!("{hint}{k}")
-                }
-            })
-            .find(|n| !taken.contains(n))
-            .expect("an unbounded range has a free name")
+        oxrelax_dsl::names::fresh_name(hint, |n| taken.iter().any(|t| t == n))
     }
 
     /// Replaces the loop over `var` by `rewrite(var, extent, kind, body)`.

@@ -116,16 +116,7 @@ impl Lifted {
             .map_or_else(|| "const".to_string(), |v| v.name.clone());
         let base = format!("{source}.{op}");
         let taken = |name: &str| self.bindings.iter().any(|(v, _)| v.name == name);
-        let name = (0..)
-            .map(|i| {
-                if i == 0 {
-                    base.clone()
-                } else {
-                    format!("{base}{i}")
-                }
-            })
-            .find(|n| !taken(n))
-            .expect("an unbounded range has a free name");
+        let name = oxrelax_dsl::names::fresh_name(&base, taken);
         let lifted = Var {
             name: name.clone(),
             sinfo: var.sinfo.clone(),

@@ -99,16 +99,7 @@ fn intern(prim_funcs: &mut BTreeMap<String, PrimFunc>, hint: &str, func: PrimFun
     if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| **f == func) {
         return name.clone();
     }
-    let name = (0..)
-        .map(|i| {
-            if i == 0 {
-                hint.to_string()
-            } else {
-                format!("{hint}{i}")
-            }
-        })
-        .find(|candidate| !prim_funcs.contains_key(candidate))
-        .expect("an unbounded range always has a free name");
+    let name = oxrelax_dsl::names::fresh_name(hint, |n| prim_funcs.contains_key(n));
     prim_funcs.insert(name.clone(), func);
     name
 }

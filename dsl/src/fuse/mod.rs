@@ -202,12 +202,9 @@ fn rename_consumer(
     )
 }
 
-/// `name`, or `name` with the first free numeric suffix; recorded in `taken`.
+/// A free name based on `name`, recorded in `taken`.
 fn fresh(name: &str, taken: &mut BTreeSet<String>) -> String {
-    let chosen = std::iter::once(name.to_string())
-        .chain((1..).map(|i| format!("{name}_{i}")))
-        .find(|candidate| !taken.contains(candidate))
-        .expect("an unbounded range always has a free name");
+    let chosen = crate::names::fresh_name(name, |n| taken.contains(n));
     taken.insert(chosen.clone());
     chosen
 }

@@ -16,40 +16,25 @@ fn reference(
         .collect()
 }
 
+/// f32 times f32 weights, and f32 times f16 weights (widened into an f32 product).
 #[test]
 fn matrix_product_equals_a_triple_loop() {
-    let a = tensor("a", vec![n(), c(5)], DataType::F32);
-    let b = tensor("b", vec![c(5), c(3)], DataType::F32);
-    let call = op(
-        "matmul",
-        vec![a, b],
-        vec![],
-        out(vec![n(), c(3)], DataType::F32),
-    );
-    assert_eq!(pattern(&call), "out_ewise_fusible");
-    for n in SIZES {
-        let (av, bv) = (pseudo_random(n as u64, n * 5), pseudo_random(11, 15));
-        let got = run(&call, n, vec![av.clone(), bv.clone()]);
-        let want = reference(&[n, 3], 5, |i, k| av[i[0] * 5 + k], |i, k| bv[k * 3 + i[1]]);
-        assert_close(&got[0], &want, 1e-5);
-    }
-}
-
-#[test]
-fn f16_weights_are_widened_into_an_f32_product() {
-    let a = tensor("a", vec![n(), c(5)], DataType::F32);
-    let b = tensor("b", vec![c(5), c(3)], DataType::F16);
-    let call = op(
-        "matmul",
-        vec![a, b],
-        vec![],
-        out(vec![n(), c(3)], DataType::F32),
-    );
-    for n in SIZES {
-        let (av, bv) = (pseudo_random(n as u64, n * 5), pseudo_random(12, 15));
-        let got = run(&call, n, vec![av.clone(), bv.clone()]);
-        let want = reference(&[n, 3], 5, |i, k| av[i[0] * 5 + k], |i, k| bv[k * 3 + i[1]]);
-        assert_close(&got[0], &want, 1e-5);
+    for weights in [DataType::F32, DataType::F16] {
+        let a = tensor("a", vec![n(), c(5)], DataType::F32);
+        let b = tensor("b", vec![c(5), c(3)], weights);
+        let call = op(
+            "matmul",
+            vec![a, b],
+            vec![],
+            out(vec![n(), c(3)], DataType::F32),
+        );
+        assert_eq!(pattern(&call), "out_ewise_fusible");
+        for n in SIZES {
+            let (av, bv) = (pseudo_random(n as u64, n * 5), pseudo_random(11, 15));
+            let got = run(&call, n, vec![av.clone(), bv.clone()]);
+            let want = reference(&[n, 3], 5, |i, k| av[i[0] * 5 + k], |i, k| bv[k * 3 + i[1]]);
+            assert_close(&got[0], &want, 1e-5);
+        }
     }
 }
 

@@ -45,10 +45,13 @@ struct PackedMatmul<'a> {
     depth: i64,
     features: i64,
     panels: i64,
+    /// Panel width (the target's `hp`).
+    hp: i64,
 }
 
-/// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) whose panel width is the target's, possibly
-/// with a fused epilogue (whose extra inputs sit between the weights and the output).
+/// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) whose
+/// panel width is the target's, possibly with a fused epilogue (whose extra inputs sit
+/// between the weights and the output).
 fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul<'a>> {
     let op = matches!(func.attrs.get(OP_ATTR), Some(AttrValue::Str(s)) if s == "packed_matmul");
     let (x, packed, out) = match func.params.as_slice() {
@@ -84,6 +87,7 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         depth: depth.as_const()?,
         features: out.shape.last()?.as_const()?,
         panels: panels.as_const()?,
+        hp: tiles.hp,
     })
 }
 
@@ -108,15 +112,14 @@ impl ScheduleRule for GemvRule {
         let width = gemv_width(kernel, tiles.hp)?;
         let group = width / tiles.hp;
         let p = index("g") * PrimExpr::index(group);
+        let one_row = (PrimExpr::index(1), PrimExpr::index(0));
         let call = m.call(
             (kernel, width),
             PrimExpr::index(0),
             &p,
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
-            (PrimExpr::index(1), PrimExpr::index(0)),
-            &tiles,
+            one_row.clone(),
         );
-        let one_row = (PrimExpr::index(1), PrimExpr::index(0));
         let body = match m.epilogue_tile(one_row, &p, width) {
             Some(epilogue) => Stmt::Seq(vec![call, epilogue]),
             None => call,
@@ -170,7 +173,6 @@ impl ScheduleRule for MatmulRule {
             &p,
             (index("l0"), index("kc")),
             (index("e_rows"), index("e0")),
-            &tiles,
         );
         let tile = (index("e_rows"), index("e0"));
         // The epilogue follows the tile's last reduction block.
@@ -224,16 +226,22 @@ impl PackedMatmul<'_> {
         }
     }
 
+    /// The output columns of the `width`-wide block from panel `p`: its first column and
+    /// how many of its columns exist (`width`, or fewer at the right edge).
+    fn columns(&self, p: &PrimExpr, width: i64) -> (PrimExpr, PrimExpr) {
+        let first = p.clone() * PrimExpr::index(self.hp);
+        let cols = min(
+            PrimExpr::index(width),
+            PrimExpr::index(self.features) - first.clone(),
+        );
+        (first, cols)
+    }
+
     /// The fused epilogue (if any) on the tile of `rows` rows from `first_row` and the
     /// columns of the `width`-wide block from panel `p`.
     fn epilogue_tile(&self, rows: (PrimExpr, PrimExpr), p: &PrimExpr, width: i64) -> Option<Stmt> {
         let epilogue = self.epilogue.as_ref()?;
-        let hp = self.packed.shape[2].as_const().unwrap_or(1);
-        let first_col = p.clone() * PrimExpr::index(hp);
-        let cols = min(
-            PrimExpr::index(width),
-            PrimExpr::index(self.features) - first_col.clone(),
-        );
+        let (first_col, cols) = self.columns(p, width);
         Some(epilogue_tile(epilogue, self.batch, rows, (cols, first_col)))
     }
 
@@ -255,12 +263,11 @@ impl PackedMatmul<'_> {
         p: &PrimExpr,
         (l0, kc): (PrimExpr, PrimExpr),
         (rows, e0): (PrimExpr, PrimExpr),
-        tiles: &MatmulTiles,
     ) -> Stmt {
-        let hp = PrimExpr::index(tiles.hp);
+        let hp = PrimExpr::index(self.hp);
         let h = PrimExpr::index(self.features);
         let panel_start = p.clone() * PrimExpr::index(self.depth) * hp.clone();
-        let cols = min(PrimExpr::index(width), h.clone() - p.clone() * hp.clone());
+        let (first_col, cols) = self.columns(p, width);
         let accumulate = l0
             .clone()
             .compare(PrimCmp::Gt, PrimExpr::index(0))
@@ -274,7 +281,7 @@ impl PackedMatmul<'_> {
             operands: vec![
                 region(&self.x.name, a_offset),
                 region(&self.packed.name, panel_start + l0 * hp.clone()),
-                region(&self.out.name, e0 * h.clone() + p.clone() * hp),
+                region(&self.out.name, e0 * h.clone() + first_col),
             ],
             scalars: vec![kc, PrimExpr::index(self.depth), h, rows, cols, accumulate],
         })

@@ -31,18 +31,19 @@ use std::sync::OnceLock;
 /// with `b(k, j) = b[(j / PANEL)*kc*PANEL + k*PANEL + j % PANEL]`: `b` is HP / PANEL
 /// consecutive panels of `kc` groups of PANEL floats (one panel when HP = PANEL).
 /// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`). The activation rows are
-/// read in place (row `i` at `a + i*lda`).
+/// read in place (row `i` at `a + i*lda`). The weights are of `W` (f32, or f16 widened to
+/// f32 as they are loaded: [`GemmF16Fn`]).
 ///
 /// # Safety
 /// `a` must be readable for `kc` floats from `a + i*lda` for every `i < rows` (rows past
-/// `rows` are never read), `b` for `kc * PANEL` floats per panel holding one of the first
+/// `rows` are never read), `b` for `kc * PANEL` elements per panel holding one of the first
 /// `cols` columns (panels past them are never read), `c` readable and writable at
 /// `c[i*ldc + j]` for `i < rows, j < cols`, which is the only part of `c` a kernel
 /// touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside are clamped: nothing
 /// is done for `rows <= 0` or `cols <= 0`). Pointers need only the alignment of `f32`.
-pub type GemmFn = unsafe extern "C" fn(
+pub type GemmFn<W = f32> = unsafe extern "C" fn(
     a: *const f32,
-    b: *const f32,
+    b: *const W,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -55,20 +56,7 @@ pub type GemmFn = unsafe extern "C" fn(
 /// A block GEMM whose packed weights are f16 ([`GemmFn`] with `b` holding f16 values, each
 /// widened to f32 as it is loaded; `a` and `c` stay f32), so f16 weights stream at half
 /// the bytes of f32 ones.
-///
-/// # Safety
-/// As [`GemmFn`], counting `b` in f16 elements.
-pub type GemmF16Fn = unsafe extern "C" fn(
-    a: *const f32,
-    b: *const half::f16,
-    c: *mut f32,
-    kc: i64,
-    lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-);
+pub type GemmF16Fn = GemmFn<half::f16>;
 
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,

@@ -203,47 +203,40 @@ impl Case {
     /// guards are untouched; returns the copy.
     fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
         let mut c = self.c.clone();
-        let (a, out) = (self.a[1..].as_ptr(), c[GUARD_LEN..].as_mut_ptr());
-        let scalars = (self.kc as i64, self.lda as i64, self.ldc as i64);
-        let (kc, lda, ldc) = scalars;
-        let (rows, cols) = (self.rows as i64, self.cols as i64);
-        let b16: Vec<f16> = self.b.iter().map(|&v| f16::from_f32(v)).collect();
-        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` (and
-        // its f16 copy) the panels of the first cols columns, and `c` the block of rows x
-        // cols at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
-        unsafe {
-            match func {
-                MicrokernelFn::Gemm(f) => f(
-                    a,
-                    self.b[1..].as_ptr(),
-                    out,
-                    kc,
-                    lda,
-                    ldc,
-                    rows,
-                    cols,
-                    self.accumulate,
-                ),
-                MicrokernelFn::GemmF16(f) => f(
-                    a,
-                    b16[1..].as_ptr(),
-                    out,
-                    kc,
-                    lda,
-                    ldc,
-                    rows,
-                    cols,
-                    self.accumulate,
-                ),
-                MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
+        match func {
+            MicrokernelFn::Gemm(f) => self.call(f, &self.b, &mut c),
+            MicrokernelFn::GemmF16(f) => {
+                let b16: Vec<f16> = self.b.iter().map(|&v| f16::from_f32(v)).collect();
+                self.call(f, &b16, &mut c)
             }
-        };
+            MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
+        }
         for (n, v) in c.iter().enumerate() {
             if !self.in_block(n) {
                 assert_eq!(v.to_bits(), GUARD.to_bits(), "{what}: wrote c[{n}]");
             }
         }
         c
+    }
+
+    /// Calls `f` with weights `b` (this case's, as `W`) on `c`.
+    fn call<W>(&self, f: GemmFn<W>, b: &[W], c: &mut [f32]) {
+        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` the
+        // panels of the first cols columns after index 1, and `c` the block of rows x cols
+        // at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
+        unsafe {
+            f(
+                self.a[1..].as_ptr(),
+                b[1..].as_ptr(),
+                c[GUARD_LEN..].as_mut_ptr(),
+                self.kc as i64,
+                self.lda as i64,
+                self.ldc as i64,
+                self.rows as i64,
+                self.cols as i64,
+                self.accumulate,
+            )
+        }
     }
 
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms

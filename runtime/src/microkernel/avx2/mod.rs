@@ -87,47 +87,49 @@ impl PanelElement for f16 {
     }
 }
 
-/// [`Microkernel::Sgemm6x16`] ([`gemm_6x16`] over f32 weights).
-///
-/// # Safety
-/// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-unsafe extern "C" fn sgemm_6x16(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    kc: i64,
-    lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { gemm_6x16(a, b, (c, ldc), kc, lda, rows, cols, accumulate) }
+/// Defines `extern "C"` entry point `$name`, a [`super::GemmFn`] over weights `$w`: the
+/// always-inlined generic body `$body::<$w>` compiled with `$features` enabled.
+macro_rules! gemm_entry {
+    ($(#[$doc:meta])* $name:ident, $w:ty, $features:literal, $body:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`super::GemmFn`] over its weight type, and the CPU has the enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        unsafe extern "C" fn $name(
+            a: *const f32,
+            b: *const $w,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+            accumulate: i64,
+        ) {
+            // SAFETY: forwarded contract; the body's features are enabled here.
+            unsafe { $body::<$w>(a, b, c, kc, lda, ldc, rows, cols, accumulate) }
+        }
+    };
 }
 
-/// [`Microkernel::Sgemm6x16F16`] ([`gemm_6x16`] over f16 weights).
-///
-/// # Safety
-/// As [`super::GemmF16Fn`], and the CPU has AVX2, FMA and F16C.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe extern "C" fn sgemm_6x16_f16(
-    a: *const f32,
-    b: *const f16,
-    c: *mut f32,
-    kc: i64,
-    lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { gemm_6x16(a, b, (c, ldc), kc, lda, rows, cols, accumulate) }
-}
+gemm_entry!(
+    /// [`Microkernel::Sgemm6x16`]: [`gemm_6x16`] over f32 weights.
+    sgemm_6x16, f32, "avx2,fma", gemm_6x16
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm6x16F16`]: [`gemm_6x16`] over f16 weights.
+    sgemm_6x16_f16, f16, "avx2,fma,f16c", gemm_6x16
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64`]: [`gemv_1x64`] over f32 weights.
+    sgemv_1x64, f32, "avx2,fma", gemv_1x64
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64F16`]: [`gemv_1x64`] over f16 weights.
+    sgemv_1x64_f16, f16, "avx2,fma,f16c", gemv_1x64
+);
 
 /// 6 x 16 of C in 12 ymm accumulators; per k, one broadcast from each of the 6 rows of `a`
 /// (read in place at stride `lda`) and 2 loads of `b` feed 12 FMAs. Rows past `rows`
@@ -141,9 +143,10 @@ unsafe extern "C" fn sgemm_6x16_f16(
 unsafe fn gemm_6x16<W: PanelElement>(
     a: *const f32,
     b: *const W,
-    (c, ldc): (*mut f32, i64),
+    c: *mut f32,
     kc: i64,
     lda: i64,
+    ldc: i64,
     rows: i64,
     cols: i64,
     accumulate: i64,
@@ -180,62 +183,23 @@ unsafe fn gemm_6x16<W: PanelElement>(
 /// Panels a [`Microkernel::Sgemv1x64`] call streams at once.
 const GEMV_PANELS: usize = 4;
 
-/// [`Microkernel::Sgemv1x64`] ([`gemv_1x64`] over f32 weights).
-///
-/// # Safety
-/// As [`super::GemmFn`], and the CPU has AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-unsafe extern "C" fn sgemv_1x64(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    kc: i64,
-    _lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { gemv_1x64(a, b, kc, (c, ldc), rows, cols, accumulate) }
-}
-
-/// [`Microkernel::Sgemv1x64F16`] ([`gemv_1x64`] over f16 weights).
-///
-/// # Safety
-/// As [`super::GemmF16Fn`], and the CPU has AVX2, FMA and F16C.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe extern "C" fn sgemv_1x64_f16(
-    a: *const f32,
-    b: *const f16,
-    c: *mut f32,
-    kc: i64,
-    _lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { gemv_1x64(a, b, kc, (c, ldc), rows, cols, accumulate) }
-}
-
 /// The decode GEMV block: one row times up to 4 consecutive panels, all streamed in the
 /// same pass over `k` (4 concurrent memory streams and 8 independent FMA chains keep more
 /// cache-line fills in flight than one panel at a time). An edge block (`cols < 64`)
-/// reads only the panels holding its columns. `a` is one row.
+/// reads only the panels holding its columns. `a` is one row (`lda` is not read).
 ///
 /// # Safety
 /// As [`super::GemmFn`] with `b` of `W`; inlined into a function enabling AVX2, FMA and
 /// `W`'s features, which the CPU has.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn gemv_1x64<W: PanelElement>(
     a: *const f32,
     b: *const W,
+    c: *mut f32,
     kc: i64,
-    (c, ldc): (*mut f32, i64),
+    _lda: i64,
+    ldc: i64,
     rows: i64,
     cols: i64,
     accumulate: i64,

@@ -1,8 +1,8 @@
 //! `oxrelax compile`: a Hugging Face model folder in, an artifact folder out.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, WeightDtype};
-use oxrelax::model::LoadError;
+use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep};
+use oxrelax::model::{LoadError, WeightDtype};
 use std::path::PathBuf;
 
 /// Arguments of `oxrelax compile`.
@@ -13,8 +13,9 @@ pub struct CompileArgs {
     /// The artifact folder to write (created if needed).
     #[arg(short, long)]
     output: PathBuf,
-    /// The dtype of the stored weights.
-    #[arg(long, value_enum, default_value = "f32")]
+    /// The dtype to store the projection weights in (auto: as the checkpoint stores them,
+    /// f16 or else f32).
+    #[arg(long, value_enum, default_value = "auto")]
     dtype: WeightDtype,
     /// Tokens per `prefill` call at most.
     #[arg(long)]
@@ -28,7 +29,7 @@ pub struct CompileArgs {
 pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
     let defaults = CompileOptions::default();
     let options = CompileOptions {
-        dtype: args.dtype,
+        weights: args.dtype,
         max_context: args.context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
     };

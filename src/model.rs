@@ -3,9 +3,11 @@
 //! load the weights (memory-mapped safetensors) in the order the functions take them.
 
 use crate::artifact::{is_artifact, load_artifact, ArtifactError};
+use crate::lower_vm::runtime_dtype;
 use crate::passes::{Instrument, TRANSFORM_PARAMS};
 use crate::{build, BuildError, Built};
-use oxrelax_dsl::IRModule;
+use oxrelax_dsl::nn::Module;
+use oxrelax_dsl::{DataType, IRModule};
 use oxrelax_models::{causal_lm, CausalLM, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::vm::VmError;
 use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
@@ -29,6 +31,38 @@ pub enum LoadError {
     Artifact(#[from] ArtifactError),
 }
 
+/// The dtype the projection weights (and the embedding table) are kept in; norms and
+/// biases are f32, and the kernels compute in f32 either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WeightDtype {
+    /// As the checkpoint stores them: f16 when the embedding table is stored as f16, else
+    /// f32 (bf16 is widened to f32).
+    #[default]
+    Auto,
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (half the memory and the bytes each decode step streams; f32 and
+    /// bf16 checkpoints are rounded to f16).
+    F16,
+}
+
+impl WeightDtype {
+    /// The dtype to keep the weights of the checkpoint in `store` in.
+    pub fn resolve(self, store: &WeightStore) -> DataType {
+        match self {
+            WeightDtype::F32 => DataType::F32,
+            WeightDtype::F16 => DataType::F16,
+            WeightDtype::Auto => match store.info(EMBEDDING_TABLE) {
+                Some((_, tensor)) if tensor.dtype == DType::F16 => DataType::F16,
+                _ => DataType::F32,
+            },
+        }
+    }
+}
+
+/// The tensor whose stored dtype [`WeightDtype::Auto`] follows (every model has it).
+const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
+
 /// How to compile a model.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
@@ -37,6 +71,8 @@ pub struct LoadOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most; longer prompts are prefilled in chunks.
     pub prefill_chunk: i64,
+    /// The dtype to keep the projection weights in.
+    pub weights: WeightDtype,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
 }
@@ -47,6 +83,7 @@ impl Default for LoadOptions {
         LoadOptions {
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
+            weights: WeightDtype::Auto,
             instrument: Instrument::from_env(),
         }
     }
@@ -72,12 +109,12 @@ pub struct LoadedModel {
 /// Loads the Hugging Face model in `dir` (config.json + safetensors) and compiles it.
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
-    let model = causal_lm(&config)?;
+    let store = WeightStore::open(dir)?;
+    let model = causal_lm(&config, options.weights.resolve(&store))?;
     let exported = model.export(&ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
     })?;
-    let store = WeightStore::open(dir)?;
     let weights = store.load_expected(&expected_weights(&model))?;
     let mut built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
     let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
@@ -91,15 +128,19 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     })
 }
 
-/// What `model`'s functions take as weights: every tensor as f32, in order.
+/// What `model`'s functions take as weights, in order (each in the dtype the model
+/// declares it: stored f16 and bf16 are widened to f32, or f32 rounded to f16, as they
+/// load).
 pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
+    let dtypes = model.parameters().into_iter().map(|p| p.dtype());
     model
         .weight_shapes()
         .into_iter()
-        .map(|(name, shape)| ExpectedTensor {
+        .zip(dtypes)
+        .map(|((name, shape), dtype)| ExpectedTensor {
             name,
             shape,
-            dtype: DType::F32,
+            dtype: runtime_dtype(dtype.unwrap_or(DataType::F32)),
         })
         .collect()
 }
@@ -131,9 +172,8 @@ pub fn transform_weights(built: &mut Built, raw: Vec<Value>) -> Result<Vec<Value
     Ok(weights)
 }
 
-/// The weights the compiled functions of `module` take after their inputs (names and
-/// shapes, as f32), as `transform_params` produces them; `None` when no function is
-/// weighted.
+/// The weights the compiled functions of `module` take after their inputs (names, shapes
+/// and dtypes), as `transform_params` produces them; `None` when no function is weighted.
 pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
     let weighted = module
         .functions
@@ -154,7 +194,7 @@ pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
             Some(ExpectedTensor {
                 name: p.name.clone(),
                 shape,
-                dtype: DType::F32,
+                dtype: runtime_dtype(tensor.dtype),
             })
         })
         .collect()

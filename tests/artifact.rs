@@ -180,7 +180,7 @@ fn another_format_version_is_an_error() {
 }
 
 #[test]
-fn f16_weights_are_refused_with_a_clear_error() {
+fn compile_dtype_f16_stores_f16_projections_that_generate_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("artifact");
     let src = fixture();
@@ -189,14 +189,20 @@ fn f16_weights_are_refused_with_a_clear_error() {
         src.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
+        "--context",
+        "64",
     ];
     let (ok, _, stderr) = oxrelax(&[&args[..], &["--dtype", "f16"]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(Manifest::read(&out).unwrap().weight_dtype, "f16");
+    let dir = out.to_str().unwrap();
+    let (ok, stdout, stderr) = oxrelax(&["generate", "--model", dir, "--prompt", "Hi", "--json"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("\"ids\""), "{stdout}");
+
+    let (ok, _, stderr) = oxrelax(&[&args[..], &["--dtype", "f8"]].concat());
     assert!(!ok);
-    assert!(
-        stderr.contains("--dtype f16: not supported yet"),
-        "{stderr}"
-    );
-    assert!(!out.exists());
+    assert!(stderr.contains("invalid value 'f8'"), "{stderr}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`.
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
+use oxrelax::model::WeightDtype;
 use oxrelax::passes::{compile_pipeline, Instrument};
 use oxrelax_dsl::text::{parse_module, print_module};
 use oxrelax_models::ExportOptions;
@@ -18,7 +19,7 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
         max_context: 256,
         prefill_chunk: 32,
     };
-    let module = source_module(&model, &options).unwrap();
+    let module = source_module(&model, &options, WeightDtype::Auto).unwrap();
     let stages = modules_after_each_pass(module, Instrument::default()).unwrap();
     let mut names: Vec<String> = vec!["input".into()];
     names.extend(

@@ -33,8 +33,14 @@ pub struct CausalLM {
 }
 
 impl CausalLM {
-    /// The model of `config` whose layers differ from the common block by `options`.
-    pub fn new(config: &ModelConfig, options: LayerOptions) -> Result<Self, NnError> {
+    /// The model of `config` whose layers differ from the common block by `options`, its
+    /// projection weights and embedding table stored as `weights` (norms, biases and
+    /// activations stay f32).
+    pub fn new(
+        config: &ModelConfig,
+        options: LayerOptions,
+        weights: DataType,
+    ) -> Result<Self, NnError> {
         let model = Prefix::new("model");
         let (hidden, vocab) = (config.hidden_size, config.vocab_size);
         let mut rope = RotaryEmbedding::new(config.head_dim, config.rope_theta)?;
@@ -47,7 +53,7 @@ impl CausalLM {
             config.num_hidden_layers as usize,
             |prefix| {
                 next_layer += 1;
-                DecoderLayer::new(prefix, next_layer - 1, config, options, &rope)
+                DecoderLayer::new(prefix, next_layer - 1, config, (options, weights), &rope)
             },
         );
         let embed_prefix = model.child("embed_tokens");
@@ -58,7 +64,8 @@ impl CausalLM {
         };
         Ok(CausalLM {
             config: config.clone(),
-            embed_tokens: Embedding::new(&embed_prefix, vocab, hidden, DataType::F32),
+            embed_tokens: Embedding::new(&embed_prefix, vocab, hidden, DataType::F32)
+                .stored_as(weights),
             layers,
             norm: RMSNorm::new(
                 &model.child("norm"),
@@ -66,7 +73,8 @@ impl CausalLM {
                 config.rms_norm_eps,
                 DataType::F32,
             ),
-            lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32),
+            lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32)
+                .stored_as(weights),
             rope,
         })
     }

@@ -14,8 +14,18 @@ macro_rules! causal_lm_class {
             /// The architecture this class implements.
             pub const ARCHITECTURE: $crate::Architecture = $arch;
 
-            /// The model of `config`, which must be of this class's architecture.
+            /// The model of `config`, which must be of this class's architecture, with
+            /// f32 weights.
             pub fn new(config: &$crate::ModelConfig) -> Result<Self, $crate::ModelError> {
+                Self::with_weights(config, oxrelax_dsl::DataType::F32)
+            }
+
+            /// The model of `config` whose projection weights (and embedding table) are
+            /// stored as `weights` (f32 or f16); it computes in f32.
+            pub fn with_weights(
+                config: &$crate::ModelConfig,
+                weights: oxrelax_dsl::DataType,
+            ) -> Result<Self, $crate::ModelError> {
                 if config.architecture != Self::ARCHITECTURE {
                     return Err($crate::ModelError::WrongArchitecture {
                         model: Self::ARCHITECTURE,
@@ -23,7 +33,7 @@ macro_rules! causal_lm_class {
                     });
                 }
                 let options: fn(&$crate::ModelConfig) -> $crate::decoder::LayerOptions = $options;
-                Ok($name($crate::CausalLM::new(config, options(config))?))
+                Ok($name($crate::CausalLM::new(config, options(config), weights)?))
             }
 
             /// The model, without its class.

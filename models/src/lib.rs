@@ -27,11 +27,14 @@ pub use llama::LlamaForCausalLM;
 pub use qwen2::Qwen2ForCausalLM;
 pub use qwen3::Qwen3ForCausalLM;
 
-/// The model of `config`'s architecture.
-pub fn causal_lm(config: &ModelConfig) -> Result<CausalLM, ModelError> {
+use oxrelax_dsl::DataType;
+
+/// The model of `config`'s architecture, its projection weights and embedding table
+/// stored as `weights` (f32, or f16 widened as the kernels read them).
+pub fn causal_lm(config: &ModelConfig, weights: DataType) -> Result<CausalLM, ModelError> {
     Ok(match config.architecture {
-        Architecture::Llama => LlamaForCausalLM::new(config)?.into_inner(),
-        Architecture::Qwen2 => Qwen2ForCausalLM::new(config)?.into_inner(),
-        Architecture::Qwen3 => Qwen3ForCausalLM::new(config)?.into_inner(),
+        Architecture::Llama => LlamaForCausalLM::with_weights(config, weights)?.into_inner(),
+        Architecture::Qwen2 => Qwen2ForCausalLM::with_weights(config, weights)?.into_inner(),
+        Architecture::Qwen3 => Qwen3ForCausalLM::with_weights(config, weights)?.into_inner(),
     })
 }

@@ -83,9 +83,12 @@ pub enum ArtifactError {
         /// What went wrong.
         reason: String,
     },
-    /// A weight dtype the compiler cannot produce yet.
-    #[error(
-        "--dtype {0}: not supported yet (the kernels compute in f32; compile with --dtype f32)"
-    )]
-    UnsupportedDtype(String),
+    /// The manifest names a weight dtype this runtime does not load.
+    #[error("{}: weight_dtype {value:?} is not one of f32, f16", path.display())]
+    WeightDtype {
+        /// The manifest.
+        path: PathBuf,
+        /// The dtype it names.
+        value: String,
+    },
 }

@@ -2,32 +2,37 @@
 
 use super::manifest::Manifest;
 use super::read::is_artifact;
-use crate::model::LoadError;
+use crate::model::{LoadError, WeightDtype};
 use crate::passes::{compile_pipeline, Instrument, PassError};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::weights::WeightStore;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 /// The exported module (before the compile pipeline) of a model folder or an artifact.
-/// A model folder is exported with `options`; an artifact with its recorded context
-/// window and prefill chunk.
-pub fn source_module(path: &Path, options: &ExportOptions) -> Result<IRModule, LoadError> {
-    let (config, options) = if is_artifact(path) {
+/// A model folder is exported with `options`, its weights kept as `weights` says; an
+/// artifact with its recorded context window, prefill chunk and weight dtype.
+pub fn source_module(
+    path: &Path,
+    options: &ExportOptions,
+    weights: WeightDtype,
+) -> Result<IRModule, LoadError> {
+    let (config, options, weights) = if is_artifact(path) {
         let manifest = Manifest::read(path)?;
         let config = ModelConfig::from_json(&manifest.model_config.to_string());
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
         };
-        (config, options)
+        (config, options, manifest.weights(path)?)
     } else {
         let config = ModelConfig::from_file(&path.join("config.json"));
-        (config, *options)
+        (config, *options, weights.resolve(&WeightStore::open(path)?))
     };
     let config = config.map_err(ModelError::from)?;
-    Ok(causal_lm(&config)?.export(&options)?.module)
+    Ok(causal_lm(&config, weights)?.export(&options)?.module)
 }
 
 /// The module before the compile pipeline and after each of its passes, as

@@ -1,7 +1,7 @@
 //! `oxrelax-model.json`: what an artifact holds and what it was compiled for.
 
 use super::error::ArtifactError;
-use oxrelax_dsl::IRModule;
+use oxrelax_dsl::{DataType, IRModule};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,7 +32,8 @@ pub struct Manifest {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// The dtype the weights are stored in (`f32`).
+    /// The dtype the projection weights and the embedding table are stored in (`f32` or
+    /// `f16`; norms and biases are f32).
     pub weight_dtype: String,
     /// The tokenizer files copied from the model folder.
     pub tokenizer_files: Vec<String>,
@@ -129,6 +130,18 @@ impl Manifest {
             source,
         })?;
         serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest { path, source })
+    }
+
+    /// The dtype of the projection weights (`weight_dtype`) of the artifact in `dir`.
+    pub fn weights(&self, dir: &Path) -> Result<DataType, ArtifactError> {
+        match self.weight_dtype.as_str() {
+            "f32" => Ok(DataType::F32),
+            "f16" => Ok(DataType::F16),
+            other => Err(ArtifactError::WeightDtype {
+                path: dir.join(MANIFEST_FILE),
+                value: other.to_string(),
+            }),
+        }
     }
 
     /// Writes the manifest into the artifact folder `dir`.

@@ -24,5 +24,5 @@ pub use manifest::{
 };
 pub use read::{is_artifact, load_artifact, verify_artifact};
 pub use write::{
-    compile_artifact, CompileOptions, CompileStep, WeightDtype, GENERATION_CONFIG, TOKENIZER_FILES,
+    compile_artifact, CompileOptions, CompileStep, GENERATION_CONFIG, TOKENIZER_FILES,
 };

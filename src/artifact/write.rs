@@ -6,10 +6,10 @@ use super::manifest::{
     exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use crate::build;
-use crate::model::{compiled_weights, expected_weights, transform_weights, LoadError};
+use crate::model::{compiled_weights, expected_weights, transform_weights, LoadError, WeightDtype};
 use crate::passes::Instrument;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
-use oxrelax_runtime::weights::WeightStore;
+use oxrelax_runtime::weights::{safetensors_dtype, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,20 +19,11 @@ pub const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json
 /// Generation defaults copied when present.
 pub const GENERATION_CONFIG: &str = "generation_config.json";
 
-/// The dtype the artifact stores the weights in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WeightDtype {
-    /// 32-bit floats (what the kernels compute in).
-    F32,
-    /// 16-bit floats (not supported yet).
-    F16,
-}
-
 /// How to compile an artifact.
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
-    /// The dtype of the stored weights.
-    pub dtype: WeightDtype,
+    /// The dtype to store the projection weights in.
+    pub weights: WeightDtype,
     /// The longest context to support (capped by the model's `max_position_embeddings`).
     pub max_context: i64,
     /// Tokens per `prefill` call at most.
@@ -43,7 +34,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         let export = ExportOptions::default();
         CompileOptions {
-            dtype: WeightDtype::F32,
+            weights: WeightDtype::Auto,
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
         }
@@ -92,14 +83,13 @@ pub fn compile_artifact(
     options: &CompileOptions,
     mut progress: impl FnMut(CompileStep),
 ) -> Result<Manifest, LoadError> {
-    if options.dtype != WeightDtype::F32 {
-        return Err(ArtifactError::UnsupportedDtype("f16".into()).into());
-    }
     progress(CompileStep::Compile);
     let config_path = src.join("config.json");
     let config_json = read_json(&config_path)?;
     let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
-    let model = causal_lm(&config)?;
+    let store = WeightStore::open(src)?;
+    let weight_dtype = options.weights.resolve(&store);
+    let model = causal_lm(&config, weight_dtype)?;
     let exported = model.export(&ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
@@ -108,7 +98,7 @@ pub fn compile_artifact(
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
-    let raw = WeightStore::open(src)?.load_expected(&expected_weights(&model))?;
+    let raw = store.load_expected(&expected_weights(&model))?;
     let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
     let expected = compiled_weights(&built.module).unwrap_or_default();
     let tensors = expected.iter().zip(&weights).filter_map(|(e, w)| match w {
@@ -145,7 +135,7 @@ pub fn compile_artifact(
         functions: exported_signatures(&built.module),
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
-        weight_dtype: "f32".into(),
+        weight_dtype: weight_dtype.name().into(),
         tokenizer_files,
         target: Target::host(),
         files,
@@ -154,7 +144,7 @@ pub fn compile_artifact(
     Ok(manifest)
 }
 
-/// Writes `tensors` (name, f32 tensor) as one safetensors file.
+/// Writes `tensors` (name, f32 or f16 tensor) as one safetensors file.
 fn write_weights<'a>(
     path: &Path,
     tensors: impl Iterator<Item = (String, &'a Tensor)>,
@@ -169,7 +159,13 @@ fn write_weights<'a>(
                 .as_bytes()
                 .map_err(|e| failed(format!("`{name}`: {e}")))?;
             let shape = tensor.shape().iter().map(|&d| d as usize).collect();
-            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, bytes)
+            let dtype = safetensors_dtype(tensor.dtype()).ok_or_else(|| {
+                failed(format!(
+                    "`{name}`: no safetensors dtype for {}",
+                    tensor.dtype()
+                ))
+            })?;
+            safetensors::tensor::TensorView::new(dtype, shape, bytes)
                 .map(|view| (name.clone(), view))
                 .map_err(|e| failed(format!("`{name}`: {e}")))
         })

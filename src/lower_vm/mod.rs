@@ -7,6 +7,8 @@ mod function;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use dims::runtime_dtype;
+
 use function::FunctionLowering;
 use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::IRModule;

@@ -15,7 +15,8 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// A layer at `prefix` mapping `in_features` to `out_features`.
+    /// A layer at `prefix` mapping `in_features` to `out_features`, its parameters and
+    /// output of `dtype`.
     pub fn new(
         prefix: &Prefix,
         in_features: i64,
@@ -28,6 +29,14 @@ impl Linear {
             weight: Param::new(prefix, "weight", &[out_features, in_features], dtype),
             bias: bias.then(|| Param::new(prefix, "bias", &[out_features], dtype)),
         }
+    }
+
+    /// The layer with its weight stored as `weights` (e.g. f16 weights for f32
+    /// activations: the matmul widens them as it reads them, its output and the bias keep
+    /// the layer's dtype).
+    pub fn stored_as(mut self, weights: DataType) -> Self {
+        self.weight = self.weight.with_dtype(weights);
+        self
     }
 
     /// Emits `matmul(x, permute_dims(weight))` (plus the bias); `x` is `[..., in]`.

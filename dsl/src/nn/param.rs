@@ -80,6 +80,19 @@ impl Param {
         }
     }
 
+    /// The same parameter stored as `dtype`.
+    pub fn with_dtype(mut self, dtype: DataType) -> Self {
+        if let StructInfo::Tensor(tensor) = &mut self.sinfo {
+            tensor.dtype = dtype;
+        }
+        self
+    }
+
+    /// The element type, for a tensor parameter.
+    pub fn dtype(&self) -> Option<DataType> {
+        self.sinfo.as_tensor().map(|t| t.dtype)
+    }
+
     /// The function parameter that carries this weight.
     pub fn var(&self) -> Var {
         Var::new(&self.name, self.sinfo.clone())

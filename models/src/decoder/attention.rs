@@ -30,13 +30,13 @@ fn c(value: i64) -> SymExpr {
 }
 
 impl Attention {
-    /// The attention of layer `layer` at `prefix` (`model.layers.0.self_attn`), rotating
-    /// q and k with `rope`.
+    /// The attention of layer `layer` at `prefix` (`model.layers.0.self_attn`), its
+    /// projection weights stored as `weights`, rotating q and k with `rope`.
     pub fn new(
         prefix: &Prefix,
         layer: i64,
         config: &ModelConfig,
-        options: LayerOptions,
+        (options, weights): (LayerOptions, DataType),
         rope: RotaryEmbedding,
     ) -> Self {
         let (hidden, heads, kv_heads, head_dim) = (
@@ -46,7 +46,7 @@ impl Attention {
             config.head_dim,
         );
         let linear = |name: &str, inp: i64, out: i64, bias: bool| {
-            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32)
+            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32).stored_as(weights)
         };
         let head_norm = |name: &str| {
             options.qk_norm.then(|| {

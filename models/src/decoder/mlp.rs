@@ -16,11 +16,12 @@ pub struct SwiGluMlp {
 }
 
 impl SwiGluMlp {
-    /// The MLP at `prefix` (`model.layers.0.mlp`); `bias` on all three projections.
-    pub fn new(prefix: &Prefix, config: &ModelConfig, bias: bool) -> Self {
+    /// The MLP at `prefix` (`model.layers.0.mlp`); `bias` on all three projections,
+    /// their weights stored as `weights`.
+    pub fn new(prefix: &Prefix, config: &ModelConfig, (bias, weights): (bool, DataType)) -> Self {
         let (hidden, inner) = (config.hidden_size, config.intermediate_size);
         let linear = |name: &str, inp: i64, out: i64| {
-            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32)
+            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32).stored_as(weights)
         };
         SwiGluMlp {
             prefix: prefix.clone(),

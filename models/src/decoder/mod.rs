@@ -58,12 +58,13 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// Layer `layer` at `prefix` (`model.layers.0`), rotating q and k with `rope`.
+    /// Layer `layer` at `prefix` (`model.layers.0`), its projection weights stored as
+    /// `weights`, rotating q and k with `rope`.
     pub fn new(
         prefix: &Prefix,
         layer: i64,
         config: &ModelConfig,
-        options: LayerOptions,
+        (options, weights): (LayerOptions, DataType),
         rope: &RotaryEmbedding,
     ) -> Self {
         let norm = |name: &str| {
@@ -78,9 +79,9 @@ impl DecoderLayer {
         DecoderLayer {
             prefix: prefix.clone(),
             input_layernorm: norm("input_layernorm"),
-            self_attn: Attention::new(&self_attn, layer, config, options, rope.clone()),
+            self_attn: Attention::new(&self_attn, layer, config, (options, weights), rope.clone()),
             post_attention_layernorm: norm("post_attention_layernorm"),
-            mlp: SwiGluMlp::new(&prefix.child("mlp"), config, options.mlp_bias),
+            mlp: SwiGluMlp::new(&prefix.child("mlp"), config, (options.mlp_bias, weights)),
         }
     }
 

@@ -1,24 +1,70 @@
-//! Element conversions applied while loading weights: f16 and bf16 widened to f32 (plain
-//! conversion at load time), and byte copies for everything stored as it is wanted.
+//! Element conversions applied while loading weights: between f32, f16 and bf16 (widened
+//! exactly, or rounded to the nearest, ties to even), and byte copies for everything
+//! stored as it is wanted.
 
 use crate::dtype::DType;
 use half::{bf16, f16};
 
-/// `bytes` (little-endian elements of `from`) as elements of `to`, or `None` if that
-/// conversion is not supported. Reads element by element, so `bytes` needs no alignment.
-pub(crate) fn convert_bytes(bytes: &[u8], from: DType, to: DType) -> Option<Vec<u8>> {
+/// Why bytes could not be converted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Unconvertible {
+    /// The conversion is not supported (only floats convert to floats).
+    Dtypes,
+    /// Finite element `index` (of value `value`) overflows the narrower type.
+    OutOfRange {
+        /// The element's flat index.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+}
+
+/// Reads one little-endian element as f32.
+type ReadFloat = fn(&[u8]) -> f32;
+
+/// Appends a value as one little-endian element; returns the value stored (rounded).
+type WriteFloat = fn(f32, &mut Vec<u8>) -> f32;
+
+/// `bytes` (little-endian elements of `from`) as elements of `to`. Reads element by
+/// element, so `bytes` needs no alignment. A finite value the narrower type cannot hold
+/// is an error rather than an infinity.
+pub(crate) fn convert_bytes(
+    bytes: &[u8],
+    from: DType,
+    to: DType,
+) -> Result<Vec<u8>, Unconvertible> {
     if from == to {
-        return Some(bytes.to_vec());
+        return Ok(bytes.to_vec());
     }
-    let widen: fn([u8; 2]) -> f32 = match (from, to) {
-        (DType::F16, DType::F32) => |b| f16::from_le_bytes(b).to_f32(),
-        (DType::BF16, DType::F32) => |b| bf16::from_le_bytes(b).to_f32(),
-        _ => return None,
+    let (width, read): (usize, ReadFloat) = match from {
+        DType::F32 => (4, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        DType::F16 => (2, |b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
+        DType::BF16 => (2, |b| bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+        _ => return Err(Unconvertible::Dtypes),
     };
-    Some(
-        bytes
-            .chunks_exact(2)
-            .flat_map(|pair| widen([pair[0], pair[1]]).to_le_bytes())
-            .collect(),
-    )
+    let (out_width, write): (usize, WriteFloat) = match to {
+        DType::F32 => (4, |v, out| {
+            out.extend_from_slice(&v.to_le_bytes());
+            v
+        }),
+        DType::F16 => (2, |v, out| {
+            let h = f16::from_f32(v);
+            out.extend_from_slice(&h.to_le_bytes());
+            h.to_f32()
+        }),
+        DType::BF16 => (2, |v, out| {
+            let h = bf16::from_f32(v);
+            out.extend_from_slice(&h.to_le_bytes());
+            h.to_f32()
+        }),
+        _ => return Err(Unconvertible::Dtypes),
+    };
+    let mut out = Vec::with_capacity(bytes.len() / width * out_width);
+    for (index, element) in bytes.chunks_exact(width).enumerate() {
+        let value = read(element);
+        if write(value, &mut out).is_infinite() && value.is_finite() {
+            return Err(Unconvertible::OutOfRange { index, value });
+        }
+    }
+    Ok(out)
 }

@@ -81,6 +81,20 @@ pub enum WeightError {
         /// The dtype asked for.
         wanted: DType,
     },
+    /// A stored value outside the range of the dtype asked for.
+    #[error("{}: tensor `{tensor}` element {index} is {value}, outside the range of {wanted}", file.display())]
+    OutOfRange {
+        /// The tensor.
+        tensor: String,
+        /// The file.
+        file: PathBuf,
+        /// The element's flat index.
+        index: usize,
+        /// Its stored value.
+        value: f32,
+        /// The dtype asked for.
+        wanted: DType,
+    },
     /// A tensor the model needs that the checkpoint does not have.
     #[error("{}: missing tensor `{tensor}` (expected shape {expected:?}){}", source_name.display(), more_note(*more))]
     Missing {

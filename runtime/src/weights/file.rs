@@ -1,7 +1,7 @@
 //! One memory-mapped safetensors file: its header, parsed and checked once, and views of
 //! its tensors.
 
-use super::convert::convert_bytes;
+use super::convert::{convert_bytes, Unconvertible};
 use super::WeightError;
 use crate::dtype::DType;
 use crate::tensor::Tensor;
@@ -115,19 +115,33 @@ impl std::fmt::Debug for SafetensorsFile {
     }
 }
 
+/// The runtime dtypes safetensors can store, with their safetensors names.
+const STORED_DTYPES: [(Dtype, DType); 8] = [
+    (Dtype::F32, DType::F32),
+    (Dtype::F16, DType::F16),
+    (Dtype::BF16, DType::BF16),
+    (Dtype::I64, DType::I64),
+    (Dtype::I32, DType::I32),
+    (Dtype::I8, DType::I8),
+    (Dtype::U8, DType::U8),
+    (Dtype::BOOL, DType::Bool),
+];
+
 /// The runtime dtype of a stored safetensors dtype, if it has one.
 fn runtime_dtype(dtype: Dtype) -> Option<DType> {
-    Some(match dtype {
-        Dtype::F32 => DType::F32,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::I64 => DType::I64,
-        Dtype::I32 => DType::I32,
-        Dtype::I8 => DType::I8,
-        Dtype::U8 => DType::U8,
-        Dtype::BOOL => DType::Bool,
-        _ => return None,
-    })
+    STORED_DTYPES
+        .iter()
+        .find(|(stored, _)| *stored == dtype)
+        .map(|&(_, runtime)| runtime)
+}
+
+/// The safetensors dtype a runtime dtype is stored as, if safetensors has one (not
+/// [`DType::U4`]).
+pub fn safetensors_dtype(dtype: DType) -> Option<Dtype> {
+    STORED_DTYPES
+        .iter()
+        .find(|(_, runtime)| *runtime == dtype)
+        .map(|&(stored, _)| stored)
 }
 
 impl SafetensorsFile {
@@ -171,8 +185,9 @@ impl SafetensorsFile {
     }
 
     /// Tensor `name` as `dtype`: a borrowed view of the mapping when stored as `dtype` and
-    /// aligned for it, else a converted (or copied) owned tensor. f16 and bf16 convert to
-    /// f32; any dtype loads as itself.
+    /// aligned for it, else a converted (or copied) owned tensor. f32, f16 and bf16
+    /// convert to each other (an error for a value the wanted one cannot hold); any dtype
+    /// loads as itself.
     pub fn load(&self, name: &str, dtype: DType) -> Result<Tensor, WeightError> {
         let info = self.info(name).ok_or_else(|| WeightError::NotFound {
             tensor: name.to_string(),
@@ -197,13 +212,21 @@ impl SafetensorsFile {
             }
             .map_err(tensor_error);
         }
-        let converted =
-            convert_bytes(data, info.dtype, dtype).ok_or_else(|| WeightError::Conversion {
+        let converted = convert_bytes(data, info.dtype, dtype).map_err(|e| match e {
+            Unconvertible::Dtypes => WeightError::Conversion {
                 tensor: name.to_string(),
                 file: self.path.clone(),
                 stored: info.dtype,
                 wanted: dtype,
-            })?;
+            },
+            Unconvertible::OutOfRange { index, value } => WeightError::OutOfRange {
+                tensor: name.to_string(),
+                file: self.path.clone(),
+                index,
+                value,
+                wanted: dtype,
+            },
+        })?;
         Tensor::from_bytes(dtype, &info.shape, &converted).map_err(tensor_error)
     }
 }

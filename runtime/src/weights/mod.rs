@@ -16,7 +16,7 @@ mod index;
 mod tests;
 
 pub use error::WeightError;
-pub use file::{release_resident_pages, SafetensorsFile, StoredTensor};
+pub use file::{release_resident_pages, safetensors_dtype, SafetensorsFile, StoredTensor};
 
 use crate::dtype::DType;
 use crate::tensor::Tensor;

@@ -96,6 +96,54 @@ fn f32_borrows_the_mapping_and_f16_bf16_convert_to_f32() {
 }
 
 #[test]
+fn floats_round_to_f16_to_the_nearest() {
+    let dir = tempfile::tempdir().unwrap();
+    let values = [1.0 + 1.0 / 4096.0, -60000.0, 1e-8, 0.1, -0.0, 3.0];
+    let entries = vec![
+        ("a.weight", "F32", vec![6], f32_bytes(&values)),
+        ("b.weight", "BF16", vec![6], bf16_bytes(&values)),
+    ];
+    write_raw(&dir.path().join(SINGLE_FILE), &entries, None);
+    let store = WeightStore::open(dir.path()).unwrap();
+    for (name, stored) in [("a.weight", values), ("b.weight", values.map(bf16_round))] {
+        let tensor = store.load(name, DType::F16).unwrap();
+        assert_eq!(tensor.dtype(), DType::F16);
+        let rounded: Vec<f32> = stored.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+        assert_eq!(
+            tensor.to_ndarray_f32().unwrap().as_slice().unwrap(),
+            rounded
+        );
+    }
+    // Spot checks of the rounding itself, independent of `half`.
+    let a = store
+        .load("a.weight", DType::F16)
+        .unwrap()
+        .to_ndarray_f32()
+        .unwrap();
+    assert_eq!(a[0], 1.0, "ties to even");
+    assert_eq!(a[1], -60000.0);
+    assert_eq!(a[2], 0.0, "below the smallest subnormal");
+    assert_eq!(a[4].to_bits(), (-0.0f32).to_bits());
+    let path = dir.path().join("big.safetensors");
+    write_raw(
+        &path,
+        &[("w", "F32", vec![2], f32_bytes(&[1.0, 70000.0]))],
+        None,
+    );
+    let err = WeightStore::open(&path).unwrap().load("w", DType::F16);
+    let err = err.unwrap_err().to_string();
+    assert!(
+        err.contains("`w`") && err.contains("element 1 is 70000") && err.contains("f16"),
+        "{err}"
+    );
+}
+
+/// `v` rounded to bf16 and back.
+fn bf16_round(v: f32) -> f32 {
+    bf16::from_f32(v).to_f32()
+}
+
+#[test]
 fn misaligned_f32_data_is_copied() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("odd.safetensors");
@@ -200,6 +248,8 @@ fn unsupported_dtypes_and_conversions_are_errors() {
         "{err}"
     );
     assert_eq!(store.load("ids", DType::I64).unwrap().shape(), [2]);
+    let err = store.load("ids", DType::F16).unwrap_err().to_string();
+    assert!(err.contains("`ids`") && err.contains("f16"), "{err}");
     let err = store.load("other", DType::F32).unwrap_err().to_string();
     assert!(err.contains("no tensor `other`"), "{err}");
 }

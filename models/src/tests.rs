@@ -131,7 +131,11 @@ fn f16_weights_cover_projections_and_embeddings_not_norms_or_biases() {
         let model = causal_lm(&config("Qwen2ForCausalLM", tied), DataType::F16).unwrap();
         for param in model.parameters() {
             let f32_kept = param.name.ends_with("norm.weight") || param.name.ends_with(".bias");
-            let want = if f32_kept { DataType::F32 } else { DataType::F16 };
+            let want = if f32_kept {
+                DataType::F32
+            } else {
+                DataType::F16
+            };
             assert_eq!(param.dtype(), Some(want), "{}", param.name);
         }
         let module = model.export(&ExportOptions::default()).unwrap().module;

@@ -21,10 +21,18 @@ pub enum StorageKind {
     Borrowed,
 }
 
+/// Allocations of at least this many bytes are mapped from the OS directly (anonymous,
+/// page-aligned) and unmapped when dropped. The heap allocator would keep freed large
+/// blocks for reuse, so loading a model whose converted weights are freed as they are
+/// packed would end with both copies' worth of resident memory.
+const MAPPED_MIN_BYTES: usize = 1 << 20;
+
 /// What keeps a buffer's memory alive.
 enum Backing {
     /// Allocated here with this layout; freed on drop.
     Allocated(Layout),
+    /// Mapped here (anonymous, zero-filled); unmapped when the mapping drops.
+    Mapped { _mapping: memmap2::MmapMut },
     /// Owned by someone else; the handle keeps it alive until the buffer drops.
     Borrowed { owner: Arc<dyn Any + Send + Sync> },
 }
@@ -52,6 +60,9 @@ impl Buffer {
     /// A zeroed, 64-byte aligned allocation of `len` bytes; `None` if `len` is too large
     /// for any allocation. Running out of memory aborts, as for `Vec`.
     pub(crate) fn zeroed(len: usize, kind: StorageKind) -> Option<Buffer> {
+        if len >= MAPPED_MIN_BYTES {
+            return Buffer::mapped(len, kind);
+        }
         let layout = Layout::from_size_align(len.max(1), BUFFER_ALIGN).ok()?;
         // SAFETY: the layout has a nonzero size (at least 1 byte).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
@@ -61,6 +72,18 @@ impl Buffer {
             len,
             kind,
             backing: Backing::Allocated(layout),
+        })
+    }
+
+    /// A zeroed anonymous mapping of `len` bytes (page-aligned); `None` if the OS refuses.
+    fn mapped(len: usize, kind: StorageKind) -> Option<Buffer> {
+        let mut map = memmap2::MmapMut::map_anon(len).ok()?;
+        let ptr = NonNull::new(map.as_mut_ptr())?;
+        Some(Buffer {
+            ptr,
+            len,
+            kind,
+            backing: Backing::Mapped { _mapping: map },
         })
     }
 
@@ -91,7 +114,7 @@ impl Buffer {
     pub(crate) fn owner(&self) -> Option<&(dyn Any + Send + Sync)> {
         match &self.backing {
             Backing::Borrowed { owner } => Some(owner.as_ref()),
-            Backing::Allocated(_) => None,
+            Backing::Allocated(_) | Backing::Mapped { .. } => None,
         }
     }
 

@@ -26,6 +26,20 @@ fn owned_tensors_are_aligned_and_typed() {
 }
 
 #[test]
+fn large_tensors_are_zeroed_page_aligned_mappings() {
+    let len = 3 << 19; // 1.5 Mi elements: over the mapping threshold
+    let mut t = Tensor::zeros(DType::F32, &[len]).unwrap();
+    assert_eq!(t.storage_kind(), StorageKind::Owned);
+    assert_eq!(t.data_ptr() as usize % 4096, 0);
+    let values = t.as_mut_slice::<f32>().unwrap();
+    assert!(values.iter().all(|&v| v == 0.0));
+    values[len as usize - 1] = 7.0;
+    let view = t.clone();
+    drop(t);
+    assert_eq!(view.as_slice::<f32>().unwrap()[len as usize - 1], 7.0);
+}
+
+#[test]
 fn bad_shapes_and_lengths_are_rejected() {
     assert!(matches!(
         Tensor::zeros(DType::F32, &[2, -1]),

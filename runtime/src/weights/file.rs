@@ -227,6 +227,13 @@ impl SafetensorsFile {
                 wanted: dtype,
             },
         })?;
+        // The conversion read the stored bytes once and nothing reads them again: their
+        // pages leave the resident set, so converting a model never holds both copies.
+        MappedRange {
+            bytes: self.bytes.clone(),
+            range: info.range,
+        }
+        .release();
         Tensor::from_bytes(dtype, &info.shape, &converted).map_err(tensor_error)
     }
 }

@@ -3,6 +3,7 @@
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::WeightDtype;
 use oxrelax::passes::Instrument;
+use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
 use oxrelax_models::ExportOptions;
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ pub struct DumpIrArgs {
 /// Runs the pipeline on the model's exported module and prints or writes the IR.
 pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
     let module = source_module(&args.model, &ExportOptions::default(), args.dtype)?;
-    let stages = modules_after_each_pass(module, Instrument::default())?;
+    let stages = modules_after_each_pass(module, &Target::host(), Instrument::default())?;
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
     let shown = |module| {
         if names.is_empty() {

@@ -4,7 +4,8 @@
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::WeightDtype;
-use oxrelax::passes::{compile_pipeline, Instrument};
+use oxrelax::passes::{compile_pipeline_for, Instrument};
+use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::{parse_module, print_module};
 use oxrelax_models::ExportOptions;
 use std::path::Path;
@@ -20,10 +21,12 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
         prefill_chunk: 32,
     };
     let module = source_module(&model, &options, WeightDtype::Auto).unwrap();
-    let stages = modules_after_each_pass(module, Instrument::default()).unwrap();
+    // A named target, so the scheduled functions are the same on every host.
+    let target = Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
+    let stages = modules_after_each_pass(module, &target, Instrument::default()).unwrap();
     let mut names: Vec<String> = vec!["input".into()];
     names.extend(
-        compile_pipeline()
+        compile_pipeline_for(&target)
             .pass_names()
             .into_iter()
             .map(String::from),

@@ -46,9 +46,25 @@ const F32_TILES: MatmulTiles = MatmulTiles {
     panels_per_task: 4,
 };
 
+/// f32 tiles of AVX-512 targets: the 14-row block (14 zmm accumulators, one panel load
+/// and 14 broadcast FMAs per k, so loads stay under the FMA rate). The L block keeps the
+/// 14 activation rows (14 KiB) and a panel's block (16 KiB) in L1 across a call; a task's
+/// 4 panels (64 KiB per L block) stay in L2. The GEMV is memory bound: AVX2's is kept.
+const AVX512_TILES: MatmulTiles = MatmulTiles {
+    gemm_kernel: "sgemm_14x16",
+    ep: 14,
+    ..F32_TILES
+};
+
 /// The tile table, most specific rows first; the first row whose arch matches and whose
 /// features the target has is used.
 const TILE_TABLE: &[TileRow] = &[
+    TileRow {
+        arch: "x86_64",
+        features: &["avx512f"],
+        vector_bits: 512,
+        matmul: AVX512_TILES,
+    },
     TileRow {
         arch: "x86_64",
         features: &["avx2", "fma"],
@@ -176,5 +192,27 @@ fn host_triple() -> String {
         "android" => format!("{arch}-linux-android"),
         "macos" => format!("{arch}-apple-darwin"),
         os => format!("{arch}-unknown-{os}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tile_table_picks_the_row_of_the_named_features() {
+        let x86 = "x86_64-unknown-linux-gnu";
+        let avx512 = Target::new(x86, &["avx512f", "avx2", "fma"]);
+        assert_eq!(avx512.matmul_tiles().gemm_kernel, "sgemm_14x16");
+        assert_eq!((avx512.matmul_tiles().ep, avx512.vector_bits()), (14, 512));
+        let avx2 = Target::new(x86, &["avx2", "fma"]);
+        assert_eq!(avx2.matmul_tiles().gemm_kernel, "sgemm_6x16");
+        assert_eq!(avx2.vector_bits(), 256);
+        let generic = Target::new("aarch64-unknown-linux-gnu", &["avx512f"]);
+        assert_eq!(generic.matmul_tiles().gemm_kernel, "sgemm_6x16");
+        // Every target packs weights the same way.
+        for target in [&avx512, &avx2, &generic] {
+            assert_eq!(target.matmul_tiles().hp, 16);
+        }
     }
 }

@@ -3,8 +3,9 @@
 use super::manifest::Manifest;
 use super::read::is_artifact;
 use crate::model::{LoadError, WeightDtype};
-use crate::passes::{compile_pipeline, Instrument, PassError};
+use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
+use oxrelax_dsl::target::Target;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::WeightStore;
@@ -35,15 +36,16 @@ pub fn source_module(
     Ok(causal_lm(&config, weights)?.export(&options)?.module)
 }
 
-/// The module before the compile pipeline and after each of its passes, as
+/// The module before `target`'s compile pipeline and after each of its passes, as
 /// `(NN-name, module)` (`00-input`, `01-normalize`, ...), with `instrument`'s dumps
 /// and checks.
 pub fn modules_after_each_pass(
     module: IRModule,
+    target: &Target,
     instrument: Instrument,
 ) -> Result<Vec<(String, IRModule)>, PassError> {
     let mut stages = Vec::new();
-    compile_pipeline()
+    compile_pipeline_for(target)
         .instrumented(instrument)
         .run_observed(module, |name, module| {
             stages.push((format!("{:02}-{name}", stages.len()), module.clone()));

@@ -148,6 +148,24 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         },
     },
     MicrokernelSpec {
+        name: "sgemm_14x16",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::F32,
+            ep: 14,
+            hp: 16,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
+        name: "sgemm_14x16_f16",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::F16,
+            ep: 14,
+            hp: 16,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
         name: "attention_f32",
         kind: MicrokernelKind::Attention,
     },

@@ -15,11 +15,15 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod scalar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_attention;
+#[cfg(target_arch = "x86_64")]
+mod x86_gemm;
 
 use std::sync::OnceLock;
 
@@ -140,6 +144,10 @@ pub enum Microkernel {
     Sgemm6x16F16,
     /// [`Microkernel::Sgemv1x64`] over f16 weight panels ([`GemmF16Fn`]).
     Sgemv1x64F16,
+    /// f32 GEMM block of 14 rows x 16 columns (prefill on AVX-512: 14 zmm accumulators).
+    Sgemm14x16,
+    /// [`Microkernel::Sgemm14x16`] over f16 weight panels ([`GemmF16Fn`]).
+    Sgemm14x16F16,
     /// f32 attention of one query row over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
@@ -191,6 +199,16 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
         gemm_block: block(1, 64, 16),
     },
     KernelSpec {
+        kernel: Microkernel::Sgemm14x16,
+        name: "sgemm_14x16",
+        gemm_block: block(14, 16, 16),
+    },
+    KernelSpec {
+        kernel: Microkernel::Sgemm14x16F16,
+        name: "sgemm_14x16_f16",
+        gemm_block: block(14, 16, 16),
+    },
+    KernelSpec {
         kernel: Microkernel::AttentionF32,
         name: "attention_f32",
         gemm_block: None,
@@ -199,7 +217,7 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 7;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -207,6 +225,8 @@ impl Microkernel {
         Microkernel::Sgemv1x64,
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
+        Microkernel::Sgemm14x16,
+        Microkernel::Sgemm14x16F16,
         Microkernel::AttentionF32,
     ];
 
@@ -244,6 +264,8 @@ struct Implementation {
 /// nothing, so every kernel always has one.
 const IMPLEMENTATIONS: &[&[Implementation]] = &[
     #[cfg(target_arch = "x86_64")]
+    avx512::IMPLEMENTATIONS,
+    #[cfg(target_arch = "x86_64")]
     avx2::IMPLEMENTATIONS,
     // aarch64: `#[cfg(target_arch = "aarch64")] neon::IMPLEMENTATIONS,` goes here.
     scalar::IMPLEMENTATIONS,
@@ -265,6 +287,7 @@ fn detect_host_features() -> Vec<&'static str> {
         ("avx2", is_x86_feature_detected!("avx2")),
         ("fma", is_x86_feature_detected!("fma")),
         ("f16c", is_x86_feature_detected!("f16c")),
+        ("avx512f", is_x86_feature_detected!("avx512f")),
     ];
     known
         .iter()
@@ -330,7 +353,8 @@ impl MicrokernelSet {
         self.funcs[kernel as usize]
     }
 
-    /// The ISA the function for `kernel` was written for: `"avx2+fma"` or `"scalar"`.
+    /// The ISA the function for `kernel` was written for: `"avx512f"`, `"avx2+fma"`,
+    /// `"avx2+fma+f16c"` or `"scalar"`.
     pub fn isa(&self, kernel: Microkernel) -> &'static str {
         self.isas[kernel as usize]
     }

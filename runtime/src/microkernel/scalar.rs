@@ -35,6 +35,18 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         func: MicrokernelFn::GemmF16(sgemm::<f16, 1, 64, 16>),
     },
     Implementation {
+        kernel: Microkernel::Sgemm14x16,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::Gemm(sgemm::<f32, 14, 16, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm14x16F16,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmF16(sgemm::<f16, 14, 16, 16>),
+    },
+    Implementation {
         kernel: Microkernel::AttentionF32,
         isa: "scalar",
         features: &[],

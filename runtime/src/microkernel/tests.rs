@@ -32,6 +32,9 @@ fn specs_are_in_table_order_and_names_round_trip() {
     let f16 = (Microkernel::Sgemm6x16F16, Microkernel::Sgemv1x64F16);
     assert_eq!(shape(f16.0), ("sgemm_6x16_f16", 6, 16, 16));
     assert_eq!(shape(f16.1), ("sgemv_1x64_f16", 1, 64, 16));
+    assert_eq!(shape(Microkernel::Sgemm14x16), ("sgemm_14x16", 14, 16, 16));
+    let wide_f16 = Microkernel::Sgemm14x16F16;
+    assert_eq!(shape(wide_f16), ("sgemm_14x16_f16", 14, 16, 16));
 }
 
 #[test]
@@ -47,7 +50,12 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 fn sets_pick_the_best_allowed_and_detected_isa() {
     let avx2 = host_has("avx2") && host_has("fma");
     let f16c = avx2 && host_has("f16c");
-    let f16_weights = [Microkernel::Sgemm6x16F16, Microkernel::Sgemv1x64F16];
+    let f16_weights = [
+        Microkernel::Sgemm6x16F16,
+        Microkernel::Sgemv1x64F16,
+        Microkernel::Sgemm14x16F16,
+    ];
+    let avx512 = [Microkernel::Sgemm14x16, Microkernel::Sgemm14x16F16];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
             (true, _, true) => "avx2+fma+f16c",
@@ -62,7 +70,14 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         );
         let all = MicrokernelSet::for_features(&["avx2", "fma", "f16c"]);
         assert_eq!(all.isa(kernel), best);
-        assert_eq!(MicrokernelSet::detect().isa(kernel), best);
+        let detected = if avx512.contains(&kernel) && host_has("avx512f") {
+            "avx512f"
+        } else {
+            best
+        };
+        assert_eq!(MicrokernelSet::detect().isa(kernel), detected);
+        let only_avx512 = MicrokernelSet::for_features(&["avx512f"]).isa(kernel);
+        assert_eq!(only_avx512 == "avx512f", detected == "avx512f");
         if f16_weights.contains(&kernel) {
             let no_f16c = MicrokernelSet::for_features(&["avx2", "fma"]);
             assert_eq!(no_f16c.isa(kernel), "scalar");

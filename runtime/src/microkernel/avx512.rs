@@ -1,0 +1,97 @@
+//! x86-64 AVX-512F microkernels (512-bit zmm registers, 16 f32 lanes): the `14 x 16`
+//! block GEMM over f32 and f16 weight panels (14 zmm accumulators; per k one panel load
+//! and 14 broadcast FMAs), the shared x86 body ([`super::x86_gemm`]) with a row of a block
+//! in one zmm register.
+//!
+//! Only [`Zmm`]'s `Row16`/`PanelElement` methods are specific to this file; the body is
+//! the one the AVX2 kernels run, and its 14-row instance is tested on AVX2 CPUs through
+//! [`Microkernel::Sgemm14x16`]'s AVX2 implementation. These entry points themselves run
+//! (and are tested) only on CPUs with AVX-512F.
+
+use super::x86_gemm::{gemm_block, gemm_entry, PanelElement, Row16};
+use super::{Implementation, Microkernel, MicrokernelFn};
+use half::f16;
+use std::arch::x86_64::{
+    __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
+    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+};
+
+/// The features every kernel here needs (f16 widening included: `vcvtph2ps` on zmm is
+/// AVX-512F).
+const FEATURES: &[&str] = &["avx512f"];
+
+/// The AVX-512F implementations.
+pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
+    Implementation {
+        kernel: Microkernel::Sgemm14x16,
+        isa: "avx512f",
+        features: FEATURES,
+        func: MicrokernelFn::Gemm(sgemm_14x16),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm14x16F16,
+        isa: "avx512f",
+        features: FEATURES,
+        func: MicrokernelFn::GemmF16(sgemm_14x16_f16),
+    },
+];
+
+/// One row of a block: 16 lanes in one zmm register.
+type Zmm = __m512;
+
+impl Row16 for Zmm {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: 16 readable floats (caller's contract).
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn fma(self, a: f32, b: Self) -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_fmadd_ps(_mm512_set1_ps(a), b, self) }
+    }
+
+    #[inline(always)]
+    unsafe fn add(self, other: Self) -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_add_ps(self, other) }
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: 16 writable floats (caller's contract).
+        unsafe { _mm512_storeu_ps(p, self) }
+    }
+}
+
+impl PanelElement<Zmm> for f32 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> Zmm {
+        // SAFETY: forwarded contract.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+}
+
+impl PanelElement<Zmm> for f16 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f16) -> Zmm {
+        // SAFETY: forwarded contract: 32 readable bytes, AVX-512F available.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+}
+
+gemm_entry!(
+    /// [`Microkernel::Sgemm14x16`] over f32 weights (14 zmm accumulators).
+    sgemm_14x16, Zmm, f32, 14, "avx512f", gemm_block
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm14x16F16`] over f16 weights.
+    sgemm_14x16_f16, Zmm, f16, 14, "avx512f", gemm_block
+);

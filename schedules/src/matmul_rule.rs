@@ -12,13 +12,16 @@
 //!   (stride `L`; an L block of them stays in L1 across the group's panels), so f32
 //!   activations need no packing (MNN's `LP = 1`).
 //!
-//! A fused epilogue (residual or bias add, SiLU, `silu(g) * up`) runs on each output tile
-//! right after its last reduction block, while the tile is in cache.
+//! A fused epilogue (residual or bias add, SiLU, `silu(g) * up`, RoPE) runs on each
+//! output tile right after its last reduction block, while the tile is in cache: per
+//! GEMV block, or per `EP` rows of a panel group. A windowed epilogue (RoPE reads a whole
+//! head) gets tiles of whole windows: panel groups and GEMV tasks are widened to a
+//! multiple of the window.
 
 use crate::epilogue::epilogue_tile;
 use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
-use oxrelax_dsl::fuse::{split_epilogue, ElementwiseNest, FUSED_ATTR};
+use oxrelax_dsl::fuse::{split_epilogue, Epilogue, FUSED_ATTR};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
     Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec, PrimCmp,
@@ -41,7 +44,7 @@ struct PackedMatmul<'a> {
     /// The output's batch dims (all but the last).
     batch: &'a [SymExpr],
     /// The fused epilogue, if any.
-    epilogue: Option<ElementwiseNest>,
+    epilogue: Option<Epilogue>,
     depth: i64,
     features: i64,
     panels: i64,
@@ -110,8 +113,14 @@ impl ScheduleRule for GemvRule {
         }
         let kernel = m.kernel(tiles.gemv_kernel)?;
         let width = gemv_width(kernel, tiles.hp)?;
+        // Each task covers `calls` blocks: enough for whole epilogue windows.
+        let calls = m.aligned(width) / width;
         let group = width / tiles.hp;
-        let p = index("g") * PrimExpr::index(group);
+        let first_panel = index("g") * PrimExpr::index(calls * group);
+        let p = match calls {
+            1 => first_panel.clone(),
+            _ => first_panel.clone() + index("k") * PrimExpr::index(group),
+        };
         let one_row = (PrimExpr::index(1), PrimExpr::index(0));
         let call = m.call(
             (kernel, width),
@@ -120,13 +129,20 @@ impl ScheduleRule for GemvRule {
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
             one_row.clone(),
         );
-        let body = match m.epilogue_tile(one_row, &p, width) {
-            Some(epilogue) => Stmt::Seq(vec![call, epilogue]),
-            None => call,
+        let blocks = if calls == 1 {
+            call
+        } else {
+            let remaining = PrimExpr::index(m.panels) - first_panel.clone();
+            let count = min(PrimExpr::index(calls), ceil_div(remaining, group));
+            for_loop("k", count, ForKind::Serial, call)
+        };
+        let body = match m.epilogue_tile(one_row, &first_panel, calls * width) {
+            Some(epilogue) => Stmt::Seq(vec![blocks, epilogue]),
+            None => blocks,
         };
         let kind = m.loop_kind(m.depth * m.features);
-        let groups = PrimExpr::index((m.panels + group - 1) / group);
-        Some(m.with_body(for_loop("g", groups, kind, body)))
+        let tasks = PrimExpr::index((m.panels + calls * group - 1) / (calls * group));
+        Some(m.with_body(for_loop("g", tasks, kind, body)))
     }
 }
 
@@ -156,6 +172,7 @@ impl ScheduleRule for MatmulRule {
             return None;
         }
         let group = (m.panels / 8).clamp(1, tiles.panels_per_task);
+        let group = m.aligned(group * tiles.hp) / tiles.hp;
         let groups = (m.panels + group - 1) / group;
         let l_blocks = (m.depth + tiles.l_block - 1) / tiles.l_block;
         let rows = PrimExpr::from(&m.rows);
@@ -175,8 +192,10 @@ impl ScheduleRule for MatmulRule {
             (index("e_rows"), index("e0")),
         );
         let tile = (index("e_rows"), index("e0"));
+        let panels_loop = for_loop("q", panel_count, ForKind::Serial, call);
         // The epilogue follows the tile's last reduction block.
-        let tile_body = match m.epilogue_tile(tile, &p, tiles.hp) {
+        let first_panel = index("t") * PrimExpr::index(group);
+        let tile_body = match m.epilogue_tile(tile, &first_panel, group * tiles.hp) {
             Some(epilogue) if l_blocks > 1 => {
                 let last = index("lb").compare(PrimCmp::Eq, PrimExpr::index(l_blocks - 1));
                 let guarded = Stmt::If {
@@ -184,15 +203,14 @@ impl ScheduleRule for MatmulRule {
                     then: Box::new(epilogue),
                     otherwise: None,
                 };
-                Stmt::Seq(vec![call, guarded])
+                Stmt::Seq(vec![panels_loop, guarded])
             }
-            Some(epilogue) => Stmt::Seq(vec![call, epilogue]),
-            None => call,
+            Some(epilogue) => Stmt::Seq(vec![panels_loop, epilogue]),
+            None => panels_loop,
         };
-        let panels_loop = for_loop("q", panel_count, ForKind::Serial, tile_body);
         let per_rows = let_in("e0", index("eb") * PrimExpr::index(tiles.ep), {
             let e_rows = min(PrimExpr::index(tiles.ep), rows.clone() - index("e0"));
-            let_in("e_rows", e_rows, panels_loop)
+            let_in("e_rows", e_rows, tile_body)
         });
         let rows_loop = for_loop("eb", row_blocks, ForKind::Serial, per_rows);
         let per_l = let_in("l0", index("lb") * PrimExpr::index(tiles.l_block), {
@@ -242,7 +260,19 @@ impl PackedMatmul<'_> {
     fn epilogue_tile(&self, rows: (PrimExpr, PrimExpr), p: &PrimExpr, width: i64) -> Option<Stmt> {
         let epilogue = self.epilogue.as_ref()?;
         let (first_col, cols) = self.columns(p, width);
-        Some(epilogue_tile(epilogue, self.batch, rows, (cols, first_col)))
+        Some(epilogue_tile(
+            epilogue,
+            self.batch,
+            rows,
+            (cols, first_col, width),
+        ))
+    }
+
+    /// The smallest multiple of `width` (a tile's columns) that holds whole epilogue
+    /// windows.
+    fn aligned(&self, width: i64) -> i64 {
+        let window = self.epilogue.as_ref().map_or(1, |e| e.window);
+        lcm(width, window)
     }
 
     /// The function with a new body (same parameters, dims and attributes).
@@ -286,4 +316,13 @@ impl PackedMatmul<'_> {
             scalars: vec![kc, PrimExpr::index(self.depth), h, rows, cols, accumulate],
         })
     }
+}
+
+/// The least common multiple of two positive numbers.
+fn lcm(a: i64, b: i64) -> i64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
 }

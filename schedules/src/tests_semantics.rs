@@ -292,3 +292,77 @@ fn legalized(expr: Expr) -> oxrelax_dsl::tir::PrimFunc {
     };
     legalize_call(&call).unwrap().func
 }
+
+/// The rotation the nn module emits for `[batch.., heads, dim]` (batch `[1, n]`).
+fn rotary(batch: &[SymExpr], heads: i64, dim: i64) -> oxrelax_dsl::tir::PrimFunc {
+    use oxrelax_dsl::nn::{RotaryEmbedding, Spec};
+    let seq = batch[1].clone();
+    let mut shape = batch.to_vec();
+    shape.extend([heads.into(), dim.into()]);
+    let vars = [("x", shape), ("table", vec![seq, dim.into()])]
+        .map(|(name, shape)| Var::new(name, StructInfo::tensor(shape, DataType::F32)));
+    let spec = Spec::new().function("rope", vars.to_vec(), |rope: &RotaryEmbedding, bb, t| {
+        rope.apply(bb, &t[0], &t[1])
+    });
+    let rope = RotaryEmbedding::new(dim, 10000.0).unwrap();
+    spec.export(&rope).unwrap().prim_funcs["rotary"].clone()
+}
+
+#[test]
+fn windowed_epilogues_compute_what_the_unscheduled_fused_function_does() {
+    for target in matmul_targets() {
+        windowed_epilogues_match_on(&target);
+    }
+}
+
+/// RoPE fused into q/k-like projections (with and without a bias before it): head
+/// widths below, equal to and above a GEMV block, and not a multiple of the panel width.
+fn windowed_epilogues_match_on(target: &Target) {
+    let mut rng = StdRng::seed_from_u64(19);
+    let hp = target.matmul_tiles().hp;
+    // (rows: None for the symbolic n, reduction L, heads, head width)
+    let cases = [
+        (None, 300, 3, 16),
+        (None, 19, 2, 24),
+        (None, 33, 2, 128),
+        (Some(1), 33, 5, 16),
+        (Some(1), 17, 3, 128),
+        (Some(1), 20, 3, 24),
+    ];
+    for (rows, depth, heads, dim) in cases {
+        let batch = vec![SymExpr::int(1), rows.map_or(n().expr(), SymExpr::int)];
+        let with_dim = |last: i64| batch.iter().cloned().chain([last.into()]).collect();
+        let features = heads * dim;
+        let x = tensor("x", with_dim(depth), DataType::F32);
+        let panels = (features + hp - 1) / hp;
+        let shape = vec![panels.into(), depth.into(), hp.into()];
+        let packed = tensor("w", shape, DataType::F32);
+        let matmul = legalized(op::packed_matmul(&x, &packed, features).unwrap());
+        let activation = tensor("t", with_dim(features), DataType::F32);
+        let bias = tensor("bias", vec![features.into()], DataType::F32);
+        let add_bias = legalized(op::add(&activation, &bias).unwrap());
+        let biased = oxrelax_dsl::fuse::fuse_elementwise(&matmul, &add_bias, 0).unwrap();
+        let rope = rotary(&batch, heads, dim);
+        for producer in [matmul.clone(), biased] {
+            let fused = oxrelax_dsl::fuse::fuse_windowed(&producer, &rope, 0).unwrap();
+            let rule: &dyn ScheduleRule = match rows {
+                Some(_) => &GemvRule,
+                None => &MatmulRule,
+            };
+            let scheduled = rule.apply(&fused, target).expect("the rule applies");
+            for value in [1, 7, 13] {
+                let dims = SymBindings::from([("n".to_string(), value)]);
+                let inputs = random_inputs(&fused, &dims, &mut rng);
+                let before = run_with_inputs(&fused, &dims, &inputs).unwrap();
+                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+                let kernel = target.matmul_tiles().gemm_kernel;
+                let what =
+                    format!("{kernel} rows {rows:?} L {depth} heads {heads}x{dim} n {value}");
+                for (b, a) in before[0].iter().zip(&after[0]) {
+                    let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+                    assert!(close, "{what}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}

@@ -3,8 +3,9 @@
 
 use super::{BlockBuilder, BuildError};
 use crate::ir::{Call, Callee, Expr, Var};
+use crate::legalize::{OpPattern, OP_ATTR, OP_PATTERN_ATTR};
 use crate::te::{self, Tensor};
-use crate::{StructInfo, SymExpr, SymVar};
+use crate::{AttrValue, StructInfo, SymExpr, SymVar};
 use std::collections::BTreeSet;
 
 /// What an `emit_te` computation returns: one tensor (the call yields a tensor) or a
@@ -50,6 +51,18 @@ impl BlockBuilder {
         self.emit_te_with_dims(name_hint, args, &[], compute)
     }
 
+    /// Like [`emit_te`](Self::emit_te) for a computation with an op identity: the
+    /// function records `op` and its `pattern` (as legalized ops do), so fusion and the
+    /// dumps can tell what it computes.
+    pub fn emit_te_op<O: TeOutputs>(
+        &mut self,
+        (op, pattern): (&str, OpPattern),
+        args: &[Expr],
+        compute: impl FnOnce(&[Tensor]) -> O,
+    ) -> Result<Var, BuildError> {
+        self.emit_te_inner(op, args, &[], Some(pattern), compute)
+    }
+
     /// Like [`emit_te`](Self::emit_te) for a computation that also uses symbolic dims
     /// that no argument's shape mentions (a position offset `m`, say): the kernel
     /// receives them in its dims array (as TVM's `tir_vars`), so they must be bound in
@@ -61,6 +74,19 @@ impl BlockBuilder {
         extra_dims: &[SymVar],
         compute: impl FnOnce(&[Tensor]) -> O,
     ) -> Result<Var, BuildError> {
+        self.emit_te_inner(name_hint, args, extra_dims, None, compute)
+    }
+
+    /// `emit_te_with_dims`, recording `name_hint` as the op of pattern `op_pattern` if
+    /// given.
+    fn emit_te_inner<O: TeOutputs>(
+        &mut self,
+        name_hint: &str,
+        args: &[Expr],
+        extra_dims: &[SymVar],
+        op_pattern: Option<OpPattern>,
+        compute: impl FnOnce(&[Tensor]) -> O,
+    ) -> Result<Var, BuildError> {
         let args = args
             .iter()
             .map(|arg| match arg {
@@ -70,7 +96,13 @@ impl BlockBuilder {
             .collect::<Result<Vec<_>, _>>()?;
         let placeholders = placeholders(name_hint, &args)?;
         let outputs = compute(&placeholders).into_tensors();
-        let func = lower(name_hint, placeholders, extra_dims, &outputs)?;
+        let mut func = lower(name_hint, placeholders, extra_dims, &outputs)?;
+        if let Some(pattern) = op_pattern {
+            let attr = |s: &str| AttrValue::Str(s.to_string());
+            func.attrs.insert(OP_ATTR.to_string(), attr(name_hint));
+            func.attrs
+                .insert(OP_PATTERN_ATTR.to_string(), attr(pattern.name()));
+        }
         let fields = outputs
             .iter()
             .map(|t| StructInfo::tensor(t.shape().to_vec(), t.dtype()))

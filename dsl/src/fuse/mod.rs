@@ -9,6 +9,13 @@
 //!   place (`packed_matmul` then `add` of the residual). Schedule rules apply the epilogue
 //!   per output tile while it is still in cache.
 //!
+//! - A consumer that reads its operand across a window of the last axis (RoPE: each lane
+//!   reads its partner in the same head), behind a reshape that splits that axis into
+//!   `[.., heads, window]`, becomes a windowed epilogue of a matmul ([`fuse_windowed`]):
+//!   the epilogue computes a whole row into a local buffer before storing it, and
+//!   records the window in [`EPILOGUE_WINDOW_ATTR`] so schedules apply it to tiles of
+//!   whole windows.
+//!
 //! A fused function keeps the anchor's op identity (`op`: the producer's for an epilogue,
 //! the consumer's when inlining) and lists every op it computes, in order, in
 //! [`FUSED_ATTR`].
@@ -16,8 +23,10 @@
 mod nest;
 #[cfg(test)]
 mod tests;
+mod window;
 
 pub use nest::ElementwiseNest;
+pub use window::fuse_windowed;
 
 use crate::legalize::{OpPattern, OP_ATTR, OP_PATTERN_ATTR};
 use crate::tir::{Buffer, PrimExpr, PrimFunc, Stmt, TVar};
@@ -26,6 +35,33 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The attribute listing the ops a fused function computes, in order (`"packed_matmul,add"`).
 pub const FUSED_ATTR: &str = "fused";
+
+/// The attribute of a function with a windowed epilogue: the width of the last-axis
+/// window the epilogue reads whole (absent: 1, every element alone).
+pub const EPILOGUE_WINDOW_ATTR: &str = "epilogue_window";
+
+/// The fused epilogue of an `out_ewise_fusible` function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Epilogue {
+    /// The element-wise nest rewriting the output.
+    pub nest: ElementwiseNest,
+    /// The aligned window of the last axis each element's value may read (1: only
+    /// itself); a schedule applies the epilogue to tiles of whole windows.
+    pub window: i64,
+}
+
+impl Epilogue {
+    /// The epilogue as a statement of a function whose names are `taken`: the nest
+    /// itself, or staged through a row buffer when it reads across a window.
+    fn to_stmt(&self, out: &Buffer, taken: &mut BTreeSet<String>) -> Stmt {
+        if self.window == 1 {
+            return self.nest.to_stmt();
+        }
+        let row = out.shape.last().cloned().unwrap_or_else(|| 1.into());
+        let stage = Buffer::new(&fresh("stage", taken), out.dtype, vec![row]);
+        self.nest.to_staged_stmt(&stage)
+    }
+}
 
 /// The pattern attribute of `func`, if it has one.
 pub fn pattern(func: &PrimFunc) -> Option<OpPattern> {
@@ -49,17 +85,26 @@ pub fn fused_ops(func: &PrimFunc) -> Vec<String> {
 
 /// The main computation and the epilogue of an `out_ewise_fusible` function with a fused
 /// epilogue; `None` for any other function.
-pub fn split_epilogue(func: &PrimFunc) -> Option<(&Stmt, ElementwiseNest)> {
+pub fn split_epilogue(func: &PrimFunc) -> Option<(&Stmt, Epilogue)> {
     if pattern(func) != Some(OpPattern::OutEwiseFusible) || !func.attrs.contains_key(FUSED_ATTR) {
         return None;
     }
-    match &func.body {
-        Stmt::Seq(items) => match items.as_slice() {
-            [main, epilogue] => Some((main, ElementwiseNest::parse(epilogue)?)),
-            _ => None,
-        },
-        _ => None,
-    }
+    let window = match func.attrs.get(EPILOGUE_WINDOW_ATTR) {
+        None => 1,
+        Some(AttrValue::Int(w)) if *w > 1 => *w,
+        Some(_) => return None,
+    };
+    let Stmt::Seq(items) = &func.body else {
+        return None;
+    };
+    let [main, epilogue] = items.as_slice() else {
+        return None;
+    };
+    let nest = match window {
+        1 => ElementwiseNest::parse(epilogue)?,
+        _ => ElementwiseNest::parse_staged(epilogue)?,
+    };
+    Some((main, Epilogue { nest, window }))
 }
 
 /// `consumer` (element-wise, one output) fused with `producer`, whose only output is
@@ -90,33 +135,69 @@ pub fn fuse_elementwise(
     }
     let mut taken = names_in(producer);
     let (extra, nest) = rename_consumer(consumer, operand, nest, &mut taken);
-    let (main, value, anchor) = match pattern(producer) {
+    let (main, value, window, anchor) = match pattern(producer) {
         Some(OpPattern::OutEwiseFusible) => {
-            let (main, value) = match split_epilogue(producer) {
+            let (main, value, window) = match split_epilogue(producer) {
                 Some((main, epilogue)) => {
-                    let with = |i: &[PrimExpr]| epilogue.value_at(i);
-                    (main.clone(), nest.replace_reads(&read.name, &with))
+                    let with = |i: &[PrimExpr]| epilogue.nest.value_at(i);
+                    let value = nest.replace_reads(&read.name, &with);
+                    (main.clone(), value, epilogue.window)
                 }
                 None => {
                     let with = |i: &[PrimExpr]| load(&out, i);
-                    (producer.body.clone(), nest.replace_reads(&read.name, &with))
+                    (
+                        producer.body.clone(),
+                        nest.replace_reads(&read.name, &with),
+                        1,
+                    )
                 }
             };
-            (Some(main), value, producer)
+            (Some(main), value, window, producer)
         }
         p if ewise(p) => {
             let inner = ElementwiseNest::parse(&producer.body)?;
             let with = |i: &[PrimExpr]| inner.value_at(i);
-            (None, nest.replace_reads(&read.name, &with), consumer)
+            (None, nest.replace_reads(&read.name, &with), 1, consumer)
         }
         _ => return None,
     };
-    let epilogue = ElementwiseNest {
-        buffer: out.name.clone(),
-        value,
-        ..nest
+    let epilogue = Epilogue {
+        nest: ElementwiseNest {
+            buffer: out.name.clone(),
+            value,
+            ..nest
+        },
+        window,
+    };
+    let mut fused = assemble(
+        producer,
+        consumer,
+        anchor,
+        extra,
+        (main, epilogue),
+        &mut taken,
+    );
+    if anchor == consumer && pattern(producer) == Some(OpPattern::Broadcast) {
+        let broadcast = AttrValue::Str(OpPattern::Broadcast.name().to_string());
+        fused.attrs.insert(OP_PATTERN_ATTR.to_string(), broadcast);
     }
-    .to_stmt();
+    Some(fused)
+}
+
+/// The function fusing `consumer` into `producer`: the producer's inputs, then `extra`
+/// (the consumer's other inputs), then the producer's output; the body is `main` (if
+/// any) followed by `epilogue`; the dims of both; the attributes of `anchor`, listing
+/// the ops of both and the epilogue's window.
+fn assemble(
+    producer: &PrimFunc,
+    consumer: &PrimFunc,
+    anchor: &PrimFunc,
+    extra: Vec<Buffer>,
+    (main, epilogue): (Option<Stmt>, Epilogue),
+    taken: &mut BTreeSet<String>,
+) -> PrimFunc {
+    let out = producer.outputs()[0].clone();
+    let epilogue_stmt = epilogue.to_stmt(&out, taken);
     let mut params = producer.inputs().to_vec();
     params.extend(extra);
     params.push(out);
@@ -128,20 +209,20 @@ pub fn fuse_elementwise(
     let mut ops = fused_ops(producer);
     ops.extend(fused_ops(consumer));
     attrs.insert(FUSED_ATTR.to_string(), AttrValue::Str(ops.join(",")));
-    if anchor == consumer && pattern(producer) == Some(OpPattern::Broadcast) {
-        let broadcast = AttrValue::Str(OpPattern::Broadcast.name().to_string());
-        attrs.insert(OP_PATTERN_ATTR.to_string(), broadcast);
+    if epilogue.window > 1 {
+        let window = AttrValue::Int(epilogue.window);
+        attrs.insert(EPILOGUE_WINDOW_ATTR.to_string(), window);
     }
-    Some(PrimFunc {
+    PrimFunc {
         params,
         num_outputs: 1,
         dims,
         body: match main {
-            Some(main) => Stmt::Seq(vec![main, epilogue]),
-            None => epilogue,
+            Some(main) => Stmt::Seq(vec![main, epilogue_stmt]),
+            None => epilogue_stmt,
         },
         attrs,
-    })
+    }
 }
 
 /// The consumer's inputs other than `operand` and its nest, with buffers and loop

@@ -2,8 +2,9 @@
 //! (checked with the TIR evaluator on symbolic and odd sizes), and pairs that cannot fuse
 //! are refused.
 
-use super::{fuse_elementwise, fused_ops, split_epilogue};
+use super::{fuse_elementwise, fuse_windowed, fused_ops, split_epilogue};
 use crate::legalize::{legalize_call, OP_ATTR};
+use crate::nn::{RotaryEmbedding, Spec};
 use crate::sym::SymBindings;
 use crate::tir::eval::pseudo_random;
 use crate::tir::{run_with_inputs, PrimFunc};
@@ -26,13 +27,38 @@ fn rows() -> SymExpr {
 
 /// `[1, n, 37]`-shaped placeholders and a packed matmul producing that shape.
 fn matmul() -> PrimFunc {
+    matmul_to(37)
+}
+
+/// A packed matmul producing `[1, n, features]`.
+fn matmul_to(features: i64) -> PrimFunc {
     let x = tensor("x", vec![1.into(), rows(), 19.into()]);
-    let packed = tensor("w", vec![3.into(), 19.into(), 16.into()]);
-    legalized(op::packed_matmul(&x, &packed, 37).unwrap())
+    let panels = (features + 15) / 16;
+    let packed = tensor("w", vec![panels.into(), 19.into(), 16.into()]);
+    legalized(op::packed_matmul(&x, &packed, features).unwrap())
 }
 
 fn activation() -> Expr {
-    tensor("t", vec![1.into(), rows(), 37.into()])
+    activation_of(37)
+}
+
+fn activation_of(features: i64) -> Expr {
+    tensor("t", vec![1.into(), rows(), features.into()])
+}
+
+/// The rotation the nn module emits for `[1, n, heads, dim]`.
+fn rotary(heads: i64, dim: i64) -> PrimFunc {
+    let x = tensor("x", vec![1.into(), rows(), heads.into(), dim.into()]);
+    let table = tensor("table", vec![rows(), dim.into()]);
+    let vars = [x, table].map(|e| match e {
+        Expr::Var(v) => v,
+        _ => unreachable!("tensor() builds variables"),
+    });
+    let spec = Spec::new().function("rope", vars.to_vec(), |rope: &RotaryEmbedding, bb, t| {
+        rope.apply(bb, &t[0], &t[1])
+    });
+    let rope = RotaryEmbedding::new(dim, 10000.0).unwrap();
+    spec.export(&rope).unwrap().prim_funcs["rotary"].clone()
 }
 
 /// Inputs of the producer, then of the consumer without the operand; the outputs of the
@@ -133,4 +159,45 @@ fn pairs_that_cannot_fuse_are_refused() {
     let transpose = legalized(op::permute_dims(&square, None).unwrap());
     let square_silu = legalized(op::silu(&square).unwrap());
     assert!(fuse_elementwise(&square_silu, &transpose, 0).is_none());
+}
+
+#[test]
+fn rope_after_a_head_split_becomes_a_windowed_matmul_epilogue() {
+    for (heads, dim) in [(3, 16), (2, 8)] {
+        let features = heads * dim;
+        let producer = matmul_to(features);
+        let consumer = rotary(heads, dim);
+        let fused = fuse_windowed(&producer, &consumer, 0).unwrap();
+        let (_, epilogue) = split_epilogue(&fused).unwrap();
+        assert_eq!(epilogue.window, dim);
+        assert_eq!(fused_ops(&fused), ["packed_matmul", "rotary"]);
+        compare(&producer, &consumer, 0, &fused);
+        // After a bias epilogue (Qwen2's q and k projections).
+        let bias = tensor("bias", vec![features.into()]);
+        let add_bias = legalized(op::add(&activation_of(features), &bias).unwrap());
+        let biased = fuse_elementwise(&producer, &add_bias, 0).unwrap();
+        let both = fuse_windowed(&biased, &consumer, 0).unwrap();
+        assert_eq!(fused_ops(&both), ["packed_matmul", "add", "rotary"]);
+        compare(&biased, &consumer, 0, &both);
+        // An element-wise consumer after it keeps the window.
+        let silu = legalized(op::silu(&activation_of(features)).unwrap());
+        let then_silu = fuse_elementwise(&both, &silu, 0).unwrap();
+        assert_eq!(split_epilogue(&then_silu).unwrap().1.window, dim);
+        compare(&both, &silu, 0, &then_silu);
+        // One windowed epilogue per function.
+        assert!(fuse_windowed(&both, &consumer, 0).is_none());
+    }
+}
+
+#[test]
+fn windowed_fusion_needs_a_matmul_and_a_split_of_its_last_axis() {
+    let consumer = rotary(3, 16);
+    // Not a matmul.
+    let silu = legalized(op::silu(&activation_of(48)).unwrap());
+    assert!(fuse_windowed(&silu, &consumer, 0).is_none());
+    // Not the producer's shape split.
+    assert!(fuse_windowed(&matmul_to(64), &consumer, 0).is_none());
+    // An element-wise consumer of the same shape is no window.
+    let add = legalized(op::add(&activation(), &activation()).unwrap());
+    assert!(fuse_windowed(&matmul(), &add, 0).is_none());
 }

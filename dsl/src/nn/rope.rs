@@ -1,6 +1,7 @@
 //! Rotary position embedding (RoPE), Hugging Face convention.
 
 use super::{Module, NnError, Param};
+use crate::legalize::OpPattern;
 use crate::te::{self, Tensor};
 use crate::{BlockBuilder, DataType, Expr, StructInfo, SymExpr};
 
@@ -170,7 +171,8 @@ impl RotaryEmbedding {
         let seq = self.check_input(&x.sinfo())?;
         self.check_table(&table.sinfo(), &seq)?;
         let inputs = [x.clone(), table.clone()];
-        let var = bb.emit_te("rotary", &inputs, |t| self.compute(&t[0], &t[1]))?;
+        let op = ("rotary", OpPattern::Injective);
+        let var = bb.emit_te_op(op, &inputs, |t| self.compute(&t[0], &t[1]))?;
         Ok(var.into())
     }
 

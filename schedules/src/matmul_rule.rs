@@ -112,7 +112,7 @@ impl ScheduleRule for GemvRule {
             return None;
         }
         let kernel = m.kernel(tiles.gemv_kernel)?;
-        let width = gemv_width(kernel, tiles.hp)?;
+        let width = block_width(kernel, tiles.hp)?;
         // Each task covers `calls` blocks: enough for whole epilogue windows.
         let calls = m.aligned(width) / width;
         let group = width / tiles.hp;
@@ -146,15 +146,11 @@ impl ScheduleRule for GemvRule {
     }
 }
 
-/// The block width of GEMV microkernel `kernel` if it is a one-row block GEMM over whole
-/// panels `hp` wide.
-fn gemv_width(kernel: &str, hp: i64) -> Option<i64> {
+/// The block width of GEMM microkernel `kernel` if it spans whole panels `hp` wide.
+fn block_width(kernel: &str, hp: i64) -> Option<i64> {
     match MicrokernelSpec::lookup(kernel)?.kind {
         MicrokernelKind::Gemm {
-            ep: 1,
-            hp: width,
-            panel,
-            ..
+            hp: width, panel, ..
         } if panel == hp && width % hp == 0 => Some(width),
         _ => None,
     }
@@ -171,28 +167,40 @@ impl ScheduleRule for MatmulRule {
         if m.rows.as_const() == Some(1) {
             return None;
         }
+        let kernel = m.kernel(tiles.gemm_kernel)?;
+        let width = block_width(kernel, tiles.hp)?;
+        // Panels per task: whole kernel blocks, and whole epilogue windows.
         let group = (m.panels / 8).clamp(1, tiles.panels_per_task);
-        let group = m.aligned(group * tiles.hp) / tiles.hp;
+        let group = m.aligned(lcm(group * tiles.hp, width)) / tiles.hp;
+        let per_call = width / tiles.hp;
         let groups = (m.panels + group - 1) / group;
         let l_blocks = (m.depth + tiles.l_block - 1) / tiles.l_block;
         let rows = PrimExpr::from(&m.rows);
         let row_blocks = ceil_div(rows.clone(), tiles.ep);
-        // Panels of this group: `p = t * group + q` for `q < min(group, P - t * group)`.
-        let p = index("t") * PrimExpr::index(group) + index("q");
+        // Blocks of this group: `p = t * group + q * per_call` for the `q` that start
+        // before `min(group, P - t * group)` panels.
         let panel_count = min(
             PrimExpr::index(group),
             PrimExpr::index(m.panels) - index("t") * PrimExpr::index(group),
         );
+        let (p, blocks) = match per_call {
+            1 => (index("q"), panel_count),
+            _ => (
+                index("q") * PrimExpr::index(per_call),
+                ceil_div(panel_count, per_call),
+            ),
+        };
+        let p = index("t") * PrimExpr::index(group) + p;
         let a_offset = index("e0") * PrimExpr::index(m.depth) + index("l0");
         let call = m.call(
-            (m.kernel(tiles.gemm_kernel)?, tiles.hp),
+            (kernel, width),
             a_offset,
             &p,
             (index("l0"), index("kc")),
             (index("e_rows"), index("e0")),
         );
         let tile = (index("e_rows"), index("e0"));
-        let panels_loop = for_loop("q", panel_count, ForKind::Serial, call);
+        let panels_loop = for_loop("q", blocks, ForKind::Serial, call);
         // The epilogue follows the tile's last reduction block.
         let first_panel = index("t") * PrimExpr::index(group);
         let tile_body = match m.epilogue_tile(tile, &first_panel, group * tiles.hp) {

@@ -150,7 +150,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
     }
 }
 
-/// Named targets whose tile tables differ (the AVX-512 row's 14-row block, the AVX2 row's
+/// Named targets whose tile tables differ (the AVX-512 row's two-panel 12-row block, the AVX2 row's
 /// 6-row block, the generic row), whatever the host: the interpreter runs microkernels by
 /// their reference semantics.
 fn matmul_targets() -> [Target; 3] {

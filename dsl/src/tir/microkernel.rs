@@ -8,8 +8,9 @@
 //!   `(a, b, c; kc, lda, ldc, rows, cols, accumulate)`: for `i < rows`, `j < cols`,
 //!   `c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b(k, j)`,
 //!   where `a` holds up to `EP` activation rows read in place and `b` is `HP / PANEL`
-//!   consecutive packed weight panels of `kc` groups of `PANEL` values:
-//!   `b(k, j) = b[(j / PANEL)*kc*PANEL + k*PANEL + j % PANEL]` (one panel when `HP = PANEL`);
+//!   packed weight panels `lda * PANEL` values apart (a panel holds the whole reduction,
+//!   whose depth is the row stride `lda`), of which a call reads groups `0..kc`:
+//!   `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`;
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -148,20 +149,20 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         },
     },
     MicrokernelSpec {
-        name: "sgemm_14x16",
+        name: "sgemm_12x32",
         kind: MicrokernelKind::Gemm {
             weights: DataType::F32,
-            ep: 14,
-            hp: 16,
+            ep: 12,
+            hp: 32,
             panel: 16,
         },
     },
     MicrokernelSpec {
-        name: "sgemm_14x16_f16",
+        name: "sgemm_12x32_f16",
         kind: MicrokernelKind::Gemm {
             weights: DataType::F16,
-            ep: 14,
-            hp: 16,
+            ep: 12,
+            hp: 32,
             panel: 16,
         },
     },
@@ -202,9 +203,19 @@ impl GemmScalars {
         };
         [
             rows(self.lda, self.kc),
-            (self.cols.max(0) + panel - 1) / panel * self.kc * panel,
+            self.panels_footprint(panel),
             rows(self.ldc, self.cols),
         ]
+    }
+
+    /// The elements of `b` from the first panel's first group to the last group read of
+    /// the last panel holding one of the `cols` columns.
+    fn panels_footprint(&self, panel: i64) -> i64 {
+        let panels = (self.cols.max(0) + panel - 1) / panel;
+        if panels == 0 || self.kc <= 0 {
+            return 0;
+        }
+        (panels - 1) * self.lda * panel + self.kc * panel
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
@@ -212,7 +223,7 @@ impl GemmScalars {
     pub fn reference(&self, panel: i64, a: &[f64], b: &[f64], c: &mut [f64]) {
         for i in 0..self.rows {
             for j in 0..self.cols {
-                let column = (j / panel) * self.kc * panel + j % panel;
+                let column = (j / panel) * self.lda * panel + j % panel;
                 let dot: f64 = (0..self.kc)
                     .map(|k| a[(i * self.lda + k) as usize] * b[(column + k * panel) as usize])
                     .sum();

@@ -1,14 +1,14 @@
-//! x86-64 AVX-512F microkernels (512-bit zmm registers, 16 f32 lanes): the `14 x 16`
-//! block GEMM over f32 and f16 weight panels (14 zmm accumulators; per k one panel load
-//! and 14 broadcast FMAs), the shared x86 body ([`super::x86_gemm`]) with a row of a block
-//! in one zmm register.
+//! x86-64 AVX-512F microkernels (512-bit zmm registers, 16 f32 lanes): the `12 x 32`
+//! block GEMM over two f32 or f16 weight panels (24 zmm accumulators; per k two panel
+//! loads and 12 broadcasts feed 24 FMAs, so the FMA units, not the loads, bound it), the
+//! shared x86 body ([`super::x86_gemm`]) with a row of a block in one zmm register.
 //!
 //! Only [`Zmm`]'s `Row16`/`PanelElement` methods are specific to this file; the body is
-//! the one the AVX2 kernels run, and its 14-row instance is tested on AVX2 CPUs through
-//! [`Microkernel::Sgemm14x16`]'s AVX2 implementation. These entry points themselves run
+//! the one the AVX2 kernels run, and its `12 x 32` instance is tested on AVX2 CPUs through
+//! [`Microkernel::Sgemm12x32`]'s AVX2 implementation. These entry points themselves run
 //! (and are tested) only on CPUs with AVX-512F.
 
-use super::x86_gemm::{gemm_block, gemm_entry, PanelElement, Row16};
+use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn};
 use half::f16;
 use std::arch::x86_64::{
@@ -23,16 +23,16 @@ const FEATURES: &[&str] = &["avx512f"];
 /// The AVX-512F implementations.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     Implementation {
-        kernel: Microkernel::Sgemm14x16,
+        kernel: Microkernel::Sgemm12x32,
         isa: "avx512f",
         features: FEATURES,
-        func: MicrokernelFn::Gemm(sgemm_14x16),
+        func: MicrokernelFn::Gemm(sgemm_12x32),
     },
     Implementation {
-        kernel: Microkernel::Sgemm14x16F16,
+        kernel: Microkernel::Sgemm12x32F16,
         isa: "avx512f",
         features: FEATURES,
-        func: MicrokernelFn::GemmF16(sgemm_14x16_f16),
+        func: MicrokernelFn::GemmF16(sgemm_12x32_f16),
     },
 ];
 
@@ -88,10 +88,10 @@ impl PanelElement<Zmm> for f16 {
 }
 
 gemm_entry!(
-    /// [`Microkernel::Sgemm14x16`] over f32 weights (14 zmm accumulators).
-    sgemm_14x16, Zmm, f32, 14, "avx512f", gemm_block
+    /// [`Microkernel::Sgemm12x32`] over f32 weights (24 zmm accumulators).
+    sgemm_12x32, Zmm, f32, 12 x 2, "avx512f"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemm14x16F16`] over f16 weights.
-    sgemm_14x16_f16, Zmm, f16, 14, "avx512f", gemm_block
+    /// [`Microkernel::Sgemm12x32F16`] over f16 weights.
+    sgemm_12x32_f16, Zmm, f16, 12 x 2, "avx512f"
 );

@@ -32,19 +32,21 @@ use std::sync::OnceLock;
 ///
 /// For every `i < rows` and `j < cols`:
 /// `c[i*ldc + j] = (accumulate != 0 ? c[i*ldc + j] : 0) + sum_{k < kc} a[i*lda + k] * b(k, j)`
-/// with `b(k, j) = b[(j / PANEL)*kc*PANEL + k*PANEL + j % PANEL]`: `b` is HP / PANEL
-/// consecutive panels of `kc` groups of PANEL floats (one panel when HP = PANEL).
+/// with `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`: `b` is HP / PANEL
+/// packed panels `lda * PANEL` elements apart (a panel holds the whole reduction, whose
+/// depth is the activation row stride `lda`), of which a call reads groups `0..kc`.
 /// `kc <= 0` sums nothing (so `c` becomes 0 unless `accumulate`). The activation rows are
 /// read in place (row `i` at `a + i*lda`). The weights are of `W` (f32, or f16 widened to
 /// f32 as they are loaded: [`GemmF16Fn`]).
 ///
 /// # Safety
 /// `a` must be readable for `kc` floats from `a + i*lda` for every `i < rows` (rows past
-/// `rows` are never read), `b` for `kc * PANEL` elements per panel holding one of the first
-/// `cols` columns (panels past them are never read), `c` readable and writable at
-/// `c[i*ldc + j]` for `i < rows, j < cols`, which is the only part of `c` a kernel
-/// touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside are clamped: nothing
-/// is done for `rows <= 0` or `cols <= 0`). Pointers need only the alignment of `f32`.
+/// `rows` are never read), `b` for `kc * PANEL` elements from `b + q*lda*PANEL` for every
+/// panel `q` holding one of the first `cols` columns (panels past them are never read),
+/// `c` readable and writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only
+/// part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside
+/// are clamped: nothing is done for `rows <= 0` or `cols <= 0`); `lda >= kc` when the
+/// block spans several panels. Pointers need only the alignment of `f32`.
 pub type GemmFn<W = f32> = unsafe extern "C" fn(
     a: *const f32,
     b: *const W,
@@ -144,10 +146,11 @@ pub enum Microkernel {
     Sgemm6x16F16,
     /// [`Microkernel::Sgemv1x64`] over f16 weight panels ([`GemmF16Fn`]).
     Sgemv1x64F16,
-    /// f32 GEMM block of 14 rows x 16 columns (prefill on AVX-512: 14 zmm accumulators).
-    Sgemm14x16,
-    /// [`Microkernel::Sgemm14x16`] over f16 weight panels ([`GemmF16Fn`]).
-    Sgemm14x16F16,
+    /// f32 GEMM block of 12 rows x 32 columns over 2 panels (prefill on AVX-512: 24 zmm
+    /// accumulators; per k, 2 panel loads and 12 broadcasts feed 24 FMAs).
+    Sgemm12x32,
+    /// [`Microkernel::Sgemm12x32`] over f16 weight panels ([`GemmF16Fn`]).
+    Sgemm12x32F16,
     /// f32 attention of one query row over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
@@ -199,14 +202,14 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
         gemm_block: block(1, 64, 16),
     },
     KernelSpec {
-        kernel: Microkernel::Sgemm14x16,
-        name: "sgemm_14x16",
-        gemm_block: block(14, 16, 16),
+        kernel: Microkernel::Sgemm12x32,
+        name: "sgemm_12x32",
+        gemm_block: block(12, 32, 16),
     },
     KernelSpec {
-        kernel: Microkernel::Sgemm14x16F16,
-        name: "sgemm_14x16_f16",
-        gemm_block: block(14, 16, 16),
+        kernel: Microkernel::Sgemm12x32F16,
+        name: "sgemm_12x32_f16",
+        gemm_block: block(12, 32, 16),
     },
     KernelSpec {
         kernel: Microkernel::AttentionF32,
@@ -225,8 +228,8 @@ impl Microkernel {
         Microkernel::Sgemv1x64,
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
-        Microkernel::Sgemm14x16,
-        Microkernel::Sgemm14x16F16,
+        Microkernel::Sgemm12x32,
+        Microkernel::Sgemm12x32F16,
         Microkernel::AttentionF32,
     ];
 

@@ -35,16 +35,16 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         func: MicrokernelFn::GemmF16(sgemm::<f16, 1, 64, 16>),
     },
     Implementation {
-        kernel: Microkernel::Sgemm14x16,
+        kernel: Microkernel::Sgemm12x32,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<f32, 14, 16, 16>),
+        func: MicrokernelFn::Gemm(sgemm::<f32, 12, 32, 16>),
     },
     Implementation {
-        kernel: Microkernel::Sgemm14x16F16,
+        kernel: Microkernel::Sgemm12x32F16,
         isa: "scalar",
         features: &[],
-        func: MicrokernelFn::GemmF16(sgemm::<f16, 14, 16, 16>),
+        func: MicrokernelFn::GemmF16(sgemm::<f16, 12, 32, 16>),
     },
     Implementation {
         kernel: Microkernel::AttentionF32,
@@ -95,8 +95,9 @@ unsafe extern "C" fn sgemm<
         {
             for (k, &a_ik) in a_i.iter().enumerate() {
                 // SAFETY: panel `q` holds one of the first `cols` columns, so the caller
-                // lends its `kc * PANEL` floats from `b + q * kc * PANEL`; `k < kc`.
-                let b_k = unsafe { &*b.add((q * kc + k) * PANEL).cast::<[W; PANEL]>() };
+                // lends its first `kc * PANEL` elements from `b + q * lda * PANEL`; `k < kc`.
+                let at = q as isize * lda as isize * PANEL as isize + (k * PANEL) as isize;
+                let b_k = unsafe { &*b.offset(at).cast::<[W; PANEL]>() };
                 for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
                     *acc += a_ik * b_kj.into();
                 }

@@ -32,9 +32,9 @@ fn specs_are_in_table_order_and_names_round_trip() {
     let f16 = (Microkernel::Sgemm6x16F16, Microkernel::Sgemv1x64F16);
     assert_eq!(shape(f16.0), ("sgemm_6x16_f16", 6, 16, 16));
     assert_eq!(shape(f16.1), ("sgemv_1x64_f16", 1, 64, 16));
-    assert_eq!(shape(Microkernel::Sgemm14x16), ("sgemm_14x16", 14, 16, 16));
-    let wide_f16 = Microkernel::Sgemm14x16F16;
-    assert_eq!(shape(wide_f16), ("sgemm_14x16_f16", 14, 16, 16));
+    assert_eq!(shape(Microkernel::Sgemm12x32), ("sgemm_12x32", 12, 32, 16));
+    let wide_f16 = Microkernel::Sgemm12x32F16;
+    assert_eq!(shape(wide_f16), ("sgemm_12x32_f16", 12, 32, 16));
 }
 
 #[test]
@@ -53,9 +53,9 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
     let f16_weights = [
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
-        Microkernel::Sgemm14x16F16,
+        Microkernel::Sgemm12x32F16,
     ];
-    let avx512 = [Microkernel::Sgemm14x16, Microkernel::Sgemm14x16F16];
+    let avx512 = [Microkernel::Sgemm12x32, Microkernel::Sgemm12x32F16];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
             (true, _, true) => "avx2+fma+f16c",
@@ -136,9 +136,10 @@ struct Case {
     /// `1 + rows * lda` floats (no row past `rows`); row 0 starts at index 1 (not 32-byte
     /// aligned).
     a: Vec<f32>,
-    /// `1 + kc * PANEL` floats per panel holding one of the first `cols` columns (exactly
-    /// what is lent); the first panel starts at index 1. Every value is exact in f16, so
-    /// the f16-weight kernels get the same weights.
+    /// The panels holding one of the first `cols` columns, `lda * PANEL` floats apart, of
+    /// which the first `kc * PANEL` of each are live (NaN between them, nothing after the
+    /// last: exactly what is lent); the first panel starts at index 1. Every value is
+    /// exact in f16, so the f16-weight kernels get the same weights.
     b: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
     c: Vec<f32>,
@@ -177,9 +178,12 @@ impl Case {
             .map(|n| value(n > 0 && (n - 1) % lda < kc))
             .collect();
         let panels = cols.div_ceil(panel);
-        let column = |n: usize| (n / (kc * panel)) * panel + n % panel;
-        let b = (0..1 + panels * kc * panel)
-            .map(|n| f16::from_f32(value(n > 0 && column(n - 1) < cols)).to_f32())
+        let live = |n: usize| {
+            let (q, within) = (n / (lda * panel), n % (lda * panel));
+            within / panel < kc && q * panel + within % panel < cols
+        };
+        let b = (0..1 + (panels - 1) * lda * panel + kc * panel)
+            .map(|n| f16::from_f32(value(n > 0 && live(n - 1))).to_f32())
             .collect();
         let ldc = cols + rng.gen_range(1..=5);
         let mut c = vec![GUARD; GUARD_LEN + block.rows * ldc + GUARD_LEN];
@@ -258,7 +262,7 @@ impl Case {
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
         let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
-        let column = (j / panel) * self.kc * panel + j % panel;
+        let column = (j / panel) * self.lda * panel + j % panel;
         let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
         let (mut sum, mut scale) = if self.accumulate != 0 {
             (old, old.abs())

@@ -1,8 +1,10 @@
-//! The x86-64 block GEMM, written once for every vector ISA: generic over how one row of
-//! 16 floats of the block is held in registers ([`Row16`]: two ymm registers on AVX2, one
-//! zmm on AVX-512F) and over the packed weight element ([`PanelElement`]: f32, or f16
-//! widened as loaded). The bodies are always inlined into `extern "C"` entry points that
-//! enable their ISA's features ([`gemm_entry!`]).
+//! The x86-64 block GEMM, written once for every vector ISA and block shape: generic over
+//! how one row of 16 floats of the block is held in registers ([`Row16`]: two ymm
+//! registers on AVX2, one zmm on AVX-512F), over the packed weight element
+//! ([`PanelElement`]: f32, or f16 widened as loaded), and over the block's rows and panels
+//! (`6 x 1` panel for AVX2 prefill, `1 x 4` for the decode GEMV, which streams 4 panels at
+//! once so more cache-line fills are in flight). The body is always inlined into
+//! `extern "C"` entry points that enable their ISA's features ([`gemm_entry!`]).
 //!
 //! Each kernel keeps its whole block of C in accumulators, starting from zero; at the end
 //! it adds C (if accumulating) and stores. Full blocks store straight to C; edge blocks
@@ -40,9 +42,10 @@ pub(super) trait PanelElement<R: Row16>: Copy {
 }
 
 /// Defines `extern "C"` entry point `$name`, a [`super::GemmFn`] over weights `$w`: the
-/// always-inlined generic body `$body::<$row, $w, $ep>` compiled with `$features` enabled.
+/// always-inlined generic [`gemm_block`] for `$ep` rows by `$np` panels of 16 columns,
+/// in rows of `$row`, compiled with `$features` enabled.
 macro_rules! gemm_entry {
-    ($(#[$doc:meta])* $name:ident, $row:ty, $w:ty, $ep:literal, $features:literal, $body:ident) => {
+    ($(#[$doc:meta])* $name:ident, $row:ty, $w:ty, $ep:literal x $np:literal, $features:literal) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -61,22 +64,26 @@ macro_rules! gemm_entry {
             accumulate: i64,
         ) {
             // SAFETY: forwarded contract; the body's features are enabled here.
-            unsafe { $body::<$row, $w, $ep>(a, b, c, kc, lda, ldc, rows, cols, accumulate) }
+            unsafe {
+                $crate::microkernel::x86_gemm::gemm_block::<$row, $w, $ep, $np>(
+                    a, b, c, kc, lda, ldc, rows, cols, accumulate,
+                )
+            }
         }
     };
 }
 pub(super) use gemm_entry;
 
-/// `EP x 16` of C in `EP` rows of accumulators; per k, one panel load of `b` and, per row
-/// of `a` (read in place at stride `lda`), one broadcast feeding one row FMA. Rows past
-/// `rows` re-read the last valid row (never stored).
+/// `EP x (NP * 16)` of C: the block GEMM of [`super::GemmFn`] over `NP` panels, reading
+/// only the panels that hold one of the `cols` columns (an edge block at the right of the
+/// weights has fewer).
 ///
 /// # Safety
 /// As [`super::GemmFn`] with `b` of `W`; inlined into a function enabling `R`'s and `W`'s
 /// features, which the CPU has.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize>(
+pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize, const NP: usize>(
     a: *const f32,
     b: *const W,
     c: *mut f32,
@@ -90,92 +97,91 @@ pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize>(
     if rows <= 0 || cols <= 0 {
         return;
     }
-    let last = rows.min(EP as i64) as usize - 1;
-    // SAFETY: row `min(i, last) < rows` of `a` is lent (`kc` floats from `a + row * lda`).
-    let a_rows: [*const f32; EP] =
-        std::array::from_fn(|i| unsafe { a.offset(i.min(last) as isize * lda as isize) });
-    // SAFETY (rest): the caller's CPU has the features (see above).
-    let mut acc = [unsafe { R::zero() }; EP];
-    for k in 0..kc.max(0) as usize {
-        // SAFETY: `k < kc`: the caller lends `kc * HP` elements at `b`.
-        let b_k = unsafe { W::load16(b.add(k * HP)) };
-        for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
-            // SAFETY: `k < kc`: element k of a lent row.
-            *acc_i = unsafe { acc_i.fma(*a_i.add(k), b_k) };
+    let block = Block {
+        a,
+        b,
+        c,
+        kc: kc.max(0) as usize,
+        lda: lda as isize,
+        ldc,
+        rows,
+        cols,
+        accumulate,
+    };
+    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
+    unsafe {
+        match (cols as usize).div_ceil(HP).min(NP) {
+            4 => block.panels::<R, EP, 4>(),
+            3 => block.panels::<R, EP, 3>(),
+            2 => block.panels::<R, EP, 2>(),
+            _ => block.panels::<R, EP, 1>(),
         }
     }
-    // SAFETY: forwarded contract for `c`.
-    unsafe { store_block(&acc, c, ldc, rows, cols, accumulate) }
 }
 
-/// Panels a one-row GEMV call streams at once.
-pub(super) const GEMV_PANELS: usize = 4;
-
-/// The decode GEMV block: one row times up to 4 consecutive panels, all streamed in the
-/// same pass over `k` (4 concurrent memory streams and independent FMA chains keep more
-/// cache-line fills in flight than one panel at a time). An edge block (`cols < 64`)
-/// reads only the panels holding its columns. `a` is one row (`lda` is not read); `EP`
-/// is 1.
-///
-/// # Safety
-/// As [`gemm_block`].
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(super) unsafe fn gemv_block<R: Row16, W: PanelElement<R>, const EP: usize>(
+/// The operands of one [`super::GemmFn`] call (`kc` clamped at 0).
+struct Block<W> {
     a: *const f32,
     b: *const W,
     c: *mut f32,
-    kc: i64,
-    _lda: i64,
+    kc: usize,
+    lda: isize,
     ldc: i64,
     rows: i64,
     cols: i64,
     accumulate: i64,
-) {
-    if rows <= 0 || cols <= 0 {
-        return;
-    }
-    let kc = kc.max(0) as usize;
-    let out = (c, ldc, cols, accumulate);
-    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
-    unsafe {
-        match (cols as usize).div_ceil(HP).min(GEMV_PANELS) {
-            4 => gemv_panels::<R, W, 4>(a, b, kc, out),
-            3 => gemv_panels::<R, W, 3>(a, b, kc, out),
-            2 => gemv_panels::<R, W, 2>(a, b, kc, out),
-            _ => gemv_panels::<R, W, 1>(a, b, kc, out),
-        }
-    }
 }
 
-/// One row times `NP` consecutive panels (`b + q * kc * HP` for `q < NP`), written to
-/// `out = (c, ldc, cols, accumulate)` as [`super::GemmFn`] does.
-///
-/// # Safety
-/// `a` holds `kc` floats, `b` `NP * kc * HP` elements; `c` as in [`store_block`] for the
-/// `cols` columns (at least one in panel `NP - 1`); inlined as [`gemv_block`].
-#[inline(always)]
-unsafe fn gemv_panels<R: Row16, W: PanelElement<R>, const NP: usize>(
-    a: *const f32,
-    b: *const W,
-    kc: usize,
-    (c, ldc, cols, accumulate): (*mut f32, i64, i64, i64),
-) {
-    // SAFETY (whole body): `k < kc`: `a` holds `kc` floats, each panel `kc * HP`
-    // elements; the CPU has the features.
-    let mut acc = [unsafe { R::zero() }; NP];
-    for k in 0..kc {
-        unsafe {
-            let a_k = *a.add(k);
-            for (q, acc_q) in acc.iter_mut().enumerate() {
-                *acc_q = acc_q.fma(a_k, W::load16(b.add((q * kc + k) * HP)));
+impl<W> Block<W> {
+    /// `EP` rows by the `NQ` panels from `b` (`lda * 16` elements apart), in `EP x NQ`
+    /// accumulators; per k, one load per panel and, per row of `a` (read in place at
+    /// stride `lda`), one broadcast feeding `NQ` FMAs. Rows past `rows` re-read the last
+    /// valid row (never stored).
+    ///
+    /// # Safety
+    /// As [`gemm_block`], with at least one of the `cols` columns in panel `NQ - 1`.
+    #[inline(always)]
+    unsafe fn panels<R: Row16, const EP: usize, const NQ: usize>(&self)
+    where
+        W: PanelElement<R>,
+    {
+        let last = self.rows.min(EP as i64) as usize - 1;
+        // SAFETY: row `min(i, last) < rows` of `a` is lent (`kc` floats from `a + row * lda`).
+        let a_rows: [*const f32; EP] =
+            std::array::from_fn(|i| unsafe { self.a.offset(i.min(last) as isize * self.lda) });
+        // SAFETY: panel `q < NQ` holds one of the columns, so it is lent (its first `kc`
+        // groups of 16 from `b + q * lda * 16`).
+        let panels: [*const W; NQ] =
+            std::array::from_fn(|q| unsafe { self.b.offset(q as isize * self.lda * HP as isize) });
+        // SAFETY (rest): the caller's CPU has the features (see above).
+        let mut acc = [[unsafe { R::zero() }; NQ]; EP];
+        for k in 0..self.kc {
+            // SAFETY: `k < kc`: group `k` of each lent panel.
+            let b_k: [R; NQ] = std::array::from_fn(|q| unsafe { W::load16(panels[q].add(k * HP)) });
+            for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
+                // SAFETY: `k < kc`: element k of a lent row.
+                let a_ik = unsafe { *a_i.add(k) };
+                for (acc_iq, &b_kq) in acc_i.iter_mut().zip(&b_k) {
+                    // SAFETY: the features (see above).
+                    *acc_iq = unsafe { acc_iq.fma(a_ik, b_kq) };
+                }
             }
         }
-    }
-    for (q, acc_q) in acc.iter().enumerate() {
-        let first = (q * HP) as i64;
-        // SAFETY: columns `first..cols` of row 0 (clamped to 16) are lent.
-        unsafe { store_block(&[*acc_q], c.add(q * HP), ldc, 1, cols - first, accumulate) }
+        let columns: [[R; EP]; NQ] = std::array::from_fn(|q| std::array::from_fn(|i| acc[i][q]));
+        for (q, column) in columns.iter().enumerate() {
+            let first = (q * HP) as i64;
+            // SAFETY: columns `first..cols` (clamped to 16) of the lent rows of `c`.
+            unsafe {
+                store_block(
+                    column,
+                    self.c.add(q * HP),
+                    self.ldc,
+                    self.rows,
+                    self.cols - first,
+                    self.accumulate,
+                )
+            }
+        }
     }
 }
 

@@ -66,7 +66,7 @@ impl Machine<'_> {
             accumulate: accumulate != 0,
         };
         let in_block = (0..=ep).contains(&rows) && (0..=hp).contains(&cols);
-        if !in_block || kc < 0 || ldc < cols || (rows > 1 && lda < kc) {
+        if !in_block || kc < 0 || ldc < cols || ((rows > 1 || cols > panel) && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
         let [len_a, len_b, len_c] = scalars.footprint(panel);

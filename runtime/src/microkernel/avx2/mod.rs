@@ -2,14 +2,14 @@
 //! over f16 weight panels, widened as loaded with F16C.
 //!
 //! The GEMMs are the shared x86 bodies ([`super::x86_gemm`]) with a row of a block held in
-//! two ymm registers. Besides the target's `6 x 16` block, the `14 x 16` block of the
-//! AVX-512 targets has an AVX2 version too (28 accumulators do not fit in 16 ymm
+//! two ymm registers. Besides the target's `6 x 16` block, the `12 x 32` block of the
+//! AVX-512 targets has an AVX2 version too (48 accumulators do not fit in 16 ymm
 //! registers, so it spills; it serves code compiled for AVX-512 on an AVX2 CPU, and tests
-//! the 14-row body on CPUs without AVX-512).
+//! the two-panel body on CPUs without AVX-512).
 
 mod attention;
 
-use super::x86_gemm::{gemm_block, gemm_entry, gemv_block, PanelElement, Row16};
+use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn};
 use half::f16;
 use std::arch::x86_64::{
@@ -61,14 +61,14 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmF16(sgemv_1x64_f16),
     ),
     row(
-        Microkernel::Sgemm14x16,
+        Microkernel::Sgemm12x32,
         false,
-        MicrokernelFn::Gemm(sgemm_14x16),
+        MicrokernelFn::Gemm(sgemm_12x32),
     ),
     row(
-        Microkernel::Sgemm14x16F16,
+        Microkernel::Sgemm12x32F16,
         true,
-        MicrokernelFn::GemmF16(sgemm_14x16_f16),
+        MicrokernelFn::GemmF16(sgemm_12x32_f16),
     ),
     row(
         Microkernel::AttentionF32,
@@ -149,25 +149,25 @@ impl PanelElement<Ymm2> for f16 {
 
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16`] over f32 weights (12 ymm accumulators).
-    sgemm_6x16, Ymm2, f32, 6, "avx2,fma", gemm_block
+    sgemm_6x16, Ymm2, f32, 6 x 1, "avx2,fma"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16F16`] over f16 weights.
-    sgemm_6x16_f16, Ymm2, f16, 6, "avx2,fma,f16c", gemm_block
+    sgemm_6x16_f16, Ymm2, f16, 6 x 1, "avx2,fma,f16c"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemv1x64`] over f32 weights.
-    sgemv_1x64, Ymm2, f32, 1, "avx2,fma", gemv_block
+    sgemv_1x64, Ymm2, f32, 1 x 4, "avx2,fma"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemv1x64F16`] over f16 weights.
-    sgemv_1x64_f16, Ymm2, f16, 1, "avx2,fma,f16c", gemv_block
+    sgemv_1x64_f16, Ymm2, f16, 1 x 4, "avx2,fma,f16c"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemm14x16`] over f32 weights, on AVX2 (spills; see the module docs).
-    sgemm_14x16, Ymm2, f32, 14, "avx2,fma", gemm_block
+    /// [`Microkernel::Sgemm12x32`] over f32 weights, on AVX2 (spills; see the module docs).
+    sgemm_12x32, Ymm2, f32, 12 x 2, "avx2,fma"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemm14x16F16`] over f16 weights, on AVX2.
-    sgemm_14x16_f16, Ymm2, f16, 14, "avx2,fma,f16c", gemm_block
+    /// [`Microkernel::Sgemm12x32F16`] over f16 weights, on AVX2.
+    sgemm_12x32_f16, Ymm2, f16, 12 x 2, "avx2,fma,f16c"
 );

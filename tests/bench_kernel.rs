@@ -73,7 +73,14 @@ fn bench_kernel_prints_a_line_per_kernel_with_positive_figures() {
         assert_eq!(gflops.is_some(), has_flops, "{kernel}");
         assert!(gflops.unwrap_or(1.0) > 0.0, "{kernel}");
     }
-    assert!(stdout.contains("= 113 (GFLOP/s)"), "{stdout}");
+    let peak = stdout
+        .lines()
+        .find(|l| l.contains("FMA peak"))
+        .unwrap_or_default();
+    assert!(
+        peak.contains("GFLOP/s") || peak.contains("no vector FMA"),
+        "{stdout}"
+    );
     // Which kernel is fastest depends on timing; the line names one with flops.
     let best = stdout
         .lines()
@@ -84,7 +91,6 @@ fn bench_kernel_prints_a_line_per_kernel_with_positive_figures() {
             || best.starts_with("best: gemv_cold 1x16x8 at "),
         "{stdout}"
     );
-    assert!(stdout.contains("documented in DESIGN.md, not measured"));
     let bandwidth = stdout
         .lines()
         .find(|l| l.contains("memory read bandwidth"))

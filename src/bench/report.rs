@@ -1,15 +1,12 @@
 //! The printed report: header, reference figures, one line per kernel, the peer block.
 
+use super::fma_peak::FmaPeak;
 use super::membw::Bandwidth;
 use super::peer::Peer;
 use super::spec::KernelSpec;
 use super::timing::{RunPlan, Timing};
 use serde::Serialize;
 use std::io::{self, Write};
-
-/// The fp32 FMA peak of this machine kind with 128-bit vectors (GFLOP/s), as DESIGN.md
-/// documents it.
-pub const DOCUMENTED_PEAK_GFLOPS: f64 = 113.0;
 
 /// One measured kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,7 +19,7 @@ pub struct KernelResult {
     pub timing: Timing,
 }
 
-/// The header: build, plan and the documented peak.
+/// The header: build and plan.
 pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result<()> {
     let build = if cfg!(debug_assertions) {
         "debug build: figures are not meaningful, use --release"
@@ -42,12 +39,25 @@ pub fn header(out: &mut dyn Write, plan: &RunPlan, threads: usize) -> io::Result
         plan.runs,
         plan.budget.as_secs_f64()
     )?;
-    writeln!(out, "{}", machine())?;
-    writeln!(
-        out,
-        "reference (documented in DESIGN.md, not measured): fp32 FMA peak of this machine \
-         kind (2 cores, 128-bit vectors) = {DOCUMENTED_PEAK_GFLOPS:.0} (GFLOP/s)"
-    )
+    writeln!(out, "{}", machine())
+}
+
+/// The measured FMA peak line.
+pub fn fma_peak(out: &mut dyn Write, peak: Option<&FmaPeak>) -> io::Result<()> {
+    match peak {
+        Some(peak) => writeln!(
+            out,
+            "reference (measured): fp32 FMA peak, independent {} FMA chains on {} threads = {} \
+             GFLOP/s",
+            peak.isa,
+            peak.threads,
+            significant(peak.gflops)
+        ),
+        None => writeln!(
+            out,
+            "reference: no vector FMA on this CPU; no FMA peak measured"
+        ),
+    }
 }
 
 /// The machine line: cores and, where the OS tells it, the load average (other processes

@@ -190,25 +190,12 @@ fn matmul_rules_match_on(target: &Target) {
         } else {
             &MatmulRule
         };
-        let scheduled = rule.apply(&func, target).expect("the rule applies");
-        for value in [1, 7, 13, 15] {
-            let dims = SymBindings::from([("n".to_string(), value)]);
-            let inputs = random_inputs(&func, &dims, &mut rng);
-            let before = run_with_inputs(&func, &dims, &inputs).unwrap();
-            let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
-            let what = format!(
-                "{} {} {weights} rows {rows:?} L {depth} H {features} n {value}",
-                target.matmul_tiles().gemm_kernel,
-                rule.name()
-            );
-            assert_eq!(before[0].len(), after[0].len(), "{what}");
-            for (b, a) in before[0].iter().zip(&after[0]) {
-                assert!(
-                    (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
-                    "{what}: {a} vs {b}"
-                );
-            }
-        }
+        let what = format!(
+            "{} {} {weights} rows {rows:?} L {depth} H {features}",
+            target.matmul_tiles().gemm_kernel,
+            rule.name()
+        );
+        assert_rule_keeps_results(rule, &func, target, &mut rng, &what);
     }
 }
 
@@ -268,20 +255,32 @@ fn fused_epilogues_match_on(target: &Target) {
                 Some(1) => &GemvRule,
                 _ => &MatmulRule,
             };
-            let scheduled = rule.apply(&fused, target).expect("the rule applies");
-            for value in [1, 7, 13, 15] {
-                let dims = SymBindings::from([("n".to_string(), value)]);
-                let inputs = random_inputs(&fused, &dims, &mut rng);
-                let before = run_with_inputs(&fused, &dims, &inputs).unwrap();
-                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
-                let kernel = target.matmul_tiles().gemm_kernel;
-                let what =
-                    format!("{kernel} {name}: batch {batch:?} L {depth} H {features} n {value}");
-                for (b, a) in before[0].iter().zip(&after[0]) {
-                    let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
-                    assert!(close, "{what}: {a} vs {b}");
-                }
-            }
+            let kernel = target.matmul_tiles().gemm_kernel;
+            let what = format!("{kernel} {name}: batch {batch:?} L {depth} H {features}");
+            assert_rule_keeps_results(rule, &fused, target, &mut rng, &what);
+        }
+    }
+}
+
+/// `rule` applies to `func` on `target`, and the scheduled function computes what `func`
+/// does (within f32 rounding) on random inputs, `n` odd and even.
+fn assert_rule_keeps_results(
+    rule: &dyn ScheduleRule,
+    func: &oxrelax_dsl::tir::PrimFunc,
+    target: &Target,
+    rng: &mut StdRng,
+    what: &str,
+) {
+    let scheduled = rule.apply(func, target).expect("the rule applies");
+    for value in [1, 7, 13, 15] {
+        let dims = SymBindings::from([("n".to_string(), value)]);
+        let inputs = random_inputs(func, &dims, rng);
+        let before = run_with_inputs(func, &dims, &inputs).unwrap();
+        let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+        assert_eq!(before[0].len(), after[0].len(), "{what} n {value}");
+        for (b, a) in before[0].iter().zip(&after[0]) {
+            let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+            assert!(close, "{what} n {value}: {a} vs {b}");
         }
     }
 }
@@ -349,20 +348,9 @@ fn windowed_epilogues_match_on(target: &Target) {
                 Some(_) => &GemvRule,
                 None => &MatmulRule,
             };
-            let scheduled = rule.apply(&fused, target).expect("the rule applies");
-            for value in [1, 7, 13] {
-                let dims = SymBindings::from([("n".to_string(), value)]);
-                let inputs = random_inputs(&fused, &dims, &mut rng);
-                let before = run_with_inputs(&fused, &dims, &inputs).unwrap();
-                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
-                let kernel = target.matmul_tiles().gemm_kernel;
-                let what =
-                    format!("{kernel} rows {rows:?} L {depth} heads {heads}x{dim} n {value}");
-                for (b, a) in before[0].iter().zip(&after[0]) {
-                    let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
-                    assert!(close, "{what}: {a} vs {b}");
-                }
-            }
+            let kernel = target.matmul_tiles().gemm_kernel;
+            let what = format!("{kernel} rows {rows:?} L {depth} heads {heads}x{dim}");
+            assert_rule_keeps_results(rule, &fused, target, &mut rng, &what);
         }
     }
 }

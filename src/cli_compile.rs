@@ -2,7 +2,7 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep};
-use oxrelax::model::{LoadError, WeightDtype};
+use oxrelax::model::{LoadError, Quantization};
 use std::path::PathBuf;
 
 /// Arguments of `oxrelax compile`.
@@ -13,10 +13,10 @@ pub struct CompileArgs {
     /// The artifact folder to write (created if needed).
     #[arg(short, long)]
     output: PathBuf,
-    /// The dtype to store the projection weights in (auto: as the checkpoint stores them,
-    /// f16 or else f32).
+    /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
+    /// or else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
-    dtype: WeightDtype,
+    quant: Quantization,
     /// Tokens per `prefill` call at most.
     #[arg(long)]
     prefill_chunk: Option<i64>,
@@ -29,7 +29,7 @@ pub struct CompileArgs {
 pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
     let defaults = CompileOptions::default();
     let options = CompileOptions {
-        weights: args.dtype,
+        quantization: args.quant,
         max_context: args.context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
     };

@@ -1,7 +1,7 @@
 //! `oxrelax dump-ir`: a model's module after each pass of the compile pipeline.
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
-use oxrelax::model::WeightDtype;
+use oxrelax::model::Quantization;
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
@@ -24,14 +24,14 @@ pub struct DumpIrArgs {
     /// Keep only these graph functions and the primitive functions they call.
     #[arg(long = "function")]
     functions: Vec<String>,
-    /// The dtype to keep a model folder's projection weights in (auto: as stored).
+    /// How to store a model folder's projection weights (auto: as stored).
     #[arg(long, value_enum, default_value = "auto")]
-    dtype: WeightDtype,
+    quant: Quantization,
 }
 
 /// Runs the pipeline on the model's exported module and prints or writes the IR.
 pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let module = source_module(&args.model, &ExportOptions::default(), args.dtype)?;
+    let module = source_module(&args.model, &ExportOptions::default(), args.quant)?;
     let stages = modules_after_each_pass(module, &Target::host(), Instrument::default())?;
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
     let shown = |module| {

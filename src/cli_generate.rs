@@ -3,7 +3,7 @@
 //! `bench` share: loading a model into an [`Engine`] and the sampling options.
 
 use clap::{ArgGroup, Args};
-use oxrelax::model::{load, LoadOptions, WeightDtype};
+use oxrelax::model::{load, LoadOptions, Quantization};
 use oxrelax_runtime::chat::{Message, Tokenizer};
 use oxrelax_runtime::engine::{
     Engine, EngineConfig, GenerateOptions, Generation, Step, StopReason,
@@ -26,10 +26,10 @@ pub struct ModelArgs {
     /// Tokens per prefill call at most; longer prompts are prefilled in chunks.
     #[arg(long, default_value_t = 128)]
     pub prefill_chunk: i64,
-    /// The dtype to keep the projection weights in (auto: as the checkpoint stores them,
-    /// f16 or else f32); a compiled artifact keeps its own.
+    /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
+    /// or else q0f32); a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
-    pub dtype: WeightDtype,
+    pub quant: Quantization,
 }
 
 /// How to pick tokens (greedy unless a temperature is given).
@@ -145,7 +145,7 @@ pub fn open_engine_on(
     let options = LoadOptions {
         max_context: args.max_context,
         prefill_chunk: args.prefill_chunk,
-        weights: args.dtype,
+        quantization: args.quant,
         ..LoadOptions::default()
     };
     let model = load(dir, &options)?;

@@ -5,6 +5,7 @@ mod cli_chat;
 mod cli_compile;
 mod cli_dump_ir;
 mod cli_generate;
+mod cli_perplexity;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -38,8 +39,8 @@ enum Command {
         verify: bool,
     },
     /// Time the compiled matmul, softmax and rms_norm kernels and a decode GEMV on cold
-    /// weights (f32, symbolic token count) next to a memory-bandwidth probe, the
-    /// documented fp32 peak and numpy; `--json` adds one JSON line of rows.
+    /// weights (f32, symbolic token count) next to measured memory bandwidth and fp32
+    /// FMA peak, and numpy; `--json` adds one JSON line of rows.
     BenchKernel(oxrelax::bench::BenchArgs),
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.
@@ -56,6 +57,9 @@ enum Command {
     Chat(cli_chat::ChatArgs),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli_bench::BenchArgs),
+    /// A model's perplexity on a text file, by llama.cpp's protocol (chunks of --ctx
+    /// tokens, the second half of each scored).
+    Perplexity(cli_perplexity::PerplexityArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,5 +114,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Generate(args) => cli_generate::run(&args),
         Command::Chat(args) => cli_chat::run(&args),
         Command::Bench(args) => cli_bench::run(&args),
+        Command::Perplexity(args) => cli_perplexity::run(&args),
     }
 }

@@ -31,28 +31,40 @@ pub enum LoadError {
     Artifact(#[from] ArtifactError),
 }
 
-/// The dtype the projection weights (and the embedding table) are kept in; norms and
-/// biases are f32, and the kernels compute in f32 either way.
+/// How the projection weights (and the embedding table) are stored: the quantization
+/// scheme (`--quant`, named as MLC-LLM names them). Norms and biases are f32, and the
+/// kernels compute in f32 either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum WeightDtype {
-    /// As the checkpoint stores them: f16 when the embedding table is stored as f16, else
-    /// f32 (bf16 is widened to f32).
+pub enum Quantization {
+    /// As the checkpoint stores them: `q0f16` when the embedding table is stored as f16,
+    /// else `q0f32` (bf16 is widened to f32).
     #[default]
     Auto,
-    /// 32-bit floats.
-    F32,
-    /// 16-bit floats (half the memory and the bytes each decode step streams; f32 and
-    /// bf16 checkpoints are rounded to f16).
-    F16,
+    /// No quantization: 32-bit floats.
+    #[value(name = "q0f32")]
+    Q0f32,
+    /// No quantization, 16-bit float storage (half the memory and the bytes each decode
+    /// step streams; f32 and bf16 checkpoints are rounded to f16).
+    #[value(name = "q0f16")]
+    Q0f16,
 }
 
-impl WeightDtype {
+impl Quantization {
+    /// The scheme's name (as `--quant` takes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantization::Auto => "auto",
+            Quantization::Q0f32 => "q0f32",
+            Quantization::Q0f16 => "q0f16",
+        }
+    }
+
     /// The dtype to keep the weights of the checkpoint in `store` in.
     pub fn resolve(self, store: &WeightStore) -> DataType {
         match self {
-            WeightDtype::F32 => DataType::F32,
-            WeightDtype::F16 => DataType::F16,
-            WeightDtype::Auto => match store.info(EMBEDDING_TABLE) {
+            Quantization::Q0f32 => DataType::F32,
+            Quantization::Q0f16 => DataType::F16,
+            Quantization::Auto => match store.info(EMBEDDING_TABLE) {
                 Some((_, tensor)) if tensor.dtype == DType::F16 => DataType::F16,
                 _ => DataType::F32,
             },
@@ -60,7 +72,7 @@ impl WeightDtype {
     }
 }
 
-/// The tensor whose stored dtype [`WeightDtype::Auto`] follows (every model has it).
+/// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
 const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
 
 /// How to compile a model.
@@ -71,8 +83,8 @@ pub struct LoadOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most; longer prompts are prefilled in chunks.
     pub prefill_chunk: i64,
-    /// The dtype to keep the projection weights in.
-    pub weights: WeightDtype,
+    /// How to store the projection weights.
+    pub quantization: Quantization,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
 }
@@ -83,7 +95,7 @@ impl Default for LoadOptions {
         LoadOptions {
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
-            weights: WeightDtype::Auto,
+            quantization: Quantization::Auto,
             instrument: Instrument::from_env(),
         }
     }
@@ -110,7 +122,7 @@ pub struct LoadedModel {
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
     let store = WeightStore::open(dir)?;
-    let model = causal_lm(&config, options.weights.resolve(&store))?;
+    let model = causal_lm(&config, options.quantization.resolve(&store))?;
     let exported = model.export(&ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,

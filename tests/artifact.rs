@@ -180,7 +180,7 @@ fn another_format_version_is_an_error() {
 }
 
 #[test]
-fn compile_dtype_f16_stores_f16_projections_that_generate_runs() {
+fn compile_quant_q0f16_stores_f16_projections_that_generate_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("artifact");
     let src = fixture();
@@ -192,7 +192,7 @@ fn compile_dtype_f16_stores_f16_projections_that_generate_runs() {
         "--context",
         "64",
     ];
-    let (ok, _, stderr) = oxrelax(&[&args[..], &["--dtype", "f16"]].concat());
+    let (ok, _, stderr) = oxrelax(&[&args[..], &["--quant", "q0f16"]].concat());
     assert!(ok, "{stderr}");
     assert_eq!(Manifest::read(&out).unwrap().weight_dtype, "f16");
     let dir = out.to_str().unwrap();
@@ -200,9 +200,9 @@ fn compile_dtype_f16_stores_f16_projections_that_generate_runs() {
     assert!(ok, "{stderr}");
     assert!(stdout.contains("\"ids\""), "{stdout}");
 
-    let (ok, _, stderr) = oxrelax(&[&args[..], &["--dtype", "f8"]].concat());
+    let (ok, _, stderr) = oxrelax(&[&args[..], &["--quant", "q3f8"]].concat());
     assert!(!ok);
-    assert!(stderr.contains("invalid value 'f8'"), "{stderr}");
+    assert!(stderr.contains("invalid value 'q3f8'"), "{stderr}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use common::fixture_models;
 
 use half::{bf16, f16};
 use oxrelax::artifact::{compile_artifact, CompileOptions, MANIFEST_FILE, PARAMS_FILE};
-use oxrelax::model::{load, LoadOptions, LoadedModel, WeightDtype};
+use oxrelax::model::{load, LoadOptions, LoadedModel, Quantization};
 use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Generation, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::{DType, Value};
@@ -78,11 +78,11 @@ fn write_f16_copy(src: &Path, dst: &Path, rounded: fn(&str) -> bool) {
     safetensors::serialize_to_file(views, None, &dst.join("model.safetensors")).unwrap();
 }
 
-fn load_as(dir: &Path, weights: WeightDtype) -> LoadedModel {
+fn load_as(dir: &Path, quantization: Quantization) -> LoadedModel {
     let options = LoadOptions {
         max_context: 64,
         prefill_chunk: 16,
-        weights,
+        quantization,
         ..LoadOptions::default()
     };
     load(dir, &options).unwrap()
@@ -138,11 +138,11 @@ fn f16_checkpoints_keep_f16_weights_and_compute_what_their_f32_widening_does() {
         let dir = tempfile::tempdir().unwrap();
         write_f16_copy(&fixture, dir.path(), |_| true);
 
-        let stored = load_as(dir.path(), WeightDtype::Auto);
-        let widened = load_as(dir.path(), WeightDtype::F32);
+        let stored = load_as(dir.path(), Quantization::Auto);
+        let widened = load_as(dir.path(), Quantization::Q0f32);
         let (half, single) = weight_bytes(&stored);
         let (none, all) = weight_bytes(&widened);
-        assert_eq!(none, 0, "{name}: --dtype f32 widens every weight");
+        assert_eq!(none, 0, "{name}: --quant q0f32 widens every weight");
         // Only the norms (and Qwen2's biases) stay f32: a few vectors per layer.
         assert!(single * 50 < half, "{name}: f16 {half} B, f32 {single} B");
         assert!(
@@ -160,8 +160,8 @@ fn f16_checkpoints_keep_f16_weights_and_compute_what_their_f32_widening_does() {
         let mixed = tempfile::tempdir().unwrap();
         let projection = |name: &str| !name.ends_with("norm.weight") && !name.ends_with(".bias");
         write_f16_copy(&fixture, mixed.path(), projection);
-        let mixed = generate(load_as(mixed.path(), WeightDtype::Auto));
-        let rounded = generate(load_as(&fixture, WeightDtype::F16));
+        let mixed = generate(load_as(mixed.path(), Quantization::Auto));
+        let rounded = generate(load_as(&fixture, Quantization::Q0f16));
         assert_eq!(rounded.ids, mixed.ids, "{name}: greedy ids");
         let diff = max_abs_diff(&rounded, &mixed);
         assert!(
@@ -189,7 +189,7 @@ fn an_artifact_of_an_f16_checkpoint_stores_and_loads_f16_weights() {
     assert!(dtypes.contains(&Dtype::F16) && dtypes.contains(&Dtype::F32));
 
     let from_artifact = generate(load(out.path(), &LoadOptions::default()).unwrap());
-    let from_folder = generate(load_as(src.path(), WeightDtype::Auto));
+    let from_folder = generate(load_as(src.path(), Quantization::Auto));
     assert_eq!(from_artifact.ids, from_folder.ids);
     let diff = max_abs_diff(&from_artifact, &from_folder);
     assert!(diff <= SAME, "artifact vs folder: {diff}");

@@ -3,7 +3,7 @@
 //! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`.
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
-use oxrelax::model::WeightDtype;
+use oxrelax::model::Quantization;
 use oxrelax::passes::{compile_pipeline_for, Instrument};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::{parse_module, print_module};
@@ -20,7 +20,7 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
         max_context: 256,
         prefill_chunk: 32,
     };
-    let module = source_module(&model, &options, WeightDtype::Auto).unwrap();
+    let module = source_module(&model, &options, Quantization::Auto).unwrap();
     // A named target, so the scheduled functions are the same on every host.
     let target = Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
     let stages = modules_after_each_pass(module, &target, Instrument::default()).unwrap();

@@ -85,7 +85,7 @@ pub enum ArtifactError {
     },
     /// The manifest names a weight dtype this runtime does not load.
     #[error("{}: weight_dtype {value:?} is not one of f32, f16", path.display())]
-    WeightDtype {
+    Quantization {
         /// The manifest.
         path: PathBuf,
         /// The dtype it names.

@@ -2,7 +2,7 @@
 
 use super::manifest::Manifest;
 use super::read::is_artifact;
-use crate::model::{LoadError, WeightDtype};
+use crate::model::{LoadError, Quantization};
 use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::target::Target;
@@ -13,12 +13,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// The exported module (before the compile pipeline) of a model folder or an artifact.
-/// A model folder is exported with `options`, its weights kept as `weights` says; an
+/// A model folder is exported with `options`, its weights stored as `quantization` says; an
 /// artifact with its recorded context window, prefill chunk and weight dtype.
 pub fn source_module(
     path: &Path,
     options: &ExportOptions,
-    weights: WeightDtype,
+    quantization: Quantization,
 ) -> Result<IRModule, LoadError> {
     let (config, options, weights) = if is_artifact(path) {
         let manifest = Manifest::read(path)?;
@@ -30,7 +30,11 @@ pub fn source_module(
         (config, options, manifest.weights(path)?)
     } else {
         let config = ModelConfig::from_file(&path.join("config.json"));
-        (config, *options, weights.resolve(&WeightStore::open(path)?))
+        (
+            config,
+            *options,
+            quantization.resolve(&WeightStore::open(path)?),
+        )
     };
     let config = config.map_err(ModelError::from)?;
     Ok(causal_lm(&config, weights)?.export(&options)?.module)

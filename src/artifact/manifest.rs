@@ -137,7 +137,7 @@ impl Manifest {
         match self.weight_dtype.as_str() {
             "f32" => Ok(DataType::F32),
             "f16" => Ok(DataType::F16),
-            other => Err(ArtifactError::WeightDtype {
+            other => Err(ArtifactError::Quantization {
                 path: dir.join(MANIFEST_FILE),
                 value: other.to_string(),
             }),

@@ -6,7 +6,9 @@ use super::manifest::{
     exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use crate::build;
-use crate::model::{compiled_weights, expected_weights, transform_weights, LoadError, WeightDtype};
+use crate::model::{
+    compiled_weights, expected_weights, transform_weights, LoadError, Quantization,
+};
 use crate::passes::Instrument;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{safetensors_dtype, WeightStore};
@@ -22,8 +24,8 @@ pub const GENERATION_CONFIG: &str = "generation_config.json";
 /// How to compile an artifact.
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
-    /// The dtype to store the projection weights in.
-    pub weights: WeightDtype,
+    /// How to store the projection weights.
+    pub quantization: Quantization,
     /// The longest context to support (capped by the model's `max_position_embeddings`).
     pub max_context: i64,
     /// Tokens per `prefill` call at most.
@@ -34,7 +36,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         let export = ExportOptions::default();
         CompileOptions {
-            weights: WeightDtype::Auto,
+            quantization: Quantization::Auto,
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
         }
@@ -88,7 +90,7 @@ pub fn compile_artifact(
     let config_json = read_json(&config_path)?;
     let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
     let store = WeightStore::open(src)?;
-    let weight_dtype = options.weights.resolve(&store);
+    let weight_dtype = options.quantization.resolve(&store);
     let model = causal_lm(&config, weight_dtype)?;
     let exported = model.export(&ExportOptions {
         max_context: options.max_context,

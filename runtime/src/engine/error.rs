@@ -26,6 +26,17 @@ pub enum EngineError {
         /// The engine call.
         function: &'static str,
     },
+    /// Too few tokens for a perplexity run (two chunks at least, of 4 tokens or more).
+    #[error(
+        "perplexity needs at least 2 chunks of the context ({ctx} tokens, at least 4): \
+         the text has {tokens} tokens"
+    )]
+    TooFewTokens {
+        /// Tokens in the text.
+        tokens: usize,
+        /// The chunk length asked for.
+        ctx: usize,
+    },
     /// A token id the model has no embedding for.
     #[error("token id {id} at position {position} is out of range for a vocabulary of {vocab}")]
     TokenOutOfRange {

@@ -6,11 +6,13 @@
 //! can stop on anything (stop strings: [`StopMatcher`]) and timing statistics. [`Chat`]
 //! keeps a multi-turn conversation on top: it renders the chat template, prefills only
 //! the part of the conversation the cache does not hold yet, and streams text through the
-//! [`Detokenizer`](crate::chat::Detokenizer).
+//! [`Detokenizer`](crate::chat::Detokenizer). [`Engine::perplexity`] scores a text by
+//! llama.cpp's perplexity protocol.
 
 mod chat;
 mod error;
 mod generate;
+mod perplexity;
 mod step;
 mod stop;
 
@@ -20,5 +22,6 @@ mod tests;
 pub use chat::{Chat, ChatOptions, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};
+pub use perplexity::{negative_log_likelihood, Perplexity};
 pub use step::{Engine, EngineConfig};
 pub use stop::StopMatcher;

@@ -2,6 +2,7 @@
 
 mod cli_bench;
 mod cli_chat;
+mod cli_compare;
 mod cli_compile;
 mod cli_dump_ir;
 mod cli_generate;
@@ -60,6 +61,9 @@ enum Command {
     /// A model's perplexity on a text file, by llama.cpp's protocol (chunks of --ctx
     /// tokens, the second half of each scored).
     Perplexity(cli_perplexity::PerplexityArgs),
+    /// How far a quantized model's logits drift from the q0f32 model's over one greedy
+    /// generation (max |diff|, top-1 agreement).
+    Compare(cli_compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -115,5 +119,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Chat(args) => cli_chat::run(&args),
         Command::Bench(args) => cli_bench::run(&args),
         Command::Perplexity(args) => cli_perplexity::run(&args),
+        Command::Compare(args) => cli_compare::run(&args),
     }
 }

@@ -1,6 +1,7 @@
-//! `oxrelax perplexity` against llama.cpp's `llama-perplexity` on the same fixture model
-//! and text (tiny-llama, shakespeare-eval.txt, ctx 256: llama.cpp reports 45.7532), the
-//! protocol's edges, and its errors.
+//! The accuracy harness: `oxrelax perplexity` against llama.cpp's `llama-perplexity` on
+//! the same fixture model and text (tiny-llama, shakespeare-eval.txt, ctx 256: llama.cpp
+//! reports 45.7532), its errors, and `oxrelax compare`'s logit drift of a scheme against
+//! q0f32.
 
 use oxrelax_runtime::engine::negative_log_likelihood;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,10 @@ fn oxrelax(args: &[&str]) -> Output {
 }
 
 fn perplexity(text: &Path, ctx: &str) -> Output {
+    perplexity_with(text, ctx, "q0f32")
+}
+
+fn perplexity_with(text: &Path, ctx: &str, quant: &str) -> Output {
     let model = shared("fixtures/models/tiny-llama");
     let (model, text) = (model.to_str().unwrap(), text.to_str().unwrap());
     oxrelax(&[
@@ -34,11 +39,22 @@ fn perplexity(text: &Path, ctx: &str) -> Output {
         "--ctx",
         ctx,
         "--quant",
-        "q0f32",
+        quant,
         "--max-context",
         "512",
         "--json",
     ])
+}
+
+/// The JSON object on the last line of `out`'s stdout.
+fn last_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
 #[test]
@@ -98,4 +114,47 @@ fn negative_log_likelihood_is_minus_log_softmax() {
     let large = [1000.0f32, 999.0];
     assert!((negative_log_likelihood(&large, 0) - (1.0 + (-1.0f64).exp()).ln()).abs() < 1e-9);
     assert!(negative_log_likelihood(&logits, 9).is_infinite());
+}
+
+#[test]
+fn f16_storage_drifts_little_in_perplexity_and_logits() {
+    let text = shared("fixtures/text/shakespeare-eval.txt");
+    let f32_ppl = last_json(&perplexity(&text, "256"))["ppl"]
+        .as_f64()
+        .unwrap();
+    let f16 = last_json(&perplexity_with(&text, "256", "q0f16"));
+    assert_eq!(f16["quant"], "q0f16");
+    let drift = (f16["ppl"].as_f64().unwrap() - f32_ppl).abs() / f32_ppl;
+    assert!(drift < 1e-3, "q0f16 perplexity drift {drift}");
+
+    let model = shared("fixtures/models/tiny-llama");
+    let compare = |quant: &str| {
+        last_json(&oxrelax(&[
+            "compare",
+            model.to_str().unwrap(),
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "16",
+            "--quant",
+            quant,
+            "--max-context",
+            "256",
+            "--json",
+        ]))
+    };
+    let same = compare("q0f32");
+    assert_eq!(
+        (
+            same["max_abs_diff"].as_f64(),
+            same["top1_agreement"].as_f64()
+        ),
+        (Some(0.0), Some(1.0))
+    );
+    // A row per prompt position, then one per generated token fed back (all but the last).
+    assert_eq!(same["rows"].as_u64(), Some(3 + 15));
+    let f16 = compare("q0f16");
+    let diff = f16["max_abs_diff"].as_f64().unwrap();
+    assert!(diff > 0.0 && diff < 0.05, "q0f16 max |diff| {diff}");
+    assert!(f16["top1_agreement"].as_f64().unwrap() >= 0.9, "{f16}");
 }

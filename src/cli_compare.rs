@@ -1,0 +1,156 @@
+//! `oxrelax compare`: how far a quantized model's logits drift from the unquantized
+//! (`q0f32`) model's over one generation. The f32 model generates greedily from the
+//! prompt; the quantized model is fed the same tokens (teacher forcing), and every logit
+//! row (each prompt position, then each generated token) is compared: the largest
+//! absolute difference and how often the two agree on the most likely token.
+
+use crate::cli_generate::{open_engine, ModelArgs};
+use clap::Args;
+use oxrelax::model::Quantization;
+use oxrelax_runtime::engine::{GenerateOptions, Step};
+use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+
+type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Arguments of `oxrelax compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// A Hugging Face model folder with a tokenizer.
+    model: PathBuf,
+    /// The prompt text (encoded with the model's tokenizer, special tokens added).
+    #[arg(long)]
+    prompt: String,
+    /// Tokens the f32 model generates (and the quantized one is fed).
+    #[arg(long, default_value_t = 32)]
+    max_new_tokens: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+    /// The scheme compared against `q0f32` (`--quant`), and how to load the model.
+    #[command(flatten)]
+    load: ModelArgs,
+}
+
+/// The agreement of two sets of logit rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LogitDrift {
+    /// Rows compared.
+    pub rows: usize,
+    /// The largest |a - b| over every element of every row.
+    pub max_abs_diff: f32,
+    /// The fraction of rows whose argmax is the same.
+    pub top1_agreement: f64,
+    #[serde(skip)]
+    same_top1: usize,
+}
+
+impl LogitDrift {
+    /// Adds one pair of rows (of one vocabulary).
+    pub fn add(&mut self, reference: &[f32], other: &[f32]) {
+        let diff = reference
+            .iter()
+            .zip(other)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        self.max_abs_diff = self.max_abs_diff.max(diff);
+        self.rows += 1;
+        self.same_top1 += usize::from(argmax(reference) == argmax(other));
+        self.top1_agreement = self.same_top1 as f64 / self.rows as f64;
+    }
+}
+
+/// The index of the largest value (the first of equals).
+fn argmax(row: &[f32]) -> Option<usize> {
+    row.iter()
+        .enumerate()
+        .fold(None, |best: Option<(usize, f32)>, (i, &v)| match best {
+            Some((_, b)) if b >= v => best,
+            _ => Some((i, v)),
+        })
+        .map(|(i, _)| i)
+}
+
+/// The `--json` line.
+#[derive(Serialize)]
+struct CompareJson {
+    quant: &'static str,
+    #[serde(flatten)]
+    drift: LogitDrift,
+    generated: usize,
+}
+
+/// Runs `oxrelax compare`.
+pub fn run(args: &CompareArgs) -> CliResult<()> {
+    let reference_args = ModelArgs {
+        quant: Quantization::Q0f32,
+        ..args.load.clone()
+    };
+    let mut reference = open_engine(&args.model, &reference_args)?;
+    let tokenizer = reference
+        .tokenizer
+        .as_ref()
+        .ok_or_else(|| format!("{} has no tokenizer.json", args.model.display()))?;
+    let prompt = tokenizer.encode(&args.prompt, true)?;
+    let options = GenerateOptions {
+        max_new_tokens: args.max_new_tokens,
+        ignore_eos: true,
+        keep_logits: true,
+    };
+    let mut greedy = Sampler::new(SamplingConfig::default());
+    let generation = reference
+        .engine
+        .generate(&prompt, options, &mut greedy, |_| Ok(Step::Continue))?;
+    drop(reference);
+    let mut quantized = open_engine(&args.model, &args.load)?.engine;
+    let mut drift = LogitDrift::default();
+    for (a, b) in generation
+        .prefill_logits
+        .iter()
+        .zip(quantized.prefill_all(&prompt)?)
+    {
+        drift.add(a, &b);
+    }
+    let fed = generation
+        .ids
+        .iter()
+        .take(generation.ids.len().saturating_sub(1));
+    for (&id, a) in fed.zip(generation.token_logits.iter().skip(1)) {
+        drift.add(a, &quantized.decode(id)?);
+    }
+    println!(
+        "{} against q0f32 over {} logit rows ({} prompt, {} generated): max |diff| {:.3e}, \
+         top-1 agreement {:.1}%",
+        args.load.quant.name(),
+        drift.rows,
+        prompt.len(),
+        generation.ids.len(),
+        drift.max_abs_diff,
+        100.0 * drift.top1_agreement
+    );
+    if args.json {
+        let line = CompareJson {
+            quant: args.load.quant.name(),
+            drift,
+            generated: generation.ids.len(),
+        };
+        println!("{}", serde_json::to_string(&line)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogitDrift;
+
+    #[test]
+    fn drift_keeps_the_largest_difference_and_counts_top1_agreement() {
+        let mut drift = LogitDrift::default();
+        drift.add(&[1.0, 3.0, 2.0], &[1.5, 2.9, 2.0]);
+        drift.add(&[0.0, 1.0], &[2.0, 1.0]);
+        assert_eq!(drift.rows, 2);
+        assert_eq!(drift.max_abs_diff, 2.0);
+        assert_eq!(drift.top1_agreement, 0.5);
+    }
+}

@@ -24,8 +24,8 @@ use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
 use oxrelax_dsl::fuse::{split_epilogue, Epilogue, FUSED_ATTR};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
-    Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec, PrimCmp,
-    PrimExpr, PrimFunc, Stmt,
+    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
+    PrimCmp, PrimExpr, PrimFunc, Stmt, Q8_GROUP,
 };
 use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 
@@ -38,6 +38,8 @@ struct PackedMatmul<'a> {
     func: &'a PrimFunc,
     x: &'a Buffer,
     packed: &'a Buffer,
+    /// Int8 panels' group scales (`packed_matmul_q8`).
+    scales: Option<&'a Buffer>,
     out: &'a Buffer,
     /// Rows: the product of the batch dims.
     rows: SymExpr,
@@ -52,24 +54,39 @@ struct PackedMatmul<'a> {
     hp: i64,
 }
 
-/// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) whose
-/// panel width is the target's, possibly with a fused epilogue (whose extra inputs sit
-/// between the weights and the output).
+/// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) or
+/// `packed_matmul_q8` (int8 weights and their f32 group scales) whose panel width is the
+/// target's, possibly with a fused epilogue (whose extra inputs sit between the weights
+/// and the output).
 fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul<'a>> {
-    let op = matches!(func.attrs.get(OP_ATTR), Some(AttrValue::Str(s)) if s == "packed_matmul");
-    let (x, packed, out) = match func.params.as_slice() {
-        [x, packed, .., out] => (x, packed, out),
+    let op = match func.attrs.get(OP_ATTR) {
+        Some(AttrValue::Str(s)) => s.as_str(),
         _ => return None,
     };
-    let f32_weights_or_f16 = matches!(packed.dtype, DataType::F32 | DataType::F16);
-    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32) && f32_weights_or_f16;
-    let dense = [x, packed, out].iter().all(|b| b.strides.is_none());
-    if !op || !all_f32 || !dense || func.num_outputs != 1 {
+    let (x, packed, scales, out) = match (op, func.params.as_slice()) {
+        ("packed_matmul", [x, packed, .., out]) => (x, packed, None, out),
+        ("packed_matmul_q8", [x, packed, scales, .., out]) => (x, packed, Some(scales), out),
+        _ => return None,
+    };
+    let weights_ok = match scales {
+        Some(s) => packed.dtype == DataType::I8 && s.dtype == DataType::F32,
+        None => matches!(packed.dtype, DataType::F32 | DataType::F16),
+    };
+    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32) && weights_ok;
+    let dense = [Some(x), Some(packed), scales, Some(out)]
+        .into_iter()
+        .flatten()
+        .all(|b| b.strides.is_none());
+    let groups_whole = scales.is_none() || tiles.l_block % Q8_GROUP == 0;
+    if !all_f32 || !dense || func.num_outputs != 1 || !groups_whole {
         return None;
     }
+    let inputs = 2 + usize::from(scales.is_some());
     let epilogue = match split_epilogue(func) {
         Some((_, epilogue)) => Some(epilogue),
-        None if func.attrs.contains_key(FUSED_ATTR) || func.params.len() != 3 => return None,
+        None if func.attrs.contains_key(FUSED_ATTR) || func.params.len() != inputs + 1 => {
+            return None
+        }
         None => None,
     };
     let [panels, depth, block] = packed.shape.as_slice() else {
@@ -83,6 +100,7 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         func,
         x,
         packed,
+        scales,
         out,
         rows: SymExpr::product(batch),
         batch: out.shape.split_last()?.1,
@@ -314,13 +332,21 @@ impl PackedMatmul<'_> {
             buffer: buffer.to_string(),
             offset,
         };
+        let mut operands = vec![
+            region(&self.x.name, a_offset),
+            region(&self.packed.name, panel_start + l0.clone() * hp.clone()),
+        ];
+        if let Some(scales) = self.scales {
+            // Panel `p`'s scales, from the group holding `l0` (a multiple of the group).
+            let groups = (self.depth + Q8_GROUP - 1) / Q8_GROUP;
+            let group = l0.binary(BinOp::FloorDiv, PrimExpr::index(Q8_GROUP));
+            let offset = (p.clone() * PrimExpr::index(groups) + group) * hp.clone();
+            operands.push(region(&scales.name, offset));
+        }
+        operands.push(region(&self.out.name, e0 * h.clone() + first_col));
         Stmt::Microkernel(MicrokernelCall {
             kernel: kernel.to_string(),
-            operands: vec![
-                region(&self.x.name, a_offset),
-                region(&self.packed.name, panel_start + l0 * hp.clone()),
-                region(&self.out.name, e0 * h.clone() + first_col),
-            ],
+            operands,
             scalars: vec![kc, PrimExpr::index(self.depth), h, rows, cols, accumulate],
         })
     }

@@ -4,7 +4,7 @@
 use crate::{default_schedule, AttentionRule, GemvRule, MatmulRule, ScheduleConfig, ScheduleRule};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
-use oxrelax_dsl::tir::run_with_inputs;
+use oxrelax_dsl::tir::{run_with_inputs, Q8_GROUP};
 use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -101,8 +101,18 @@ fn random_inputs(
         .iter()
         .map(|b| {
             let len = SymExpr::product(&b.shape).eval(dims).unwrap() as usize;
+            // Int8 weights are small integers, so products keep f32 values' magnitudes
+            // (the runtime's tests cover the whole int8 range).
+            let int = b.dtype == DataType::I8;
             (0..len)
-                .map(|_| f64::from(rng.gen_range(-2.0f32..2.0)))
+                .map(|_| {
+                    let v = f64::from(rng.gen_range(-2.0f32..2.0));
+                    if int {
+                        v.round()
+                    } else {
+                        v
+                    }
+                })
                 .collect()
         })
         .collect()
@@ -173,7 +183,7 @@ fn matmul_rules_match_on(target: &Target) {
     let hp = target.matmul_tiles().hp;
     // (rows: None for the symbolic n, reduction L, output features H)
     let shapes = [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)];
-    let cases = [DataType::F32, DataType::F16]
+    let cases = [DataType::F32, DataType::F16, DataType::I8]
         .into_iter()
         .flat_map(|weights| shapes.map(|shape| (weights, shape)));
     for (weights, (rows, depth, features)) in cases {
@@ -181,7 +191,15 @@ fn matmul_rules_match_on(target: &Target) {
         let x = tensor("x", vec![rows_dim, depth.into()], DataType::F32);
         let panels = (features + hp - 1) / hp;
         let packed = tensor("w", vec![panels.into(), depth.into(), hp.into()], weights);
-        let Expr::Call(call) = op::packed_matmul(&x, &packed, features).unwrap() else {
+        let product = if weights == DataType::I8 {
+            let groups = (depth + Q8_GROUP - 1) / Q8_GROUP;
+            let shape = vec![panels.into(), groups.into(), hp.into()];
+            let scales = tensor("s", shape, DataType::F32);
+            op::packed_matmul_q8(&x, &packed, &scales, features)
+        } else {
+            op::packed_matmul(&x, &packed, features)
+        };
+        let Expr::Call(call) = product.unwrap() else {
             unreachable!("op constructors build calls")
         };
         let func = legalize_call(&call).unwrap().func;

@@ -9,12 +9,13 @@ use super::kernel::{load, Kernel, OpPattern};
 use crate::te::{self, Expr};
 
 /// The ops of this family.
-pub(super) const OPS: &[&str] = &["pack_weight", "packed_matmul"];
+pub(super) const OPS: &[&str] = &["pack_weight", "packed_matmul", "packed_matmul_q8"];
 
 /// Legalizes either op.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "pack_weight" => pack_weight(call),
+        "packed_matmul_q8" => packed_matmul_q8(call),
         _ => packed_matmul(call),
     }
 }
@@ -58,6 +59,30 @@ fn packed_matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
             std::slice::from_ref(&l),
         )
         .cast(dtype)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))
+}
+
+/// `out[..., h] = sum_l x[..., l] * (packed[h / HP, l, h % HP] * scales[h / HP, l / 32, h % HP])`.
+fn packed_matmul_q8(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["x", "packed", "scales"])?;
+    let (x, packed, scales) = (&inputs[0], &inputs[1], &inputs[2]);
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
+    let depth = x.shape()[x.ndim() - 1].clone();
+    let block = Expr::from(packed.shape()[2].clone());
+    let l = te::reduce_axis("l", depth);
+    let out = te::compute("out", shape, |i| {
+        let (h, batch) = i.split_last().expect("the output has the features dim");
+        let mut x_index = batch.to_vec();
+        x_index.push(l.var());
+        let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block.clone()));
+        let weight = load(packed, &[panel.clone(), l.var(), lane.clone()]).cast(dtype);
+        let group = l.var().floordiv(Expr::int(crate::tir::Q8_GROUP));
+        let scale = load(scales, &[panel, group, lane]);
+        te::sum(
+            load(x, &x_index) * (weight * scale),
+            std::slice::from_ref(&l),
+        )
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))
 }

@@ -10,7 +10,10 @@
 //!   where `a` holds up to `EP` activation rows read in place and `b` is `HP / PANEL`
 //!   packed weight panels `lda * PANEL` values apart (a panel holds the whole reduction,
 //!   whose depth is the row stride `lda`), of which a call reads groups `0..kc`:
-//!   `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`;
+//!   `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`. Int8 weights come with
+//!   an operand `scales` after `b` (`(a, b, scales, c)`): symmetric group quantization,
+//!   `b(k, j) = f32(b[..]) * scales[(j / PANEL)*ceil(lda / G)*PANEL + (k / G)*PANEL + j % PANEL]`
+//!   with `G =` [`Q8_GROUP`] (a call starts at a group boundary);
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -19,6 +22,10 @@
 use super::expr::PrimExpr;
 use crate::DataType;
 use serde::{Deserialize, Serialize};
+
+/// The run of the reduction sharing one scale per column in int8 weight panels (the
+/// runtime's `Q8_GROUP`).
+pub const Q8_GROUP: i64 = 32;
 
 /// A buffer operand of a microkernel call: `buffer`'s elements from flat element index
 /// `offset` on.
@@ -67,6 +74,10 @@ impl MicrokernelKind {
     /// The buffer operands' names, in order.
     pub fn operands(self) -> &'static [&'static str] {
         match self {
+            MicrokernelKind::Gemm {
+                weights: DataType::I8,
+                ..
+            } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
             MicrokernelKind::Attention => &["q", "k", "v", "out"],
         }
@@ -75,6 +86,10 @@ impl MicrokernelKind {
     /// The element type of each buffer operand, in order.
     pub fn operand_dtypes(self) -> Vec<DataType> {
         match self {
+            MicrokernelKind::Gemm {
+                weights: DataType::I8,
+                ..
+            } => vec![DataType::F32, DataType::I8, DataType::F32, DataType::F32],
             MicrokernelKind::Gemm { weights, .. } => vec![DataType::F32, weights, DataType::F32],
             MicrokernelKind::Attention => vec![DataType::F32; 4],
         }
@@ -170,6 +185,33 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         name: "attention_f32",
         kind: MicrokernelKind::Attention,
     },
+    MicrokernelSpec {
+        name: "sgemm_6x16_q8",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::I8,
+            ep: 6,
+            hp: 16,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
+        name: "sgemv_1x64_q8",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::I8,
+            ep: 1,
+            hp: 64,
+            panel: 16,
+        },
+    },
+    MicrokernelSpec {
+        name: "sgemm_12x32_q8",
+        kind: MicrokernelKind::Gemm {
+            weights: DataType::I8,
+            ep: 12,
+            hp: 32,
+            panel: 16,
+        },
+    },
 ];
 
 /// The scalar operands of one block GEMM call, evaluated.
@@ -218,14 +260,40 @@ impl GemmScalars {
         (panels - 1) * self.lda * panel + self.kc * panel
     }
 
+    /// The elements of an int8 kernel's `scales` one call may read: every group of the
+    /// call's reduction, of each panel holding one of the `cols` columns.
+    pub fn scales_footprint(&self, panel: i64) -> i64 {
+        let panels = (self.cols.max(0) + panel - 1) / panel;
+        if panels == 0 || self.kc <= 0 {
+            return 0;
+        }
+        let groups = (self.lda + Q8_GROUP - 1) / Q8_GROUP;
+        let read = (self.kc + Q8_GROUP - 1) / Q8_GROUP;
+        ((panels - 1) * groups + read) * panel
+    }
+
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
-    /// offset; the slices must hold [`GemmScalars::footprint`] elements.
-    pub fn reference(&self, panel: i64, a: &[f64], b: &[f64], c: &mut [f64]) {
+    /// offset; the slices must hold [`GemmScalars::footprint`] elements (and `scales`,
+    /// for int8 weights, [`GemmScalars::scales_footprint`]).
+    pub fn reference(
+        &self,
+        panel: i64,
+        (a, b, scales): (&[f64], &[f64], Option<&[f64]>),
+        c: &mut [f64],
+    ) {
+        let groups = (self.lda + Q8_GROUP - 1) / Q8_GROUP;
+        let scale = |k: i64, j: i64| match scales {
+            Some(s) => s[(((j / panel) * groups + k / Q8_GROUP) * panel + j % panel) as usize],
+            None => 1.0,
+        };
         for i in 0..self.rows {
             for j in 0..self.cols {
                 let column = (j / panel) * self.lda * panel + j % panel;
                 let dot: f64 = (0..self.kc)
-                    .map(|k| a[(i * self.lda + k) as usize] * b[(column + k * panel) as usize])
+                    .map(|k| {
+                        let weight = b[(column + k * panel) as usize] * scale(k, j);
+                        a[(i * self.lda + k) as usize] * weight
+                    })
                     .sum();
                 let at = (i * self.ldc + j) as usize;
                 c[at] = if self.accumulate { c[at] + dot } else { dot };

@@ -12,8 +12,9 @@ use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn};
 use half::f16;
 use std::arch::x86_64::{
-    __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
-    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32,
+    _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
+    _mm512_setzero_ps, _mm512_storeu_ps, _mm_loadu_si128,
 };
 
 /// The features every kernel here needs (f16 widening included: `vcvtph2ps` on zmm is
@@ -27,6 +28,12 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         isa: "avx512f",
         features: FEATURES,
         func: MicrokernelFn::Gemm(sgemm_12x32),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm12x32Q8,
+        isa: "avx512f",
+        features: FEATURES,
+        func: MicrokernelFn::GemmQ8(sgemm_12x32_q8),
     },
     Implementation {
         kernel: Microkernel::Sgemm12x32F16,
@@ -65,6 +72,12 @@ impl Row16 for Zmm {
     }
 
     #[inline(always)]
+    unsafe fn mul(self, other: Self) -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_mul_ps(self, other) }
+    }
+
+    #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
         // SAFETY: 16 writable floats (caller's contract).
         unsafe { _mm512_storeu_ps(p, self) }
@@ -87,6 +100,20 @@ impl PanelElement<Zmm> for f16 {
     }
 }
 
+impl PanelElement<Zmm> for i8 {
+    const GROUP: usize = super::Q8_GROUP;
+
+    #[inline(always)]
+    unsafe fn load16(p: *const i8) -> Zmm {
+        // SAFETY: forwarded contract: 16 readable bytes, AVX-512F available.
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
+    }
+}
+
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q8`] over int8 weights (widened and scaled as loaded).
+    sgemm_12x32_q8, Zmm, i8 scaled, 12 x 2, "avx512f"
+);
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32`] over f32 weights (24 zmm accumulators).
     sgemm_12x32, Zmm, f32, 12 x 2, "avx512f"

@@ -64,6 +64,33 @@ pub type GemmFn<W = f32> = unsafe extern "C" fn(
 /// the bytes of f32 ones.
 pub type GemmF16Fn = GemmFn<half::f16>;
 
+/// The run of the reduction (k) that shares one scale per output column in int8 weight
+/// panels (symmetric group quantization, as MLC-LLM's q8/q4 schemes).
+pub const Q8_GROUP: usize = 32;
+
+/// A block GEMM over int8 weight panels with f32 scales: [`GemmFn`] with
+/// `b(k, j) = f32(b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]) * s(k, j)`, where
+/// `s(k, j) = scales[(j / PANEL)*ceil(lda / Q8_GROUP)*PANEL + (k / Q8_GROUP)*PANEL + j % PANEL]`:
+/// each panel's scales are `[group][PANEL]`, one per [`Q8_GROUP`] values of k and column.
+/// A call starts at a group boundary (the caller offsets `scales` to the call's first
+/// group).
+///
+/// # Safety
+/// As [`GemmFn`]; `scales` readable for the groups `0..ceil(kc / Q8_GROUP)` of every panel
+/// `b` lends.
+pub type GemmQ8Fn = unsafe extern "C" fn(
+    a: *const f32,
+    b: *const i8,
+    scales: *const f32,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+);
+
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
 /// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
@@ -92,6 +119,8 @@ pub enum MicrokernelFn {
     Gemm(GemmFn),
     /// A block GEMM over f16 weights.
     GemmF16(GemmF16Fn),
+    /// A block GEMM over int8 weights with group scales.
+    GemmQ8(GemmQ8Fn),
     /// The attention of one query row.
     Attention(AttentionFn),
 }
@@ -103,6 +132,7 @@ impl MicrokernelFn {
         match self {
             MicrokernelFn::Gemm(f) => f as *const (),
             MicrokernelFn::GemmF16(f) => f as *const (),
+            MicrokernelFn::GemmQ8(f) => f as *const (),
             MicrokernelFn::Attention(f) => f as *const (),
         }
     }
@@ -119,6 +149,14 @@ impl MicrokernelFn {
     pub fn gemm_f16(self) -> Option<GemmF16Fn> {
         match self {
             MicrokernelFn::GemmF16(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The block GEMM over int8 weights, if this is one.
+    pub fn gemm_q8(self) -> Option<GemmQ8Fn> {
+        match self {
+            MicrokernelFn::GemmQ8(f) => Some(f),
             _ => None,
         }
     }
@@ -154,6 +192,13 @@ pub enum Microkernel {
     /// f32 attention of one query row over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
+    /// [`Microkernel::Sgemm6x16`] over int8 weight panels with group scales
+    /// ([`GemmQ8Fn`]).
+    Sgemm6x16Q8,
+    /// [`Microkernel::Sgemv1x64`] over int8 weight panels ([`GemmQ8Fn`]).
+    Sgemv1x64Q8,
+    /// [`Microkernel::Sgemm12x32`] over int8 weight panels ([`GemmQ8Fn`]).
+    Sgemm12x32Q8,
 }
 
 /// The shape of a block GEMM.
@@ -216,11 +261,26 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
         name: "attention_f32",
         gemm_block: None,
     },
+    KernelSpec {
+        kernel: Microkernel::Sgemm6x16Q8,
+        name: "sgemm_6x16_q8",
+        gemm_block: block(6, 16, 16),
+    },
+    KernelSpec {
+        kernel: Microkernel::Sgemv1x64Q8,
+        name: "sgemv_1x64_q8",
+        gemm_block: block(1, 64, 16),
+    },
+    KernelSpec {
+        kernel: Microkernel::Sgemm12x32Q8,
+        name: "sgemm_12x32_q8",
+        gemm_block: block(12, 32, 16),
+    },
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 10;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -231,6 +291,9 @@ impl Microkernel {
         Microkernel::Sgemm12x32,
         Microkernel::Sgemm12x32F16,
         Microkernel::AttentionF32,
+        Microkernel::Sgemm6x16Q8,
+        Microkernel::Sgemv1x64Q8,
+        Microkernel::Sgemm12x32Q8,
     ];
 
     fn spec(self) -> &'static KernelSpec {

@@ -5,7 +5,7 @@
 //! FMA — exactly the CPUs the twins run on — `mul_add` is a slow libm call. The vector
 //! kernels use FMA, so results differ from the twins by rounding only.
 
-use super::{Implementation, Microkernel, MicrokernelFn};
+use super::{Implementation, Microkernel, MicrokernelFn, Q8_GROUP};
 use half::f16;
 
 /// The scalar twin of every kernel.
@@ -47,6 +47,24 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         func: MicrokernelFn::GemmF16(sgemm::<f16, 12, 32, 16>),
     },
     Implementation {
+        kernel: Microkernel::Sgemm6x16Q8,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmQ8(sgemm_q8::<6, 16, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemv1x64Q8,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmQ8(sgemm_q8::<1, 64, 16>),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemm12x32Q8,
+        isa: "scalar",
+        features: &[],
+        func: MicrokernelFn::GemmQ8(sgemm_q8::<12, 32, 16>),
+    },
+    Implementation {
         kernel: Microkernel::AttentionF32,
         isa: "scalar",
         features: &[],
@@ -78,6 +96,67 @@ unsafe extern "C" fn sgemm<
     cols: i64,
     accumulate: i64,
 ) {
+    // SAFETY: forwarded contract (no scales: float weights).
+    unsafe {
+        scaled_sgemm::<W, EP, HP, PANEL>(
+            a,
+            (b, std::ptr::null()),
+            c,
+            kc,
+            lda,
+            ldc,
+            rows,
+            cols,
+            accumulate,
+        )
+    }
+}
+
+/// The scalar twin of every int8 block GEMM (the [`super::GemmQ8Fn`] contract).
+///
+/// # Safety
+/// As [`super::GemmQ8Fn`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn sgemm_q8<const EP: usize, const HP: usize, const PANEL: usize>(
+    a: *const f32,
+    b: *const i8,
+    scales: *const f32,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        scaled_sgemm::<i8, EP, HP, PANEL>(a, (b, scales), c, kc, lda, ldc, rows, cols, accumulate)
+    }
+}
+
+/// The block GEMM of weights `W` times their group scale when `scales` is not null
+/// ([`super::GemmQ8Fn`]), else unscaled ([`super::GemmFn`]).
+///
+/// # Safety
+/// As the contract the non-null-ness of `scales` selects.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scaled_sgemm<
+    W: Copy + Into<f32>,
+    const EP: usize,
+    const HP: usize,
+    const PANEL: usize,
+>(
+    a: *const f32,
+    (b, scales): (*const W, *const f32),
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
     let rows = rows.clamp(0, EP as i64) as usize;
     let cols = cols.clamp(0, HP as i64) as usize;
     if rows == 0 || cols == 0 {
@@ -98,8 +177,16 @@ unsafe extern "C" fn sgemm<
                 // lends its first `kc * PANEL` elements from `b + q * lda * PANEL`; `k < kc`.
                 let at = q as isize * lda as isize * PANEL as isize + (k * PANEL) as isize;
                 let b_k = unsafe { &*b.offset(at).cast::<[W; PANEL]>() };
-                for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
-                    *acc += a_ik * b_kj.into();
+                let scale = |j: usize| {
+                    if scales.is_null() {
+                        return 1.0;
+                    }
+                    let groups = (lda as usize).div_ceil(Q8_GROUP);
+                    // SAFETY: the caller lends the scales of every group of panel `q`.
+                    unsafe { *scales.add((q * groups + k / Q8_GROUP) * PANEL + j) }
+                };
+                for (j, (acc, &b_kj)) in row_q.iter_mut().zip(b_k).enumerate() {
+                    *acc += a_ik * (b_kj.into() * scale(j));
                 }
             }
         }

@@ -55,7 +55,11 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemv1x64F16,
         Microkernel::Sgemm12x32F16,
     ];
-    let avx512 = [Microkernel::Sgemm12x32, Microkernel::Sgemm12x32F16];
+    let avx512 = [
+        Microkernel::Sgemm12x32,
+        Microkernel::Sgemm12x32F16,
+        Microkernel::Sgemm12x32Q8,
+    ];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
             (true, _, true) => "avx2+fma+f16c",
@@ -143,6 +147,9 @@ struct Case {
     b: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
     c: Vec<f32>,
+    /// For an int8-weight kernel, the group scales `[panel][group][PANEL]` (the weights in
+    /// `b` are then integers in `[-127, 127]`); empty otherwise.
+    scales: Vec<f32>,
 }
 
 impl std::fmt::Debug for Case {
@@ -182,9 +189,20 @@ impl Case {
             let (q, within) = (n / (lda * panel), n % (lda * panel));
             within / panel < kc && q * panel + within % panel < cols
         };
-        let b = (0..1 + (panels - 1) * lda * panel + kc * panel)
+        let quantized = matches!(scalar_twin(kernel).func, MicrokernelFn::GemmQ8(_));
+        let mut b: Vec<f32> = (0..1 + (panels - 1) * lda * panel + kc * panel)
             .map(|n| f16::from_f32(value(n > 0 && live(n - 1))).to_f32())
             .collect();
+        let mut scales = Vec::new();
+        if quantized {
+            for v in b.iter_mut().filter(|v| !v.is_nan()) {
+                *v = rng.gen_range(-127i32..=127) as f32;
+            }
+            let groups = lda.div_ceil(Q8_GROUP);
+            scales = (0..panels * groups * panel)
+                .map(|_| rng.gen_range(0.001f32..0.05))
+                .collect();
+        }
         let ldc = cols + rng.gen_range(1..=5);
         let mut c = vec![GUARD; GUARD_LEN + block.rows * ldc + GUARD_LEN];
         for i in 0..rows {
@@ -208,6 +226,7 @@ impl Case {
             a,
             b,
             c,
+            scales,
         }
     }
 
@@ -228,6 +247,7 @@ impl Case {
                 let b16: Vec<f16> = self.b.iter().map(|&v| f16::from_f32(v)).collect();
                 self.call(f, &b16, &mut c)
             }
+            MicrokernelFn::GemmQ8(f) => self.call_q8(f, &mut c),
             MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
         }
         for (n, v) in c.iter().enumerate() {
@@ -258,6 +278,40 @@ impl Case {
         }
     }
 
+    /// Calls int8 kernel `f` with this case's integer weights and scales on `c` (NaN
+    /// weights, never read, become 0).
+    fn call_q8(&self, f: GemmQ8Fn, c: &mut [f32]) {
+        let b8: Vec<i8> = self
+            .b
+            .iter()
+            .map(|&v| if v.is_nan() { 0 } else { v as i8 })
+            .collect();
+        // SAFETY: as in `call`, and `scales` holds every group of every lent panel.
+        unsafe {
+            f(
+                self.a[1..].as_ptr(),
+                b8[1..].as_ptr(),
+                self.scales.as_ptr(),
+                c[GUARD_LEN..].as_mut_ptr(),
+                self.kc as i64,
+                self.lda as i64,
+                self.ldc as i64,
+                self.rows as i64,
+                self.cols as i64,
+                self.accumulate,
+            )
+        }
+    }
+
+    /// The scale of weight `(k, j)` (1 for float weights).
+    fn scale(&self, k: usize, j: usize, panel: usize) -> f64 {
+        if self.scales.is_empty() {
+            return 1.0;
+        }
+        let groups = self.lda.div_ceil(Q8_GROUP);
+        f64::from(self.scales[((j / panel) * groups + k / Q8_GROUP) * panel + j % panel])
+    }
+
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
@@ -270,8 +324,8 @@ impl Case {
             (0.0, 0.0)
         };
         for k in 0..self.kc {
-            let term =
-                f64::from(self.a[1 + i * self.lda + k]) * f64::from(self.b[1 + column + k * panel]);
+            let weight = f64::from(self.b[1 + column + k * panel]) * self.scale(k, j, panel);
+            let term = f64::from(self.a[1 + i * self.lda + k]) * weight;
             sum += term;
             scale += term.abs();
         }

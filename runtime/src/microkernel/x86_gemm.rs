@@ -27,12 +27,18 @@ pub(super) trait Row16: Copy {
     unsafe fn fma(self, a: f32, b: Self) -> Self;
     /// `self + other`, lane by lane.
     unsafe fn add(self, other: Self) -> Self;
+    /// `self * other`, lane by lane.
+    unsafe fn mul(self, other: Self) -> Self;
     /// Stores the lanes to `p` (16 writable floats).
     unsafe fn store(self, p: *mut f32);
 }
 
 /// A weight element the kernels widen to f32 lanes as they load it.
 pub(super) trait PanelElement<R: Row16>: Copy {
+    /// For a quantized element, the run of k that shares one scale per column
+    /// ([`super::Q8_GROUP`]); 0 for floats, which are not scaled.
+    const GROUP: usize = 0;
+
     /// The 16 elements from `p` as f32 lanes.
     ///
     /// # Safety
@@ -45,6 +51,33 @@ pub(super) trait PanelElement<R: Row16>: Copy {
 /// always-inlined generic [`gemm_block`] for `$ep` rows by `$np` panels of 16 columns,
 /// in rows of `$row`, compiled with `$features` enabled.
 macro_rules! gemm_entry {
+    ($(#[$doc:meta])* $name:ident, $row:ty, i8 scaled, $ep:literal x $np:literal, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`super::GemmQ8Fn`], and the CPU has the enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe extern "C" fn $name(
+            a: *const f32,
+            b: *const i8,
+            scales: *const f32,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+            accumulate: i64,
+        ) {
+            // SAFETY: forwarded contract; the body's features are enabled here.
+            unsafe {
+                $crate::microkernel::x86_gemm::gemm_block::<$row, i8, $ep, $np>(
+                    a, (b, scales), c, kc, lda, ldc, rows, cols, accumulate,
+                )
+            }
+        }
+    };
     ($(#[$doc:meta])* $name:ident, $row:ty, $w:ty, $ep:literal x $np:literal, $features:literal) => {
         $(#[$doc])*
         ///
@@ -66,7 +99,7 @@ macro_rules! gemm_entry {
             // SAFETY: forwarded contract; the body's features are enabled here.
             unsafe {
                 $crate::microkernel::x86_gemm::gemm_block::<$row, $w, $ep, $np>(
-                    a, b, c, kc, lda, ldc, rows, cols, accumulate,
+                    a, (b, std::ptr::null()), c, kc, lda, ldc, rows, cols, accumulate,
                 )
             }
         }
@@ -74,9 +107,10 @@ macro_rules! gemm_entry {
 }
 pub(super) use gemm_entry;
 
-/// `EP x (NP * 16)` of C: the block GEMM of [`super::GemmFn`] over `NP` panels, reading
-/// only the panels that hold one of the `cols` columns (an edge block at the right of the
-/// weights has fewer).
+/// `EP x (NP * 16)` of C: the block GEMM of [`super::GemmFn`] (or, for quantized weights,
+/// [`super::GemmQ8Fn`] with `scales`; null otherwise) over `NP` panels, reading only the
+/// panels that hold one of the `cols` columns (an edge block at the right of the weights
+/// has fewer).
 ///
 /// # Safety
 /// As [`super::GemmFn`] with `b` of `W`; inlined into a function enabling `R`'s and `W`'s
@@ -85,7 +119,7 @@ pub(super) use gemm_entry;
 #[inline(always)]
 pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize, const NP: usize>(
     a: *const f32,
-    b: *const W,
+    (b, scales): (*const W, *const f32),
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -100,6 +134,7 @@ pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize, c
     let block = Block {
         a,
         b,
+        scales,
         c,
         kc: kc.max(0) as usize,
         lda: lda as isize,
@@ -123,6 +158,8 @@ pub(super) unsafe fn gemm_block<R: Row16, W: PanelElement<R>, const EP: usize, c
 struct Block<W> {
     a: *const f32,
     b: *const W,
+    /// Quantized weights' scales (`[panel][group][16]`), null for floats.
+    scales: *const f32,
     c: *mut f32,
     kc: usize,
     lda: isize,
@@ -155,17 +192,45 @@ impl<W> Block<W> {
             std::array::from_fn(|q| unsafe { self.b.offset(q as isize * self.lda * HP as isize) });
         // SAFETY (rest): the caller's CPU has the features (see above).
         let mut acc = [[unsafe { R::zero() }; NQ]; EP];
-        for k in 0..self.kc {
-            // SAFETY: `k < kc`: group `k` of each lent panel.
-            let b_k: [R; NQ] = std::array::from_fn(|q| unsafe { W::load16(panels[q].add(k * HP)) });
-            for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
-                // SAFETY: `k < kc`: element k of a lent row.
-                let a_ik = unsafe { *a_i.add(k) };
-                for (acc_iq, &b_kq) in acc_i.iter_mut().zip(&b_k) {
-                    // SAFETY: the features (see above).
-                    *acc_iq = unsafe { acc_iq.fma(a_ik, b_kq) };
+        // Runs of k sharing a scale (the whole call for floats).
+        let group = if W::GROUP == 0 {
+            self.kc.max(1)
+        } else {
+            W::GROUP
+        };
+        let scale_stride = (self.lda as usize).div_ceil(group) * HP;
+        let mut k0 = 0;
+        while k0 < self.kc {
+            let k1 = self.kc.min(k0 + group);
+            // SAFETY: quantized weights come with the scales of every group read, panel
+            // `q`'s `scale_stride` floats apart.
+            let scale: [R; NQ] = std::array::from_fn(|q| unsafe {
+                if W::GROUP == 0 {
+                    R::zero()
+                } else {
+                    R::load(self.scales.add(q * scale_stride + k0 / group * HP))
+                }
+            });
+            for k in k0..k1 {
+                // SAFETY: `k < kc`: group `k` of each lent panel.
+                let b_k: [R; NQ] = std::array::from_fn(|q| unsafe {
+                    let w = W::load16(panels[q].add(k * HP));
+                    if W::GROUP == 0 {
+                        w
+                    } else {
+                        w.mul(scale[q])
+                    }
+                });
+                for (acc_i, &a_i) in acc.iter_mut().zip(&a_rows) {
+                    // SAFETY: `k < kc`: element k of a lent row.
+                    let a_ik = unsafe { *a_i.add(k) };
+                    for (acc_iq, &b_kq) in acc_i.iter_mut().zip(&b_k) {
+                        // SAFETY: the features (see above).
+                        *acc_iq = unsafe { acc_iq.fma(a_ik, b_kq) };
+                    }
                 }
             }
+            k0 = k1;
         }
         let columns: [[R; EP]; NQ] = std::array::from_fn(|q| std::array::from_fn(|i| acc[i][q]));
         for (q, column) in columns.iter().enumerate() {

@@ -70,12 +70,23 @@ impl Machine<'_> {
             return Err(error(format!("bad scalars {ints:?}")));
         }
         let [len_a, len_b, len_c] = scalars.footprint(panel);
-        let [a, b, c] = &call.operands[..] else {
-            unreachable!("the operand count was checked");
+        let (a, b, scales, c) = match &call.operands[..] {
+            [a, b, c] => (a, b, None, c),
+            [a, b, scales, c] => (a, b, Some(scales), c),
+            _ => unreachable!("the operand count was checked"),
         };
         let a = self.region(&a.buffer, &a.offset, len_a, error)?;
         let b = self.region(&b.buffer, &b.offset, len_b, error)?;
-        self.write_region(c, len_c, error, |out| scalars.reference(panel, &a, &b, out))
+        let scales = match scales {
+            Some(s) => {
+                let len = scalars.scales_footprint(panel);
+                Some(self.region(&s.buffer, &s.offset, len, error)?)
+            }
+            None => None,
+        };
+        self.write_region(c, len_c, error, |out| {
+            scalars.reference(panel, (&a, &b, scales.as_deref()), out)
+        })
     }
 
     fn attention(

@@ -13,8 +13,9 @@ use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn};
 use half::f16;
 use std::arch::x86_64::{
-    __m256, _mm256_add_ps, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps,
-    _mm256_setzero_ps, _mm256_storeu_ps, _mm_loadu_si128,
+    __m256, _mm256_add_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtph_ps,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
+    _mm256_storeu_ps, _mm_loadu_si128, _mm_srli_si128,
 };
 
 /// The features every kernel here needs.
@@ -71,6 +72,21 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmF16(sgemm_12x32_f16),
     ),
     row(
+        Microkernel::Sgemm6x16Q8,
+        false,
+        MicrokernelFn::GemmQ8(sgemm_6x16_q8),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q8,
+        false,
+        MicrokernelFn::GemmQ8(sgemv_1x64_q8),
+    ),
+    row(
+        Microkernel::Sgemm12x32Q8,
+        false,
+        MicrokernelFn::GemmQ8(sgemm_12x32_q8),
+    ),
+    row(
         Microkernel::AttentionF32,
         false,
         MicrokernelFn::Attention(attention::attention_f32),
@@ -117,6 +133,17 @@ impl Row16 for Ymm2 {
     }
 
     #[inline(always)]
+    unsafe fn mul(self, other: Self) -> Self {
+        // SAFETY: AVX (caller's contract).
+        unsafe {
+            [
+                _mm256_mul_ps(self[0], other[0]),
+                _mm256_mul_ps(self[1], other[1]),
+            ]
+        }
+    }
+
+    #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
         // SAFETY: 16 writable floats (caller's contract).
         unsafe {
@@ -147,6 +174,34 @@ impl PanelElement<Ymm2> for f16 {
     }
 }
 
+impl PanelElement<Ymm2> for i8 {
+    const GROUP: usize = super::Q8_GROUP;
+
+    #[inline(always)]
+    unsafe fn load16(p: *const i8) -> Ymm2 {
+        // SAFETY: forwarded contract: 16 readable bytes, AVX2 available.
+        unsafe {
+            let bytes = _mm_loadu_si128(p.cast());
+            [
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)),
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(bytes))),
+            ]
+        }
+    }
+}
+
+gemm_entry!(
+    /// [`Microkernel::Sgemm6x16Q8`] over int8 weights (widened and scaled as loaded).
+    sgemm_6x16_q8, Ymm2, i8 scaled, 6 x 1, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64Q8`] over int8 weights.
+    sgemv_1x64_q8, Ymm2, i8 scaled, 1 x 4, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q8`] over int8 weights, on AVX2 (spills).
+    sgemm_12x32_q8, Ymm2, i8 scaled, 12 x 2, "avx2,fma"
+);
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16`] over f32 weights (12 ymm accumulators).
     sgemm_6x16, Ymm2, f32, 6 x 1, "avx2,fma"

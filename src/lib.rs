@@ -11,6 +11,7 @@ pub mod build;
 pub mod lower_vm;
 pub mod model;
 pub mod passes;
+pub mod quantization;
 
 pub use build::{build, BuildError, Built};
 pub use oxrelax_dsl as dsl;

@@ -8,11 +8,13 @@ use crate::passes::{Instrument, TRANSFORM_PARAMS};
 use crate::{build, BuildError, Built};
 use oxrelax_dsl::nn::Module;
 use oxrelax_dsl::{DataType, IRModule};
-use oxrelax_models::{causal_lm, CausalLM, ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{causal_lm, CausalLM, ExportOptions, Exported, ModelConfig, ModelError};
 use oxrelax_runtime::vm::VmError;
 use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
-use oxrelax_runtime::{DType, Value};
+use oxrelax_runtime::Value;
 use std::path::{Path, PathBuf};
+
+pub use crate::quantization::Quantization;
 
 /// Why a model folder could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -30,50 +32,6 @@ pub enum LoadError {
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
 }
-
-/// How the projection weights (and the embedding table) are stored: the quantization
-/// scheme (`--quant`, named as MLC-LLM names them). Norms and biases are f32, and the
-/// kernels compute in f32 either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Quantization {
-    /// As the checkpoint stores them: `q0f16` when the embedding table is stored as f16,
-    /// else `q0f32` (bf16 is widened to f32).
-    #[default]
-    Auto,
-    /// No quantization: 32-bit floats.
-    #[value(name = "q0f32")]
-    Q0f32,
-    /// No quantization, 16-bit float storage (half the memory and the bytes each decode
-    /// step streams; f32 and bf16 checkpoints are rounded to f16).
-    #[value(name = "q0f16")]
-    Q0f16,
-}
-
-impl Quantization {
-    /// The scheme's name (as `--quant` takes it).
-    pub fn name(self) -> &'static str {
-        match self {
-            Quantization::Auto => "auto",
-            Quantization::Q0f32 => "q0f32",
-            Quantization::Q0f16 => "q0f16",
-        }
-    }
-
-    /// The dtype to keep the weights of the checkpoint in `store` in.
-    pub fn resolve(self, store: &WeightStore) -> DataType {
-        match self {
-            Quantization::Q0f32 => DataType::F32,
-            Quantization::Q0f16 => DataType::F16,
-            Quantization::Auto => match store.info(EMBEDDING_TABLE) {
-                Some((_, tensor)) if tensor.dtype == DType::F16 => DataType::F16,
-                _ => DataType::F32,
-            },
-        }
-    }
-}
-
-/// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
-const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
 
 /// How to compile a model.
 #[derive(Debug, Clone)]
@@ -122,11 +80,11 @@ pub struct LoadedModel {
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
     let store = WeightStore::open(dir)?;
-    let model = causal_lm(&config, options.quantization.resolve(&store))?;
-    let exported = model.export(&ExportOptions {
+    let export = ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
-    })?;
+    };
+    let (model, exported) = export_for(&config, options.quantization.resolve(&store), &export)?;
     let weights = store.load_expected(&expected_weights(&model))?;
     let mut built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
     let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
@@ -138,6 +96,19 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
     })
+}
+
+/// The model `config` describes, declared for `scheme`'s storage dtype, and its exported
+/// functions, marked for the scheme's compile-time weight quantization.
+pub fn export_for(
+    config: &ModelConfig,
+    scheme: Quantization,
+    options: &ExportOptions,
+) -> Result<(CausalLM, Exported), LoadError> {
+    let model = causal_lm(config, scheme.storage_dtype())?;
+    let mut exported = model.export(options)?;
+    scheme.mark(&mut exported.module);
+    Ok((model, exported))
 }
 
 /// What `model`'s functions take as weights, in order (each in the dtype the model

@@ -158,3 +158,16 @@ fn f16_storage_drifts_little_in_perplexity_and_logits() {
     assert!(diff > 0.0 && diff < 0.05, "q0f16 max |diff| {diff}");
     assert!(f16["top1_agreement"].as_f64().unwrap() >= 0.9, "{f16}");
 }
+
+#[test]
+fn int8_weights_drift_within_the_q8f32_bound() {
+    let text = shared("fixtures/text/shakespeare-eval.txt");
+    let f32_ppl = last_json(&perplexity(&text, "256"))["ppl"]
+        .as_f64()
+        .unwrap();
+    let q8 = last_json(&perplexity_with(&text, "256", "q8f32"));
+    assert_eq!(q8["quant"], "q8f32");
+    let drift = (q8["ppl"].as_f64().unwrap() - f32_ppl) / f32_ppl;
+    // The bound for q8f32 (llama.cpp's q8_0: +0.02% on this model and text).
+    assert!(drift.abs() <= 1e-3, "q8f32 perplexity drift {drift}");
+}

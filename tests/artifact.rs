@@ -2,7 +2,7 @@
 //! `oxrelax::model::load` and run against the transformers reference; and the checks a
 //! loaded artifact must pass (hashes, target triple, format version).
 
-use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE};
+use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE, PARAMS_FILE};
 use oxrelax::model::{load, LoadError, LoadOptions, LoadedModel};
 use oxrelax_runtime::{Tensor, Value};
 use safetensors::SafeTensors;
@@ -194,7 +194,7 @@ fn compile_quant_q0f16_stores_f16_projections_that_generate_runs() {
     ];
     let (ok, _, stderr) = oxrelax(&[&args[..], &["--quant", "q0f16"]].concat());
     assert!(ok, "{stderr}");
-    assert_eq!(Manifest::read(&out).unwrap().weight_dtype, "f16");
+    assert_eq!(Manifest::read(&out).unwrap().quantization, "q0f16");
     let dir = out.to_str().unwrap();
     let (ok, stdout, stderr) = oxrelax(&["generate", "--model", dir, "--prompt", "Hi", "--json"]);
     assert!(ok, "{stderr}");
@@ -203,6 +203,51 @@ fn compile_quant_q0f16_stores_f16_projections_that_generate_runs() {
     let (ok, _, stderr) = oxrelax(&[&args[..], &["--quant", "q3f8"]].concat());
     assert!(!ok);
     assert!(stderr.contains("invalid value 'q3f8'"), "{stderr}");
+}
+
+#[test]
+fn compile_quant_q8f32_stores_int8_panels_and_generates_as_the_folder_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("artifact");
+    let src = fixture();
+    let (src, out_dir) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let compile = [
+        "compile",
+        src,
+        "-o",
+        out_dir,
+        "--context",
+        "64",
+        "--quant",
+        "q8f32",
+    ];
+    let (ok, _, stderr) = oxrelax(&compile);
+    assert!(ok, "{stderr}");
+    assert_eq!(Manifest::read(&out).unwrap().quantization, "q8f32");
+    let params = std::fs::read(out.join(PARAMS_FILE)).unwrap();
+    let stored = SafeTensors::deserialize(&params).unwrap();
+    let int8 = stored
+        .tensors()
+        .iter()
+        .filter(|(_, v)| v.dtype() == safetensors::Dtype::I8)
+        .count();
+    assert!(
+        int8 >= 7,
+        "every projection is stored as int8 panels: {int8}"
+    );
+    let ids = |model: &str, extra: &[&str]| {
+        let args = [
+            &["generate", "--model", model, "--prompt", "Hi", "--json"],
+            extra,
+        ]
+        .concat();
+        let (ok, stdout, stderr) = oxrelax(&args);
+        assert!(ok, "{stderr}");
+        let line: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        line["ids"].clone()
+    };
+    let folder = ids(src, &["--quant", "q8f32", "--max-context", "64"]);
+    assert_eq!(ids(out_dir, &[]), folder);
 }
 
 #[test]

@@ -182,7 +182,7 @@ fn an_artifact_of_an_f16_checkpoint_stores_and_loads_f16_weights() {
         ..CompileOptions::default()
     };
     let manifest = compile_artifact(src.path(), out.path(), &options, |_| {}).unwrap();
-    assert_eq!(manifest.weight_dtype, "f16");
+    assert_eq!(manifest.quantization, "q0f16");
     let params = std::fs::read(out.path().join(PARAMS_FILE)).unwrap();
     let stored = SafeTensors::deserialize(&params).unwrap();
     let dtypes: Vec<Dtype> = stored.tensors().iter().map(|(_, v)| v.dtype()).collect();
@@ -194,11 +194,11 @@ fn an_artifact_of_an_f16_checkpoint_stores_and_loads_f16_weights() {
     let diff = max_abs_diff(&from_artifact, &from_folder);
     assert!(diff <= SAME, "artifact vs folder: {diff}");
 
-    // A manifest naming a dtype this runtime does not load is a typed error.
+    // A manifest naming a scheme this runtime does not load is a typed error.
     let manifest_path = out.path().join(MANIFEST_FILE);
     let text = std::fs::read_to_string(&manifest_path).unwrap();
-    std::fs::write(&manifest_path, text.replace("\"f16\"", "\"q3\"")).unwrap();
+    std::fs::write(&manifest_path, text.replace("\"q0f16\"", "\"q3\"")).unwrap();
     let err = load(out.path(), &LoadOptions::default()).err().unwrap();
     let err = err.to_string();
-    assert!(err.contains("weight_dtype \"q3\""), "{err}");
+    assert!(err.contains("quantization \"q3\""), "{err}");
 }

@@ -1,6 +1,7 @@
 //! Snapshots of the tiny Llama's `prefill` and `decode` (with the primitive functions
 //! they call) after each pass of the compile pipeline, from the embedded model in
-//! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`.
+//! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; and, with
+//! `--quant q8f32`, its `decode` and `transform_params` (where the weights are quantized).
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::Quantization;
@@ -10,17 +11,26 @@ use oxrelax_dsl::text::{parse_module, print_module};
 use oxrelax_models::ExportOptions;
 use std::path::Path;
 
-/// The functions snapshotted.
-const FUNCTIONS: [&str; 2] = ["prefill", "decode"];
-
 #[test]
 fn tiny_llama_prefill_and_decode_after_each_pass() {
+    snapshot_passes(Quantization::Auto, "tiny-llama", &["prefill", "decode"]);
+}
+
+#[test]
+fn tiny_llama_q8f32_decode_and_weight_transform_after_each_pass() {
+    let functions = ["decode", "transform_params"];
+    snapshot_passes(Quantization::Q8f32, "tiny-llama-q8f32", &functions);
+}
+
+/// Snapshots `functions` (those that exist at each stage) of the tiny Llama compiled with
+/// `quantization`, as `{prefix}.{function}.{stage}`.
+fn snapshot_passes(quantization: Quantization, prefix: &str, functions: &[&str]) {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama");
     let options = ExportOptions {
         max_context: 256,
         prefill_chunk: 32,
     };
-    let module = source_module(&model, &options, Quantization::Auto).unwrap();
+    let module = source_module(&model, &options, quantization).unwrap();
     // A named target, so the scheduled functions are the same on every host.
     let target = Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
     let stages = modules_after_each_pass(module, &target, Instrument::default()).unwrap();
@@ -34,13 +44,16 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
     let stage_names: Vec<&str> = stages.iter().map(|(stage, _)| &stage[3..]).collect();
     assert_eq!(stage_names, names);
     for (stage, module) in &stages {
-        for function in FUNCTIONS {
+        for &function in functions {
+            if !module.functions.contains_key(function) {
+                continue;
+            }
             let extracted = extract_functions(module, &[function]);
             assert_eq!(extracted.functions.len(), 1, "{stage}: {function}");
             let text = print_module(&extracted);
             let parsed = parse_module(&text).unwrap_or_else(|e| panic!("{stage}: {e}"));
             assert_eq!(parsed, extracted, "{stage} {function}: print -> parse");
-            let name = format!("tiny-llama.{function}.{stage}");
+            let name = format!("{prefix}.{function}.{stage}");
             insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
                 insta::assert_snapshot!(name, text);
             });

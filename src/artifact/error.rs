@@ -84,7 +84,7 @@ pub enum ArtifactError {
         reason: String,
     },
     /// The manifest names a weight dtype this runtime does not load.
-    #[error("{}: weight_dtype {value:?} is not one of f32, f16", path.display())]
+    #[error("{}: quantization {value:?} is not one of q0f32, q0f16, q8f32", path.display())]
     Quantization {
         /// The manifest.
         path: PathBuf,

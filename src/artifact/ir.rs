@@ -2,12 +2,12 @@
 
 use super::manifest::Manifest;
 use super::read::is_artifact;
-use crate::model::{LoadError, Quantization};
+use crate::model::{export_for, LoadError, Quantization};
 use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::IRModule;
-use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::WeightStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -20,14 +20,14 @@ pub fn source_module(
     options: &ExportOptions,
     quantization: Quantization,
 ) -> Result<IRModule, LoadError> {
-    let (config, options, weights) = if is_artifact(path) {
+    let (config, options, scheme) = if is_artifact(path) {
         let manifest = Manifest::read(path)?;
         let config = ModelConfig::from_json(&manifest.model_config.to_string());
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
         };
-        (config, options, manifest.weights(path)?)
+        (config, options, manifest.quantization(path)?)
     } else {
         let config = ModelConfig::from_file(&path.join("config.json"));
         (
@@ -37,7 +37,7 @@ pub fn source_module(
         )
     };
     let config = config.map_err(ModelError::from)?;
-    Ok(causal_lm(&config, weights)?.export(&options)?.module)
+    Ok(export_for(&config, scheme, &options)?.1.module)
 }
 
 /// The module before `target`'s compile pipeline and after each of its passes, as

@@ -1,13 +1,14 @@
 //! `oxrelax-model.json`: what an artifact holds and what it was compiled for.
 
 use super::error::ArtifactError;
-use oxrelax_dsl::{DataType, IRModule};
+use crate::quantization::Quantization;
+use oxrelax_dsl::IRModule;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The artifact format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).
@@ -32,9 +33,9 @@ pub struct Manifest {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// The dtype the projection weights and the embedding table are stored in (`f32` or
-    /// `f16`; norms and biases are f32).
-    pub weight_dtype: String,
+    /// The weight quantization scheme (`q0f32`, `q0f16`, `q8f32`; see
+    /// [`Quantization`]).
+    pub quantization: String,
     /// The tokenizer files copied from the model folder.
     pub tokenizer_files: Vec<String>,
     /// What the artifact was compiled for.
@@ -132,16 +133,12 @@ impl Manifest {
         serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest { path, source })
     }
 
-    /// The dtype of the projection weights (`weight_dtype`) of the artifact in `dir`.
-    pub fn weights(&self, dir: &Path) -> Result<DataType, ArtifactError> {
-        match self.weight_dtype.as_str() {
-            "f32" => Ok(DataType::F32),
-            "f16" => Ok(DataType::F16),
-            other => Err(ArtifactError::Quantization {
-                path: dir.join(MANIFEST_FILE),
-                value: other.to_string(),
-            }),
-        }
+    /// The weight quantization scheme (`quantization`) of the artifact in `dir`.
+    pub fn quantization(&self, dir: &Path) -> Result<Quantization, ArtifactError> {
+        Quantization::from_name(&self.quantization).ok_or_else(|| ArtifactError::Quantization {
+            path: dir.join(MANIFEST_FILE),
+            value: self.quantization.clone(),
+        })
     }
 
     /// Writes the manifest into the artifact folder `dir`.

@@ -30,7 +30,7 @@ pub fn load_artifact(dir: &Path) -> Result<LoadedModel, LoadError> {
     let manifest = verify_artifact(dir)?;
     let config =
         ModelConfig::from_json(&manifest.model_config.to_string()).map_err(ModelError::from)?;
-    let model = causal_lm(&config, manifest.weights(dir)?)?;
+    let model = causal_lm(&config, manifest.quantization(dir)?.storage_dtype())?;
     let module_path = dir.join(MODULE_FILE);
     let text = std::fs::read_to_string(&module_path).map_err(|source| ArtifactError::Io {
         path: module_path.clone(),

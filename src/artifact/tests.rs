@@ -39,7 +39,7 @@ fn an_unlisted_required_file_is_an_error() {
         functions: Default::default(),
         context_window: 16,
         prefill_chunk: 8,
-        weight_dtype: "f32".into(),
+        quantization: "q0f32".into(),
         tokenizer_files: vec![],
         target: Target::host(),
         files: Default::default(),

@@ -7,10 +7,10 @@ use super::manifest::{
 };
 use crate::build;
 use crate::model::{
-    compiled_weights, expected_weights, transform_weights, LoadError, Quantization,
+    compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
 use crate::passes::Instrument;
-use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{safetensors_dtype, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
@@ -90,12 +90,12 @@ pub fn compile_artifact(
     let config_json = read_json(&config_path)?;
     let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
     let store = WeightStore::open(src)?;
-    let weight_dtype = options.quantization.resolve(&store);
-    let model = causal_lm(&config, weight_dtype)?;
-    let exported = model.export(&ExportOptions {
+    let scheme = options.quantization.resolve(&store);
+    let export = ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
-    })?;
+    };
+    let (model, exported) = export_for(&config, scheme, &export)?;
     let mut built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
 
     progress(CompileStep::Weights);
@@ -137,7 +137,7 @@ pub fn compile_artifact(
         functions: exported_signatures(&built.module),
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
-        weight_dtype: weight_dtype.name().into(),
+        quantization: scheme.name().into(),
         tokenizer_files,
         target: Target::host(),
         files,

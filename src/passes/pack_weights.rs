@@ -1,13 +1,22 @@
 //! `PackMatmulWeights`: `matmul(x, permute_dims(w))` with `w` a 2-D weight parameter (a
 //! `Linear`) becomes `packed_matmul(x, pack_weight(w))`, the weight packed into the column
-//! panels of the target's matmul microkernels. The packing depends on the weight only, so
-//! `LiftTransformParams` moves it to compile time; the transpose disappears.
+//! panels of the target's matmul microkernels. In a function marked for int8 weights
+//! ([`WEIGHT_QUANT_ATTR`] `"q8"`), an f32 weight is quantized instead:
+//! `packed_matmul_q8(x, pack_weight_q8(w, s), s)` with `s = quantize_scales_q8(w)`. Packing
+//! and quantizing depend on the weight only, so `LiftTransformParams` moves them to
+//! compile time; the transpose disappears.
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Call, Callee, Function};
-use oxrelax_dsl::op::{pack_weight, packed_matmul};
+use oxrelax_dsl::op::{
+    pack_weight, pack_weight_q8, packed_matmul, packed_matmul_q8, quantize_scales_q8,
+};
 use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
 use std::collections::{BTreeSet, HashMap};
+
+/// The function attribute naming the packed-weight format of its linear layers: `"q8"`
+/// for int8 panels with group scales (absent: float panels).
+pub const WEIGHT_QUANT_ATTR: &str = "weight_quant";
 
 /// Rewrites linear layers of weighted functions (those with a `num_input` attribute) to
 /// packed matmuls for a target.
@@ -60,6 +69,8 @@ fn pack_function(function: &mut Function, block: i64) {
     let Some(inputs) = function.num_inputs() else {
         return;
     };
+    let int8 =
+        matches!(function.attrs.get(WEIGHT_QUANT_ATTR), Some(AttrValue::Str(f)) if f == "q8");
     let weights: BTreeSet<String> = function
         .params
         .iter()
@@ -76,8 +87,8 @@ fn pack_function(function: &mut Function, block: i64) {
             {
                 transposed.insert(binding.var.name.clone(), w);
             }
-            match packed_bindings(&binding, &transposed, block) {
-                Some(pair) => rewritten.extend(pair),
+            match packed_bindings(&binding, &transposed, (block, int8)) {
+                Some(bindings) => rewritten.extend(bindings),
                 None => rewritten.push(binding),
             }
         }
@@ -85,37 +96,50 @@ fn pack_function(function: &mut Function, block: i64) {
     }
 }
 
-/// `[packed = pack_weight(w), y = packed_matmul(x, packed)]` replacing `y = matmul(x, wt)`
-/// where `wt` transposes weight `w`.
+/// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
+/// `[packed = pack_weight(w), y = packed_matmul(x, packed)]`, or with `int8` (and an f32
+/// weight) `[scales = quantize_scales_q8(w), packed = pack_weight_q8(w, scales),
+/// y = packed_matmul_q8(x, packed, scales)]`.
 fn packed_bindings(
     binding: &Binding,
     transposed: &HashMap<String, Var>,
-    block: i64,
-) -> Option<[Binding; 2]> {
+    (block, int8): (i64, bool),
+) -> Option<Vec<Binding>> {
     let call = op_call(binding.value.expr(), "matmul")?;
     let [x, Expr::Var(wt)] = call.args.as_slice() else {
         return None;
     };
     let w = transposed.get(&wt.name)?;
-    let features = w.sinfo.as_tensor()?.dims()?[0].as_const()?;
-    let packed = pack_weight(&Expr::Var(w.clone()), block).ok()?;
-    let packed_var = Var {
-        name: format!("{}_packed", binding.var.name),
-        sinfo: packed.sinfo(),
-        dataflow: binding.var.dataflow,
+    let w_sinfo = w.sinfo.as_tensor()?;
+    let features = w_sinfo.dims()?[0].as_const()?;
+    let weight = Expr::Var(w.clone());
+    let mut bindings = Vec::new();
+    let mut bind = |suffix: &str, value: Expr| {
+        let var = Var {
+            name: format!("{}_{suffix}", binding.var.name),
+            sinfo: value.sinfo(),
+            dataflow: binding.var.dataflow,
+        };
+        bindings.push(Binding {
+            var: var.clone(),
+            value: BindingValue::Expr(value),
+        });
+        Expr::Var(var)
     };
-    let product = packed_matmul(x, &Expr::Var(packed_var.clone()), features).ok()?;
+    let product = if int8 && w_sinfo.dtype == DataType::F32 {
+        let scales = bind("scales", quantize_scales_q8(&weight, block).ok()?);
+        let packed = bind("packed", pack_weight_q8(&weight, &scales).ok()?);
+        packed_matmul_q8(x, &packed, &scales, features).ok()?
+    } else {
+        let packed = bind("packed", pack_weight(&weight, block).ok()?);
+        packed_matmul(x, &packed, features).ok()?
+    };
     if product.sinfo() != binding.var.sinfo {
         return None;
     }
-    Some([
-        Binding {
-            var: packed_var,
-            value: BindingValue::Expr(packed),
-        },
-        Binding {
-            var: binding.var.clone(),
-            value: BindingValue::Expr(product),
-        },
-    ])
+    bindings.push(Binding {
+        var: binding.var.clone(),
+        value: BindingValue::Expr(product),
+    });
+    Some(bindings)
 }

@@ -21,6 +21,7 @@ mod layout;
 mod matmul;
 mod norm;
 mod packed;
+mod quantize;
 mod reduce;
 mod softmax;
 #[cfg(test)]
@@ -92,6 +93,9 @@ const FAMILIES: &[(&[&str], Legalizer)] = &[
     (binary::OPS, |c| binary::legalize(c).map(Legalized::from)),
     (matmul::OPS, |c| matmul::legalize(c).map(Legalized::from)),
     (packed::OPS, |c| packed::legalize(c).map(Legalized::from)),
+    (quantize::OPS, |c| {
+        quantize::legalize(c).map(Legalized::from)
+    }),
     (layout::OPS, |c| layout::legalize(c).map(Legalized::from)),
     (concat::OPS, concat::legalize),
     (index::OPS, |c| index::legalize(c).map(Legalized::from)),

@@ -18,6 +18,7 @@ mod manipulate;
 mod matmul;
 mod norm;
 mod packed;
+mod quantize;
 mod reduce;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,7 @@ pub use manipulate::*;
 pub use matmul::*;
 pub use norm::*;
 pub use packed::*;
+pub use quantize::*;
 pub use reduce::*;
 pub use unary::*;
 
@@ -112,6 +114,7 @@ const FAMILIES: &[&[OpDef]] = &[
     unary::OPS,
     matmul::OPS,
     packed::OPS,
+    quantize::OPS,
     manipulate::OPS,
     join::OPS,
     reduce::OPS,

@@ -4,6 +4,7 @@
 mod elementwise;
 mod layout;
 mod matmul;
+mod quantize;
 mod reduce;
 mod select;
 

@@ -1,0 +1,103 @@
+//! [`Quantization`]: how a model's projection weights are stored and computed with
+//! (`--quant`, named as MLC-LLM names its schemes), and how a scheme reaches the
+//! compiler: the model is declared with the scheme's storage dtype, and a quantizing
+//! scheme marks every weighted function ([`WEIGHT_QUANT_ATTR`]) so `PackMatmulWeights`
+//! quantizes its linear weights at compile time.
+
+use oxrelax_dsl::{AttrValue, DataType, IRModule};
+use oxrelax_runtime::weights::WeightStore;
+use oxrelax_runtime::DType;
+
+pub use crate::passes::WEIGHT_QUANT_ATTR;
+
+/// A weight quantization scheme. Norms and biases stay f32, and activations are f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Quantization {
+    /// As the checkpoint stores the weights: `q0f16` when the embedding table is stored
+    /// as f16, else `q0f32` (bf16 is widened to f32).
+    #[default]
+    Auto,
+    /// No quantization: 32-bit floats.
+    #[value(name = "q0f32")]
+    Q0f32,
+    /// No quantization, 16-bit float storage (half the memory and the bytes each decode
+    /// step streams; f32 and bf16 checkpoints are rounded to f16).
+    #[value(name = "q0f16")]
+    Q0f16,
+    /// Int8 linear weights, symmetric, in groups of 32 along the reduction with one f32
+    /// scale per group and output column (a quarter of f32's bytes); quantized at
+    /// compile time, widened and scaled inside the matmul microkernels. The embedding
+    /// table stays f32.
+    #[value(name = "q8f32")]
+    Q8f32,
+}
+
+/// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
+const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
+
+impl Quantization {
+    /// Every scheme a model can be compiled with (all but `Auto`).
+    pub const SCHEMES: [Quantization; 3] = [
+        Quantization::Q0f32,
+        Quantization::Q0f16,
+        Quantization::Q8f32,
+    ];
+
+    /// The scheme's name (as `--quant` takes it and manifests record it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantization::Auto => "auto",
+            Quantization::Q0f32 => "q0f32",
+            Quantization::Q0f16 => "q0f16",
+            Quantization::Q8f32 => "q8f32",
+        }
+    }
+
+    /// The scheme named `name` (not `auto`).
+    pub fn from_name(name: &str) -> Option<Quantization> {
+        Self::SCHEMES.into_iter().find(|q| q.name() == name)
+    }
+
+    /// The scheme for the checkpoint in `store` (`Auto` decided by what it stores).
+    pub fn resolve(self, store: &WeightStore) -> Quantization {
+        match self {
+            Quantization::Auto => match store.info(EMBEDDING_TABLE) {
+                Some((_, tensor)) if tensor.dtype == DType::F16 => Quantization::Q0f16,
+                _ => Quantization::Q0f32,
+            },
+            scheme => scheme,
+        }
+    }
+
+    /// The dtype the model declares its projection weights (and embedding table) in:
+    /// what loading converts the checkpoint to, before any compile-time quantization.
+    pub fn storage_dtype(self) -> DataType {
+        match self {
+            Quantization::Q0f16 => DataType::F16,
+            _ => DataType::F32,
+        }
+    }
+
+    /// Marks `module`'s weighted functions (those with a `num_input` attribute) for the
+    /// compile-time weight quantization of this scheme, if it quantizes.
+    pub fn mark(self, module: &mut IRModule) {
+        let Some(format) = self.weight_format() else {
+            return;
+        };
+        for function in module.functions.values_mut() {
+            if function.num_inputs().is_some() {
+                let value = AttrValue::Str(format.to_string());
+                function.attrs.insert(WEIGHT_QUANT_ATTR.to_string(), value);
+            }
+        }
+    }
+
+    /// The packed-weight format `PackMatmulWeights` produces for this scheme, if not the
+    /// float panels.
+    fn weight_format(self) -> Option<&'static str> {
+        match self {
+            Quantization::Q8f32 => Some("q8"),
+            _ => None,
+        }
+    }
+}

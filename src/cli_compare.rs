@@ -83,6 +83,14 @@ struct CompareJson {
 
 /// Runs `oxrelax compare`.
 pub fn run(args: &CompareArgs) -> CliResult<()> {
+    if oxrelax::artifact::is_artifact(&args.model) {
+        return Err(format!(
+            "{} is a compiled artifact, which keeps the scheme it was compiled with: compare \
+             needs the Hugging Face folder to build both schemes from",
+            args.model.display()
+        )
+        .into());
+    }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,
         ..args.load.clone()

@@ -248,6 +248,9 @@ fn compile_quant_q8f32_stores_int8_panels_and_generates_as_the_folder_does() {
     };
     let folder = ids(src, &["--quant", "q8f32", "--max-context", "64"]);
     assert_eq!(ids(out_dir, &[]), folder);
+    // An artifact keeps its scheme: comparing schemes needs the folder.
+    let (ok, _, stderr) = oxrelax(&["compare", out_dir, "--prompt", "Hi", "--quant", "q8f32"]);
+    assert!(!ok && stderr.contains("compiled artifact"), "{stderr}");
 }
 
 #[test]

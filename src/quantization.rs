@@ -27,7 +27,7 @@ pub enum Quantization {
     /// Int8 linear weights, symmetric, in groups of 32 along the reduction with one f32
     /// scale per group and output column (a quarter of f32's bytes); quantized at
     /// compile time, widened and scaled inside the matmul microkernels. The embedding
-    /// table stays f32.
+    /// table is int8 too, in groups of 32 along each row, dequantized as rows are taken.
     #[value(name = "q8f32")]
     Q8f32,
 }

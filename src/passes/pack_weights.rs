@@ -4,12 +4,14 @@
 //! ([`WEIGHT_QUANT_ATTR`] `"q8"`), an f32 weight is quantized instead:
 //! `packed_matmul_q8(x, pack_weight_q8(w, s), s)` with `s = quantize_scales_q8(w)`. Packing
 //! and quantizing depend on the weight only, so `LiftTransformParams` moves them to
-//! compile time; the transpose disappears.
+//! compile time; the transpose disappears. In such a function an embedding lookup
+//! `take(w, ids)` of an f32 weight reads an int8 table too: `take_q8(q, s, ids)` with the
+//! table quantized row by row (panels one row wide).
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Call, Callee, Function};
 use oxrelax_dsl::op::{
-    pack_weight, pack_weight_q8, packed_matmul, packed_matmul_q8, quantize_scales_q8,
+    pack_weight, pack_weight_q8, packed_matmul, packed_matmul_q8, quantize_scales_q8, take_q8,
 };
 use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -87,6 +89,11 @@ fn pack_function(function: &mut Function, block: i64) {
             {
                 transposed.insert(binding.var.name.clone(), w);
             }
+            let quantized_take = int8.then(|| quantized_take(&binding, &weights)).flatten();
+            if let Some(bindings) = quantized_take {
+                rewritten.extend(bindings);
+                continue;
+            }
             match packed_bindings(&binding, &transposed, (block, int8)) {
                 Some(bindings) => rewritten.extend(bindings),
                 None => rewritten.push(binding),
@@ -94,6 +101,61 @@ fn pack_function(function: &mut Function, block: i64) {
         }
         binding_block.bindings = rewritten;
     }
+}
+
+/// `[scales = quantize_scales_q8(w, 1), q = pack_weight_q8(w, scales),
+/// y = take_q8(q, scales, ids)]` replacing `y = take(w, ids, axis=0)` of a static 2-D f32
+/// weight `w`.
+fn quantized_take(binding: &Binding, weights: &BTreeSet<String>) -> Option<Vec<Binding>> {
+    let call = op_call(binding.value.expr(), "take")?;
+    let [Expr::Var(w), ids] = call.args.as_slice() else {
+        return None;
+    };
+    let axis_zero = matches!(call.attrs.get("axis"), None | Some(AttrValue::Int(0)));
+    let tensor = w.sinfo.as_tensor()?;
+    let static_2d =
+        tensor.dims()?.len() == 2 && tensor.dims()?.iter().all(|d| d.as_const().is_some());
+    if !axis_zero || !static_2d || tensor.dtype != DataType::F32 || !weights.contains(&w.name) {
+        return None;
+    }
+    let weight = Expr::Var(w.clone());
+    let mut bindings = Vec::new();
+    let scales = bind(
+        &mut bindings,
+        binding,
+        "scales",
+        quantize_scales_q8(&weight, 1).ok()?,
+    );
+    let packed = bind(
+        &mut bindings,
+        binding,
+        "packed",
+        pack_weight_q8(&weight, &scales).ok()?,
+    );
+    let rows = take_q8(&packed, &scales, ids).ok()?;
+    if rows.sinfo() != binding.var.sinfo {
+        return None;
+    }
+    bindings.push(Binding {
+        var: binding.var.clone(),
+        value: BindingValue::Expr(rows),
+    });
+    Some(bindings)
+}
+
+/// Appends a binding of `value` to a variable named after `binding`'s (`{name}_{suffix}`),
+/// and returns that variable.
+fn bind(bindings: &mut Vec<Binding>, binding: &Binding, suffix: &str, value: Expr) -> Expr {
+    let var = Var {
+        name: format!("{}_{suffix}", binding.var.name),
+        sinfo: value.sinfo(),
+        dataflow: binding.var.dataflow,
+    };
+    bindings.push(Binding {
+        var: var.clone(),
+        value: BindingValue::Expr(value),
+    });
+    Expr::Var(var)
 }
 
 /// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
@@ -114,24 +176,19 @@ fn packed_bindings(
     let features = w_sinfo.dims()?[0].as_const()?;
     let weight = Expr::Var(w.clone());
     let mut bindings = Vec::new();
-    let mut bind = |suffix: &str, value: Expr| {
-        let var = Var {
-            name: format!("{}_{suffix}", binding.var.name),
-            sinfo: value.sinfo(),
-            dataflow: binding.var.dataflow,
-        };
-        bindings.push(Binding {
-            var: var.clone(),
-            value: BindingValue::Expr(value),
-        });
-        Expr::Var(var)
-    };
     let product = if int8 && w_sinfo.dtype == DataType::F32 {
-        let scales = bind("scales", quantize_scales_q8(&weight, block).ok()?);
-        let packed = bind("packed", pack_weight_q8(&weight, &scales).ok()?);
+        let scales = quantize_scales_q8(&weight, block).ok()?;
+        let scales = bind(&mut bindings, binding, "scales", scales);
+        let packed = pack_weight_q8(&weight, &scales).ok()?;
+        let packed = bind(&mut bindings, binding, "packed", packed);
         packed_matmul_q8(x, &packed, &scales, features).ok()?
     } else {
-        let packed = bind("packed", pack_weight(&weight, block).ok()?);
+        let packed = bind(
+            &mut bindings,
+            binding,
+            "packed",
+            pack_weight(&weight, block).ok()?,
+        );
         packed_matmul(x, &packed, features).ok()?
     };
     if product.sinfo() != binding.var.sinfo {

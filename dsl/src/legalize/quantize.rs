@@ -10,12 +10,13 @@ use crate::tir::Q8_GROUP;
 use crate::DataType;
 
 /// The ops of this family.
-pub(super) const OPS: &[&str] = &["quantize_scales_q8", "pack_weight_q8"];
+pub(super) const OPS: &[&str] = &["quantize_scales_q8", "pack_weight_q8", "take_q8"];
 
 /// Legalizes either op.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "quantize_scales_q8" => scales(call),
+        "take_q8" => take(call),
         _ => pack(call),
     }
 }
@@ -70,6 +71,24 @@ fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let ratio = weight_at(weight, (p, j, l), &block) / safe;
         let rounded = (ratio + Expr::f32(0.5)).floor().clamp(-127.0, 127.0);
         te::select(scale.gt(zero.clone()), rounded, zero).cast(dtype)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+}
+
+/// `out[i..., h] = packed[id, h, 0] * scales[id, h / 32, 0]` with `id = ids[i...]`
+/// clamped into the table (as `take` clamps).
+fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["packed", "scales", "ids"])?;
+    let (packed, scales, ids) = (&inputs[0], &inputs[1], &inputs[2]);
+    let (shape, dtype) = call.output_of_rank(ids.ndim() + 1)?;
+    let last = Expr::from(&packed.shape()[0] - 1);
+    let out = te::compute("rows", shape, |i| {
+        let (h, at) = i.split_last().expect("the output has the width dim");
+        let row = ids.at(at).cast(DataType::I64).clamp(0, last.clone());
+        let zero = Expr::int(0);
+        let value = load(packed, &[row.clone(), h.clone(), zero.clone()]).cast(dtype);
+        let group = h.floordiv(Expr::int(Q8_GROUP));
+        value * load(scales, &[row, group, zero])
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }

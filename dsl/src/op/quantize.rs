@@ -8,6 +8,9 @@
 //! - `pack_weight_q8(weight [H, L] f32, scales) -> [ceil(H/HP), L, HP]` i8:
 //!   `weight[row, l] / scale` rounded half up (`floor(x + 0.5)`), 0 where the scale is 0
 //!   or the row is padding.
+//! - `take_q8(packed [V, H, 1] i8, scales [V, ceil(H/32), 1] f32, ids [...]) -> [..., H]`
+//!   f32: rows of a table quantized with `block = 1` (one row per panel), dequantized as
+//!   they are gathered (an int8 embedding table).
 
 use super::ctx::InferCtx;
 use super::packed::panel_count;
@@ -29,6 +32,12 @@ pub(super) const OPS: &[OpDef] = &[
         args: &["weight", "scales"],
         attrs: &[],
         infer: infer_pack,
+    },
+    OpDef {
+        name: "take_q8",
+        args: &["packed", "scales", "ids"],
+        attrs: &[],
+        infer: infer_take,
     },
 ];
 
@@ -87,6 +96,35 @@ fn infer_pack(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     Ok(StructInfo::tensor(shape, DataType::I8))
 }
 
+fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (packed, scales, ids) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let table: Option<Vec<i64>> = packed.dims.iter().map(SymExpr::as_const).collect();
+    let Some(&[rows, width, 1]) = table.as_deref().filter(|_| packed.dtype == DataType::I8) else {
+        let reason = format!(
+            "must be an i8 [V, H, 1] table, got {} {}",
+            packed.dtype,
+            packed.shape()
+        );
+        return Err(ctx.invalid_arg(0, reason));
+    };
+    let groups = (width + Q8_GROUP - 1) / Q8_GROUP;
+    let want = [rows, groups, 1].map(SymExpr::int);
+    if scales.dtype != DataType::F32 || scales.dims != want {
+        let reason = format!(
+            "must be f32 [{rows}, {groups}, 1], got {} {}",
+            scales.dtype,
+            scales.shape()
+        );
+        return Err(ctx.invalid_arg(1, reason));
+    }
+    if !matches!(ids.dtype, DataType::I32 | DataType::I64) {
+        return Err(ctx.invalid_arg(2, format!("must be i32 or i64, got {}", ids.dtype)));
+    }
+    let mut shape = ids.dims.to_vec();
+    shape.push(SymExpr::int(width));
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
 /// The group scales of `weight` (`[H, L]` f32) for `block`-wide panels.
 pub fn quantize_scales_q8(weight: &Expr, block: i64) -> Result<Expr, InferError> {
     let attrs = Attrs::from([("block".to_string(), AttrValue::Int(block))]);
@@ -100,4 +138,10 @@ pub fn pack_weight_q8(weight: &Expr, scales: &Expr) -> Result<Expr, InferError> 
         vec![weight.clone(), scales.clone()],
         Attrs::new(),
     )
+}
+
+/// The rows `ids` of a table quantized row by row (`block = 1`), as f32.
+pub fn take_q8(packed: &Expr, scales: &Expr, ids: &Expr) -> Result<Expr, InferError> {
+    let args = vec![packed.clone(), scales.clone(), ids.clone()];
+    call("take_q8", args, Attrs::new())
 }

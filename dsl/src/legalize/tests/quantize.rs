@@ -75,3 +75,45 @@ fn int8_quantization_matches_a_direct_computation() {
         }
     }
 }
+
+#[test]
+fn take_q8_gathers_dequantized_rows() {
+    let (rows, width) = (5usize, 40usize);
+    let groups = width.div_ceil(Q8_GROUP as usize);
+    let packed: Vec<f64> = pseudo_random(5, rows * width)
+        .iter()
+        .map(|v| (v * 127.0).round())
+        .collect();
+    let scales: Vec<f64> = pseudo_random(6, rows * groups)
+        .iter()
+        .map(|v| v.abs())
+        .collect();
+    let ids = [3.0, 0.0, 4.0, 9.0]; // 9 is past the table: clamped to the last row
+    let table = tensor(
+        "q",
+        vec![c(rows as i64), c(width as i64), c(1)],
+        DataType::I8,
+    );
+    let s = tensor(
+        "s",
+        vec![c(rows as i64), c(groups as i64), c(1)],
+        DataType::F32,
+    );
+    let i = tensor("ids", vec![c(1), c(4)], DataType::I32);
+    let call = op(
+        "take_q8",
+        vec![table, s, i],
+        vec![],
+        out(vec![c(1), c(4), c(width as i64)], DataType::F32),
+    );
+    let got = run(&call, 1, vec![packed.clone(), scales.clone(), ids.to_vec()]).remove(0);
+    let mut want = Vec::new();
+    for id in ids {
+        let row = (id as usize).min(rows - 1);
+        for h in 0..width {
+            let scale = scales[row * groups + h / Q8_GROUP as usize];
+            want.push(packed[row * width + h] * scale);
+        }
+    }
+    assert_close(&got, &want, 1e-6);
+}

@@ -4,13 +4,12 @@
 //! f32 checkpoint asked for f16 rounds as the f16 copy did; an artifact keeps them f16.
 
 mod common;
-use common::fixture_models;
+use common::{fixture_models, greedy, load_as};
 
 use half::{bf16, f16};
 use oxrelax::artifact::{compile_artifact, CompileOptions, MANIFEST_FILE, PARAMS_FILE};
 use oxrelax::model::{load, LoadOptions, LoadedModel, Quantization};
-use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Generation, Step};
-use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::engine::Generation;
 use oxrelax_runtime::{DType, Value};
 use safetensors::{Dtype, SafeTensors};
 use std::path::Path;
@@ -78,16 +77,6 @@ fn write_f16_copy(src: &Path, dst: &Path, rounded: fn(&str) -> bool) {
     safetensors::serialize_to_file(views, None, &dst.join("model.safetensors")).unwrap();
 }
 
-fn load_as(dir: &Path, quantization: Quantization) -> LoadedModel {
-    let options = LoadOptions {
-        max_context: 64,
-        prefill_chunk: 16,
-        quantization,
-        ..LoadOptions::default()
-    };
-    load(dir, &options).unwrap()
-}
-
 /// Bytes of the loaded weights by dtype: (f16, f32).
 fn weight_bytes(model: &LoadedModel) -> (usize, usize) {
     let tensors = model.weights.iter().filter_map(Value::as_tensor);
@@ -100,22 +89,7 @@ fn weight_bytes(model: &LoadedModel) -> (usize, usize) {
 
 /// Greedy generation of 6 tokens after [`PROMPT`], keeping every logit row.
 fn generate(model: LoadedModel) -> Generation {
-    let config = EngineConfig {
-        context_window: model.context_window as usize,
-        prefill_chunk: model.prefill_chunk as usize,
-        vocab_size: model.config.vocab_size as usize,
-        eos_ids: Vec::new(),
-    };
-    let mut engine = Engine::new(model.built.vm, model.weights, config).unwrap();
-    let options = GenerateOptions {
-        max_new_tokens: 6,
-        ignore_eos: true,
-        keep_logits: true,
-    };
-    let mut greedy = Sampler::new(SamplingConfig::default());
-    engine
-        .generate(&PROMPT, options, &mut greedy, |_| Ok(Step::Continue))
-        .unwrap()
+    greedy(model, &PROMPT, 6)
 }
 
 fn max_abs_diff(got: &Generation, want: &Generation) -> f32 {

@@ -3,9 +3,11 @@
 //! whose hidden size (48) is not a multiple of the group either, runs in every scheme; the
 //! int8 scheme stays within rounding of f32.
 
-use oxrelax::model::{load, LoadOptions, LoadedModel, Quantization};
-use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Generation, Step};
-use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+mod common;
+use common::{greedy, load_as};
+
+use oxrelax::model::{LoadedModel, Quantization};
+use oxrelax_runtime::engine::Generation;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use safetensors::tensor::TensorView;
@@ -92,35 +94,10 @@ fn write_model(dir: &Path) {
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
 }
 
-fn load_as(dir: &Path, quantization: Quantization) -> LoadedModel {
-    let options = LoadOptions {
-        max_context: 64,
-        prefill_chunk: 16,
-        quantization,
-        ..LoadOptions::default()
-    };
-    load(dir, &options).unwrap()
-}
-
 /// Greedy generation of 8 tokens after a 21-token prompt, keeping every logit row.
 fn generate(model: LoadedModel) -> Generation {
-    let config = EngineConfig {
-        context_window: model.context_window as usize,
-        prefill_chunk: model.prefill_chunk as usize,
-        vocab_size: VOCAB,
-        eos_ids: Vec::new(),
-    };
-    let mut engine = Engine::new(model.built.vm, model.weights, config).unwrap();
     let prompt: Vec<u32> = (0..21).map(|i| (i * 37 + 5) % VOCAB as u32).collect();
-    let options = GenerateOptions {
-        max_new_tokens: 8,
-        ignore_eos: true,
-        keep_logits: true,
-    };
-    let mut greedy = Sampler::new(SamplingConfig::default());
-    engine
-        .generate(&prompt, options, &mut greedy, |_| Ok(Step::Continue))
-        .unwrap()
+    greedy(model, &prompt, 8)
 }
 
 /// Every logit row of a generation, flat.

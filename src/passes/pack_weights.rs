@@ -57,14 +57,20 @@ fn transposed_weight(call: &Call, weights: &BTreeSet<String>) -> Option<Var> {
         Some(AttrValue::Ints(axes)) => axes == &[1, 0],
         Some(_) => false,
     };
-    let Some(Expr::Var(w)) = call.args.first() else {
+    let w = static_weight(call.args.first()?, weights, &[DataType::F32, DataType::F16])?;
+    axes_ok.then_some(w)
+}
+
+/// `expr` when it is a weight parameter of static 2-D shape and one of `dtypes`.
+fn static_weight(expr: &Expr, weights: &BTreeSet<String>, dtypes: &[DataType]) -> Option<Var> {
+    let Expr::Var(w) = expr else {
         return None;
     };
     let tensor = w.sinfo.as_tensor()?;
     let dims = tensor.dims()?;
     let static_2d = dims.len() == 2 && dims.iter().all(|d| d.as_const().is_some());
-    let packable = matches!(tensor.dtype, DataType::F32 | DataType::F16) && static_2d;
-    (axes_ok && packable && weights.contains(&w.name)).then(|| w.clone())
+    let fits = static_2d && dtypes.contains(&tensor.dtype) && weights.contains(&w.name);
+    fits.then(|| w.clone())
 }
 
 fn pack_function(function: &mut Function, block: i64) {
@@ -108,54 +114,15 @@ fn pack_function(function: &mut Function, block: i64) {
 /// weight `w`.
 fn quantized_take(binding: &Binding, weights: &BTreeSet<String>) -> Option<Vec<Binding>> {
     let call = op_call(binding.value.expr(), "take")?;
-    let [Expr::Var(w), ids] = call.args.as_slice() else {
+    let [table, ids] = call.args.as_slice() else {
         return None;
     };
     let axis_zero = matches!(call.attrs.get("axis"), None | Some(AttrValue::Int(0)));
-    let tensor = w.sinfo.as_tensor()?;
-    let static_2d =
-        tensor.dims()?.len() == 2 && tensor.dims()?.iter().all(|d| d.as_const().is_some());
-    if !axis_zero || !static_2d || tensor.dtype != DataType::F32 || !weights.contains(&w.name) {
-        return None;
-    }
-    let weight = Expr::Var(w.clone());
+    let w = static_weight(table, weights, &[DataType::F32]).filter(|_| axis_zero)?;
     let mut bindings = Vec::new();
-    let scales = bind(
-        &mut bindings,
-        binding,
-        "scales",
-        quantize_scales_q8(&weight, 1).ok()?,
-    );
-    let packed = bind(
-        &mut bindings,
-        binding,
-        "packed",
-        pack_weight_q8(&weight, &scales).ok()?,
-    );
+    let (packed, scales) = quantized(&mut bindings, binding, &Expr::Var(w), 1)?;
     let rows = take_q8(&packed, &scales, ids).ok()?;
-    if rows.sinfo() != binding.var.sinfo {
-        return None;
-    }
-    bindings.push(Binding {
-        var: binding.var.clone(),
-        value: BindingValue::Expr(rows),
-    });
-    Some(bindings)
-}
-
-/// Appends a binding of `value` to a variable named after `binding`'s (`{name}_{suffix}`),
-/// and returns that variable.
-fn bind(bindings: &mut Vec<Binding>, binding: &Binding, suffix: &str, value: Expr) -> Expr {
-    let var = Var {
-        name: format!("{}_{suffix}", binding.var.name),
-        sinfo: value.sinfo(),
-        dataflow: binding.var.dataflow,
-    };
-    bindings.push(Binding {
-        var: var.clone(),
-        value: BindingValue::Expr(value),
-    });
-    Expr::Var(var)
+    finish(bindings, binding, rows)
 }
 
 /// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
@@ -177,26 +144,53 @@ fn packed_bindings(
     let weight = Expr::Var(w.clone());
     let mut bindings = Vec::new();
     let product = if int8 && w_sinfo.dtype == DataType::F32 {
-        let scales = quantize_scales_q8(&weight, block).ok()?;
-        let scales = bind(&mut bindings, binding, "scales", scales);
-        let packed = pack_weight_q8(&weight, &scales).ok()?;
-        let packed = bind(&mut bindings, binding, "packed", packed);
+        let (packed, scales) = quantized(&mut bindings, binding, &weight, block)?;
         packed_matmul_q8(x, &packed, &scales, features).ok()?
     } else {
-        let packed = bind(
-            &mut bindings,
-            binding,
-            "packed",
-            pack_weight(&weight, block).ok()?,
-        );
+        let packed = pack_weight(&weight, block).ok()?;
+        let packed = bind(&mut bindings, binding, "packed", packed);
         packed_matmul(x, &packed, features).ok()?
     };
-    if product.sinfo() != binding.var.sinfo {
+    finish(bindings, binding, product)
+}
+
+/// Binds `weight`'s int8 panels `block` wide and their scales (after `bindings`), and
+/// returns `(packed, scales)`.
+fn quantized(
+    bindings: &mut Vec<Binding>,
+    binding: &Binding,
+    weight: &Expr,
+    block: i64,
+) -> Option<(Expr, Expr)> {
+    let scales = quantize_scales_q8(weight, block).ok()?;
+    let scales = bind(bindings, binding, "scales", scales);
+    let packed = pack_weight_q8(weight, &scales).ok()?;
+    Some((bind(bindings, binding, "packed", packed), scales))
+}
+
+/// Appends a binding of `value` to a variable named after `binding`'s (`{name}_{suffix}`),
+/// and returns that variable.
+fn bind(bindings: &mut Vec<Binding>, binding: &Binding, suffix: &str, value: Expr) -> Expr {
+    let var = Var {
+        name: format!("{}_{suffix}", binding.var.name),
+        sinfo: value.sinfo(),
+        dataflow: binding.var.dataflow,
+    };
+    bindings.push(Binding {
+        var: var.clone(),
+        value: BindingValue::Expr(value),
+    });
+    Expr::Var(var)
+}
+
+/// `bindings` then `binding`'s variable bound to `value`, which must have its struct info.
+fn finish(mut bindings: Vec<Binding>, binding: &Binding, value: Expr) -> Option<Vec<Binding>> {
+    if value.sinfo() != binding.var.sinfo {
         return None;
     }
     bindings.push(Binding {
         var: binding.var.clone(),
-        value: BindingValue::Expr(product),
+        value: BindingValue::Expr(value),
     });
     Some(bindings)
 }

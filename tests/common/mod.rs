@@ -199,3 +199,45 @@ pub fn fixture_models() -> Vec<PathBuf> {
     );
     dirs
 }
+
+/// Loads (compiles) the model in `dir` with a 64-position context, 16-token prefill
+/// chunks and `quantization`.
+pub fn load_as(
+    dir: &Path,
+    quantization: oxrelax::model::Quantization,
+) -> oxrelax::model::LoadedModel {
+    let options = oxrelax::model::LoadOptions {
+        max_context: 64,
+        prefill_chunk: 16,
+        quantization,
+        ..oxrelax::model::LoadOptions::default()
+    };
+    oxrelax::model::load(dir, &options).unwrap()
+}
+
+/// Greedy generation of `tokens` tokens after `prompt` (EOS ignored), keeping every logit
+/// row.
+pub fn greedy(
+    model: oxrelax::model::LoadedModel,
+    prompt: &[u32],
+    tokens: usize,
+) -> oxrelax_runtime::engine::Generation {
+    use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Step};
+    use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+    let config = EngineConfig {
+        context_window: model.context_window as usize,
+        prefill_chunk: model.prefill_chunk as usize,
+        vocab_size: model.config.vocab_size as usize,
+        eos_ids: Vec::new(),
+    };
+    let mut engine = Engine::new(model.built.vm, model.weights, config).unwrap();
+    let options = GenerateOptions {
+        max_new_tokens: tokens,
+        ignore_eos: true,
+        keep_logits: true,
+    };
+    let mut sampler = Sampler::new(SamplingConfig::default());
+    engine
+        .generate(prompt, options, &mut sampler, |_| Ok(Step::Continue))
+        .unwrap()
+}

@@ -20,38 +20,27 @@ pub struct ElementwiseNest {
 impl ElementwiseNest {
     /// The nest `stmt` is (loops of any kind, possibly inside a one-statement `seq`), if it
     /// is one.
-    pub fn parse(mut stmt: &Stmt) -> Option<Self> {
-        let (mut vars, mut extents) = (Vec::new(), Vec::new());
-        loop {
-            match stmt {
-                Stmt::Seq(items) if items.len() == 1 => stmt = &items[0],
-                Stmt::For {
-                    var, extent, body, ..
-                } => {
-                    vars.push(var.clone());
-                    extents.push(extent.clone());
-                    stmt = body;
-                }
-                Stmt::Store {
-                    buffer,
-                    indices,
-                    value,
-                } => {
-                    let own = indices.len() == vars.len()
-                        && indices
-                            .iter()
-                            .zip(&vars)
-                            .all(|(i, v)| matches!(i, PrimExpr::Var(x) if x == v));
-                    return own.then(|| ElementwiseNest {
-                        vars,
-                        extents,
-                        buffer: buffer.clone(),
-                        value: value.clone(),
-                    });
-                }
-                _ => return None,
-            }
-        }
+    pub fn parse(stmt: &Stmt) -> Option<Self> {
+        let (vars, extents, inner) = peel_loops(stmt);
+        let Stmt::Store {
+            buffer,
+            indices,
+            value,
+        } = inner
+        else {
+            return None;
+        };
+        let own = indices.len() == vars.len()
+            && indices
+                .iter()
+                .zip(&vars)
+                .all(|(i, v)| matches!(i, PrimExpr::Var(x) if x == v));
+        own.then(|| ElementwiseNest {
+            vars,
+            extents,
+            buffer: buffer.clone(),
+            value: value.clone(),
+        })
     }
 
     /// The nest as serial loops.
@@ -107,54 +96,43 @@ impl ElementwiseNest {
 
     /// The nest a [`to_staged_stmt`](Self::to_staged_stmt) statement stages, if `stmt` is
     /// one.
-    pub fn parse_staged(mut stmt: &Stmt) -> Option<Self> {
-        let (mut vars, mut extents) = (Vec::new(), Vec::new());
-        loop {
-            match stmt {
-                Stmt::For {
-                    var, extent, body, ..
-                } => {
-                    vars.push(var.clone());
-                    extents.push(extent.clone());
-                    stmt = body;
-                }
-                Stmt::Allocate { buffer, body } => {
-                    let Stmt::Seq(items) = body.as_ref() else {
-                        return None;
-                    };
-                    let [compute, copy] = items.as_slice() else {
-                        return None;
-                    };
-                    let row = ElementwiseNest::parse(compute)?;
-                    let Stmt::For {
-                        body: copy_body, ..
-                    } = copy
-                    else {
-                        return None;
-                    };
-                    let Stmt::Store {
-                        buffer: target,
-                        value: PrimExpr::Load { buffer: read, .. },
-                        ..
-                    } = copy_body.as_ref()
-                    else {
-                        return None;
-                    };
-                    if row.buffer != buffer.name || *read != buffer.name || row.vars.len() != 1 {
-                        return None;
-                    }
-                    vars.extend(row.vars);
-                    extents.extend(row.extents);
-                    return Some(ElementwiseNest {
-                        vars,
-                        extents,
-                        buffer: target.clone(),
-                        value: row.value,
-                    });
-                }
-                _ => return None,
-            }
+    pub fn parse_staged(stmt: &Stmt) -> Option<Self> {
+        let (mut vars, mut extents, inner) = peel_loops(stmt);
+        let Stmt::Allocate { buffer, body } = inner else {
+            return None;
+        };
+        let Stmt::Seq(items) = body.as_ref() else {
+            return None;
+        };
+        let [compute, copy] = items.as_slice() else {
+            return None;
+        };
+        let row = ElementwiseNest::parse(compute)?;
+        let Stmt::For {
+            body: copy_body, ..
+        } = copy
+        else {
+            return None;
+        };
+        let Stmt::Store {
+            buffer: target,
+            value: PrimExpr::Load { buffer: read, .. },
+            ..
+        } = copy_body.as_ref()
+        else {
+            return None;
+        };
+        if row.buffer != buffer.name || *read != buffer.name || row.vars.len() != 1 {
+            return None;
         }
+        vars.extend(row.vars);
+        extents.extend(row.extents);
+        Some(ElementwiseNest {
+            vars,
+            extents,
+            buffer: target.clone(),
+            value: row.value,
+        })
     }
 
     /// The value stored at element `indices` (the loop variables replaced by them).
@@ -234,5 +212,24 @@ fn nest_loop(var: &TVar, extent: &PrimExpr, body: Stmt) -> Stmt {
         extent: extent.clone(),
         kind: ForKind::Serial,
         body: Box::new(body),
+    }
+}
+
+/// The loops (of any kind, through one-statement `seq`s) around `stmt`'s innermost
+/// statement: their variables and extents, outermost first, and that statement.
+fn peel_loops(mut stmt: &Stmt) -> (Vec<TVar>, Vec<PrimExpr>, &Stmt) {
+    let (mut vars, mut extents) = (Vec::new(), Vec::new());
+    loop {
+        match stmt {
+            Stmt::Seq(items) if items.len() == 1 => stmt = &items[0],
+            Stmt::For {
+                var, extent, body, ..
+            } => {
+                vars.push(var.clone());
+                extents.push(extent.clone());
+                stmt = body;
+            }
+            inner => return (vars, extents, inner),
+        }
     }
 }

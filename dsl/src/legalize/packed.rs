@@ -15,7 +15,6 @@ pub(super) const OPS: &[&str] = &["pack_weight", "packed_matmul", "packed_matmul
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "pack_weight" => pack_weight(call),
-        "packed_matmul_q8" => packed_matmul_q8(call),
         _ => packed_matmul(call),
     }
 }
@@ -37,36 +36,15 @@ fn pack_weight(call: &OpCall) -> Result<Kernel, LegalizeError> {
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }
 
-/// `out[..., h] = sum_l x[..., l] * packed[h / HP, l, h % HP]`.
+/// `out[..., h] = sum_l x[..., l] * w(l, h)` with `w(l, h) = packed[h / HP, l, h % HP]`,
+/// for `packed_matmul_q8` times `scales[h / HP, l / 32, h % HP]`.
 fn packed_matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let (inputs, args) = call.inputs(&["x", "packed"])?;
-    let (x, packed) = (&inputs[0], &inputs[1]);
-    let (shape, dtype) = call.output_of_rank(x.ndim())?;
-    let depth = x.shape()[x.ndim() - 1].clone();
-    let block = Expr::from(packed.shape()[2].clone());
-    let l = te::reduce_axis("l", depth);
-    let out = te::compute("out", shape, |i| {
-        let (h, batch) = i.split_last().expect("the output has the features dim");
-        let mut x_index = batch.to_vec();
-        x_index.push(l.var());
-        let panel = [
-            h.floordiv(block.clone()),
-            l.var(),
-            h.floormod(block.clone()),
-        ];
-        te::sum(
-            load(x, &x_index) * load(packed, &panel),
-            std::slice::from_ref(&l),
-        )
-        .cast(dtype)
-    });
-    Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))
-}
-
-/// `out[..., h] = sum_l x[..., l] * (packed[h / HP, l, h % HP] * scales[h / HP, l / 32, h % HP])`.
-fn packed_matmul_q8(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let (inputs, args) = call.inputs(&["x", "packed", "scales"])?;
-    let (x, packed, scales) = (&inputs[0], &inputs[1], &inputs[2]);
+    let names: &[&str] = match call.op {
+        "packed_matmul_q8" => &["x", "packed", "scales"],
+        _ => &["x", "packed"],
+    };
+    let (inputs, args) = call.inputs(names)?;
+    let (x, packed, scales) = (&inputs[0], &inputs[1], inputs.get(2));
     let (shape, dtype) = call.output_of_rank(x.ndim())?;
     let depth = x.shape()[x.ndim() - 1].clone();
     let block = Expr::from(packed.shape()[2].clone());
@@ -76,13 +54,16 @@ fn packed_matmul_q8(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let mut x_index = batch.to_vec();
         x_index.push(l.var());
         let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block.clone()));
-        let weight = load(packed, &[panel.clone(), l.var(), lane.clone()]).cast(dtype);
-        let group = l.var().floordiv(Expr::int(crate::tir::Q8_GROUP));
-        let scale = load(scales, &[panel, group, lane]);
-        te::sum(
-            load(x, &x_index) * (weight * scale),
-            std::slice::from_ref(&l),
-        )
+        let weight = load(packed, &[panel.clone(), l.var(), lane.clone()]);
+        let product = match scales {
+            Some(scales) => {
+                let group = l.var().floordiv(Expr::int(crate::tir::Q8_GROUP));
+                let scale = load(scales, &[panel, group, lane]);
+                load(x, &x_index) * (weight.cast(dtype) * scale)
+            }
+            None => load(x, &x_index) * weight,
+        };
+        te::sum(product, std::slice::from_ref(&l)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))
 }

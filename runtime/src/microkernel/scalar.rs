@@ -163,6 +163,8 @@ unsafe fn scaled_sgemm<
         return;
     }
     let kc = kc.max(0) as usize;
+    // Scale groups per panel (int8 weights).
+    let groups = (lda.max(0) as usize).div_ceil(Q8_GROUP);
     let mut tile = [[0.0f32; HP]; EP];
     for (i, row) in tile.iter_mut().enumerate().take(rows) {
         // SAFETY: row `i < rows` of `a` is lent: `kc` floats from `a + i * lda`.
@@ -177,16 +179,17 @@ unsafe fn scaled_sgemm<
                 // lends its first `kc * PANEL` elements from `b + q * lda * PANEL`; `k < kc`.
                 let at = q as isize * lda as isize * PANEL as isize + (k * PANEL) as isize;
                 let b_k = unsafe { &*b.offset(at).cast::<[W; PANEL]>() };
-                let scale = |j: usize| {
-                    if scales.is_null() {
-                        return 1.0;
+                if scales.is_null() {
+                    for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
+                        *acc += a_ik * b_kj.into();
                     }
-                    let groups = (lda as usize).div_ceil(Q8_GROUP);
-                    // SAFETY: the caller lends the scales of every group of panel `q`.
-                    unsafe { *scales.add((q * groups + k / Q8_GROUP) * PANEL + j) }
-                };
-                for (j, (acc, &b_kj)) in row_q.iter_mut().zip(b_k).enumerate() {
-                    *acc += a_ik * (b_kj.into() * scale(j));
+                    continue;
+                }
+                // SAFETY: the caller lends the scales of every group of panel `q`.
+                let scale_at = (q * groups + k / Q8_GROUP) * PANEL;
+                let s_k = unsafe { &*scales.add(scale_at).cast::<[f32; PANEL]>() };
+                for ((acc, &b_kj), &s_kj) in row_q.iter_mut().zip(b_k).zip(s_k) {
+                    *acc += a_ik * (b_kj.into() * s_kj);
                 }
             }
         }

@@ -1,46 +1,65 @@
 //! x86-64 AVX-512F microkernels (512-bit zmm registers, 16 f32 lanes): the `12 x 32`
-//! block GEMM over two f32 or f16 weight panels (24 zmm accumulators; per k two panel
-//! loads and 12 broadcasts feed 24 FMAs, so the FMA units, not the loads, bound it), the
-//! shared x86 body ([`super::x86_gemm`]) with a row of a block in one zmm register.
+//! block GEMM over two f32, f16, int8 or 4-bit weight panels (24 zmm accumulators; per k two
+//! panel loads and 12 broadcasts feed 24 FMAs, so the FMA units, not the loads, bound it),
+//! the shared x86 body ([`super::x86_gemm`]) with a row of a block in one zmm register;
+//! and the 4-bit decode GEMVs, whose nibble unpacking costs half the instructions of
+//! AVX2's.
 //!
 //! Only [`Zmm`]'s `Row16`/`PanelElement` methods are specific to this file; the body is
-//! the one the AVX2 kernels run, and its `12 x 32` instance is tested on AVX2 CPUs through
-//! [`Microkernel::Sgemm12x32`]'s AVX2 implementation. These entry points themselves run
-//! (and are tested) only on CPUs with AVX-512F.
+//! the one the AVX2 kernels run, and its instances are tested on AVX2 CPUs through the
+//! AVX2 implementations of the same kernels. These entry points themselves run (and are
+//! tested) only on CPUs with AVX-512F.
 
 use super::x86_gemm::{gemm_entry, PanelElement, Row16};
-use super::{Implementation, Microkernel, MicrokernelFn};
+use super::{Implementation, Microkernel, MicrokernelFn, U4Pair};
 use half::f16;
 use std::arch::x86_64::{
-    __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32,
+    __m128i, __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32,
     _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
-    _mm512_setzero_ps, _mm512_storeu_ps, _mm_loadu_si128,
+    _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 /// The features every kernel here needs (f16 widening included: `vcvtph2ps` on zmm is
 /// AVX-512F).
 const FEATURES: &[&str] = &["avx512f"];
 
+/// One implementation row of this ISA.
+const fn row(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
+    Implementation {
+        kernel,
+        isa: "avx512f",
+        features: FEATURES,
+        func,
+    }
+}
+
 /// The AVX-512F implementations.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
-    Implementation {
-        kernel: Microkernel::Sgemm12x32,
-        isa: "avx512f",
-        features: FEATURES,
-        func: MicrokernelFn::Gemm(sgemm_12x32),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm12x32Q8,
-        isa: "avx512f",
-        features: FEATURES,
-        func: MicrokernelFn::GemmQ8(sgemm_12x32_q8),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm12x32F16,
-        isa: "avx512f",
-        features: FEATURES,
-        func: MicrokernelFn::GemmF16(sgemm_12x32_f16),
-    },
+    row(Microkernel::Sgemm12x32, MicrokernelFn::Gemm(sgemm_12x32)),
+    row(
+        Microkernel::Sgemm12x32Q8,
+        MicrokernelFn::GemmQ8(sgemm_12x32_q8),
+    ),
+    row(
+        Microkernel::Sgemm12x32F16,
+        MicrokernelFn::GemmF16(sgemm_12x32_f16),
+    ),
+    row(
+        Microkernel::Sgemm12x32Q4,
+        MicrokernelFn::GemmQ4(sgemm_12x32_q4),
+    ),
+    row(
+        Microkernel::Sgemm12x32Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_12x32_q4f16),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4,
+        MicrokernelFn::GemmQ4(sgemv_1x64_q4),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemv_1x64_q4f16),
+    ),
 ];
 
 /// One row of a block: 16 lanes in one zmm register.
@@ -60,9 +79,21 @@ impl Row16 for Zmm {
     }
 
     #[inline(always)]
+    unsafe fn from_i8(bytes: __m128i) -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)) }
+    }
+
+    #[inline(always)]
     unsafe fn fma(self, a: f32, b: Self) -> Self {
         // SAFETY: AVX-512F (caller's contract).
         unsafe { _mm512_fmadd_ps(_mm512_set1_ps(a), b, self) }
+    }
+
+    #[inline(always)]
+    unsafe fn fma_lanes(self, a: Self, b: Self) -> Self {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe { _mm512_fmadd_ps(a, b, self) }
     }
 
     #[inline(always)]
@@ -100,19 +131,25 @@ impl PanelElement<Zmm> for f16 {
     }
 }
 
-impl PanelElement<Zmm> for i8 {
-    const GROUP: usize = super::Q8_GROUP;
-
-    #[inline(always)]
-    unsafe fn load16(p: *const i8) -> Zmm {
-        // SAFETY: forwarded contract: 16 readable bytes, AVX-512F available.
-        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
-    }
-}
-
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32Q8`] over int8 weights (widened and scaled as loaded).
-    sgemm_12x32_q8, Zmm, i8 scaled, 12 x 2, "avx512f"
+    sgemm_12x32_q8, Zmm, i8 scaled by f32, 12 x 2, "avx512f"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q4`] over 4-bit weights (unpacked two k per load).
+    sgemm_12x32_q4, Zmm, U4Pair scaled by f32, 12 x 2, "avx512f"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q4F16`]: 4-bit weights, f16 scales.
+    sgemm_12x32_q4f16, Zmm, U4Pair scaled by f16, 12 x 2, "avx512f"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64Q4`] over 4-bit weights (partial sums scaled per group).
+    sgemv_1x64_q4, Zmm, U4Pair scaled by f32, 1 x 4, "avx512f"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64Q4F16`]: 4-bit weights, f16 scales.
+    sgemv_1x64_q4f16, Zmm, U4Pair scaled by f16, 1 x 4, "avx512f"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32`] over f32 weights (24 zmm accumulators).

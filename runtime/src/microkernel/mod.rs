@@ -1,7 +1,7 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
 //! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
-//! as loaded: F16C on x86-64).
+//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k.
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -64,24 +64,25 @@ pub type GemmFn<W = f32> = unsafe extern "C" fn(
 /// the bytes of f32 ones.
 pub type GemmF16Fn = GemmFn<half::f16>;
 
-/// The run of the reduction (k) that shares one scale per output column in int8 weight
-/// panels (symmetric group quantization, as MLC-LLM's q8/q4 schemes).
-pub const Q8_GROUP: usize = 32;
+/// The run of the reduction (k) that shares one scale per output column in quantized
+/// weight panels (symmetric group quantization, as MLC-LLM's q8/q4 schemes).
+pub const QUANT_GROUP: usize = 32;
 
-/// A block GEMM over int8 weight panels with f32 scales: [`GemmFn`] with
-/// `b(k, j) = f32(b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]) * s(k, j)`, where
-/// `s(k, j) = scales[(j / PANEL)*ceil(lda / Q8_GROUP)*PANEL + (k / Q8_GROUP)*PANEL + j % PANEL]`:
-/// each panel's scales are `[group][PANEL]`, one per [`Q8_GROUP`] values of k and column.
-/// A call starts at a group boundary (the caller offsets `scales` to the call's first
-/// group).
+/// A block GEMM over quantized weight panels `W` with group scales `S`: [`GemmFn`] with
+/// `b(k, j) = w(k, j) * f32(s(k, j))`, where the weight `w(k, j)` is read from `b` as `W`
+/// lays it out ([`GemmQ8Fn`]) and
+/// `s(k, j) = scales[(j / PANEL)*ceil(lda / QUANT_GROUP)*PANEL + (k / QUANT_GROUP)*PANEL + j % PANEL]`:
+/// each panel's scales are `[group][PANEL]`, one per [`QUANT_GROUP`] values of k and column
+/// (f32, or f16 widened to f32 as loaded). A call starts at a group boundary (the caller
+/// offsets `b` and `scales` to the call's first group).
 ///
 /// # Safety
-/// As [`GemmFn`]; `scales` readable for the groups `0..ceil(kc / Q8_GROUP)` of every panel
-/// `b` lends.
-pub type GemmQ8Fn = unsafe extern "C" fn(
+/// As [`GemmFn`], with `b` lent as the weight layout says; `scales` readable for the
+/// groups `0..ceil(kc / QUANT_GROUP)` of every panel `b` lends (no more).
+pub type GemmQuantFn<W, S> = unsafe extern "C" fn(
     a: *const f32,
-    b: *const i8,
-    scales: *const f32,
+    b: *const W,
+    scales: *const S,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -90,6 +91,46 @@ pub type GemmQ8Fn = unsafe extern "C" fn(
     cols: i64,
     accumulate: i64,
 );
+
+/// A block GEMM over int8 weight panels with f32 scales ([`GemmQuantFn`]): one byte per
+/// weight, `w(k, j) = f32(b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL])`, panels
+/// `lda * PANEL` bytes apart as [`GemmFn`]'s.
+///
+/// # Safety
+/// As [`GemmQuantFn`]: `b` readable for `kc * PANEL` bytes from the start of every panel
+/// it lends.
+pub type GemmQ8Fn = GemmQuantFn<i8, f32>;
+
+/// Two 4-bit weights of consecutive k (`k` even, `k + 1`) in one byte: the low nibble
+/// holds `w(k) + 8`, the high nibble `w(k + 1) + 8` (so `w` is in `[-8, 7]`).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct U4Pair(pub u8);
+
+impl U4Pair {
+    /// The weight of depth `k` this pair holds (`k % 2` picks the nibble).
+    pub fn weight(self, k: usize) -> i8 {
+        let nibble = if k.is_multiple_of(2) {
+            self.0 & 0x0F
+        } else {
+            self.0 >> 4
+        };
+        nibble as i8 - 8
+    }
+}
+
+/// A block GEMM over 4-bit weight panels with f32 scales ([`GemmQuantFn`]): a panel holds
+/// `ceil(lda / 2)` rows of 16 [`U4Pair`]s (one byte per column and pair of k), so
+/// `w(k, j)` is nibble `k % 2` of byte `(j / PANEL)*ceil(lda / 2)*PANEL + (k / 2)*PANEL
+/// + j % PANEL`, minus 8.
+///
+/// # Safety
+/// As [`GemmQuantFn`]: `b` readable for `ceil(kc / 2) * PANEL` bytes from the start of
+/// every panel it lends (the high nibble of the last byte is never used when `kc` is odd).
+pub type GemmQ4Fn = GemmQuantFn<U4Pair, f32>;
+
+/// [`GemmQ4Fn`] with f16 scales (widened to f32 as loaded).
+pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
@@ -121,6 +162,10 @@ pub enum MicrokernelFn {
     GemmF16(GemmF16Fn),
     /// A block GEMM over int8 weights with group scales.
     GemmQ8(GemmQ8Fn),
+    /// A block GEMM over 4-bit weights with f32 group scales.
+    GemmQ4(GemmQ4Fn),
+    /// A block GEMM over 4-bit weights with f16 group scales.
+    GemmQ4F16(GemmQ4F16Fn),
     /// The attention of one query row.
     Attention(AttentionFn),
 }
@@ -133,6 +178,8 @@ impl MicrokernelFn {
             MicrokernelFn::Gemm(f) => f as *const (),
             MicrokernelFn::GemmF16(f) => f as *const (),
             MicrokernelFn::GemmQ8(f) => f as *const (),
+            MicrokernelFn::GemmQ4(f) => f as *const (),
+            MicrokernelFn::GemmQ4F16(f) => f as *const (),
             MicrokernelFn::Attention(f) => f as *const (),
         }
     }
@@ -157,6 +204,22 @@ impl MicrokernelFn {
     pub fn gemm_q8(self) -> Option<GemmQ8Fn> {
         match self {
             MicrokernelFn::GemmQ8(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The block GEMM over 4-bit weights with f32 scales, if this is one.
+    pub fn gemm_q4(self) -> Option<GemmQ4Fn> {
+        match self {
+            MicrokernelFn::GemmQ4(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The block GEMM over 4-bit weights with f16 scales, if this is one.
+    pub fn gemm_q4_f16(self) -> Option<GemmQ4F16Fn> {
+        match self {
+            MicrokernelFn::GemmQ4F16(f) => Some(f),
             _ => None,
         }
     }
@@ -199,6 +262,20 @@ pub enum Microkernel {
     Sgemv1x64Q8,
     /// [`Microkernel::Sgemm12x32`] over int8 weight panels ([`GemmQ8Fn`]).
     Sgemm12x32Q8,
+    /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f32 group scales
+    /// ([`GemmQ4Fn`]).
+    Sgemm6x16Q4,
+    /// [`Microkernel::Sgemv1x64`] over 4-bit weight panels ([`GemmQ4Fn`]).
+    Sgemv1x64Q4,
+    /// [`Microkernel::Sgemm12x32`] over 4-bit weight panels ([`GemmQ4Fn`]).
+    Sgemm12x32Q4,
+    /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f16 group scales
+    /// ([`GemmQ4F16Fn`]).
+    Sgemm6x16Q4F16,
+    /// [`Microkernel::Sgemv1x64`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
+    Sgemv1x64Q4F16,
+    /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
+    Sgemm12x32Q4F16,
 }
 
 /// The shape of a block GEMM.
@@ -219,68 +296,46 @@ struct KernelSpec {
     gemm_block: Option<GemmBlock>,
 }
 
-/// A block of `rows x cols` over panels `panel` wide.
-const fn block(rows: usize, cols: usize, panel: usize) -> Option<GemmBlock> {
-    Some(GemmBlock { rows, cols, panel })
+/// The spec of a block GEMM `name` of `rows x cols` over panels of 16.
+const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usize)) -> KernelSpec {
+    KernelSpec {
+        kernel,
+        name,
+        gemm_block: Some(GemmBlock {
+            rows,
+            cols,
+            panel: 16,
+        }),
+    }
 }
 
 /// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
 const SPECS: [KernelSpec; Microkernel::COUNT] = [
-    KernelSpec {
-        kernel: Microkernel::Sgemm6x16,
-        name: "sgemm_6x16",
-        gemm_block: block(6, 16, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemv1x64,
-        name: "sgemv_1x64",
-        gemm_block: block(1, 64, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemm6x16F16,
-        name: "sgemm_6x16_f16",
-        gemm_block: block(6, 16, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemv1x64F16,
-        name: "sgemv_1x64_f16",
-        gemm_block: block(1, 64, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemm12x32,
-        name: "sgemm_12x32",
-        gemm_block: block(12, 32, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemm12x32F16,
-        name: "sgemm_12x32_f16",
-        gemm_block: block(12, 32, 16),
-    },
+    gemm(Microkernel::Sgemm6x16, "sgemm_6x16", (6, 16)),
+    gemm(Microkernel::Sgemv1x64, "sgemv_1x64", (1, 64)),
+    gemm(Microkernel::Sgemm6x16F16, "sgemm_6x16_f16", (6, 16)),
+    gemm(Microkernel::Sgemv1x64F16, "sgemv_1x64_f16", (1, 64)),
+    gemm(Microkernel::Sgemm12x32, "sgemm_12x32", (12, 32)),
+    gemm(Microkernel::Sgemm12x32F16, "sgemm_12x32_f16", (12, 32)),
     KernelSpec {
         kernel: Microkernel::AttentionF32,
         name: "attention_f32",
         gemm_block: None,
     },
-    KernelSpec {
-        kernel: Microkernel::Sgemm6x16Q8,
-        name: "sgemm_6x16_q8",
-        gemm_block: block(6, 16, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemv1x64Q8,
-        name: "sgemv_1x64_q8",
-        gemm_block: block(1, 64, 16),
-    },
-    KernelSpec {
-        kernel: Microkernel::Sgemm12x32Q8,
-        name: "sgemm_12x32_q8",
-        gemm_block: block(12, 32, 16),
-    },
+    gemm(Microkernel::Sgemm6x16Q8, "sgemm_6x16_q8", (6, 16)),
+    gemm(Microkernel::Sgemv1x64Q8, "sgemv_1x64_q8", (1, 64)),
+    gemm(Microkernel::Sgemm12x32Q8, "sgemm_12x32_q8", (12, 32)),
+    gemm(Microkernel::Sgemm6x16Q4, "sgemm_6x16_q4", (6, 16)),
+    gemm(Microkernel::Sgemv1x64Q4, "sgemv_1x64_q4", (1, 64)),
+    gemm(Microkernel::Sgemm12x32Q4, "sgemm_12x32_q4", (12, 32)),
+    gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
+    gemm(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
+    gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 16;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -294,6 +349,12 @@ impl Microkernel {
         Microkernel::Sgemm6x16Q8,
         Microkernel::Sgemv1x64Q8,
         Microkernel::Sgemm12x32Q8,
+        Microkernel::Sgemm6x16Q4,
+        Microkernel::Sgemv1x64Q4,
+        Microkernel::Sgemm12x32Q4,
+        Microkernel::Sgemm6x16Q4F16,
+        Microkernel::Sgemv1x64Q4F16,
+        Microkernel::Sgemm12x32Q4F16,
     ];
 
     fn spec(self) -> &'static KernelSpec {

@@ -5,87 +5,133 @@
 //! FMA — exactly the CPUs the twins run on — `mul_add` is a slow libm call. The vector
 //! kernels use FMA, so results differ from the twins by rounding only.
 
-use super::{Implementation, Microkernel, MicrokernelFn, Q8_GROUP};
+use super::{Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
 use half::f16;
+
+/// The scalar twin row of `kernel`.
+const fn twin(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
+    Implementation {
+        kernel,
+        isa: "scalar",
+        features: &[],
+        func,
+    }
+}
 
 /// The scalar twin of every kernel.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
-    Implementation {
-        kernel: Microkernel::Sgemm6x16,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<f32, 6, 16, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemv1x64,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<f32, 1, 64, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm6x16F16,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmF16(sgemm::<f16, 6, 16, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemv1x64F16,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmF16(sgemm::<f16, 1, 64, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm12x32,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::Gemm(sgemm::<f32, 12, 32, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm12x32F16,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmF16(sgemm::<f16, 12, 32, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm6x16Q8,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmQ8(sgemm_q8::<6, 16, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemv1x64Q8,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmQ8(sgemm_q8::<1, 64, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::Sgemm12x32Q8,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::GemmQ8(sgemm_q8::<12, 32, 16>),
-    },
-    Implementation {
-        kernel: Microkernel::AttentionF32,
-        isa: "scalar",
-        features: &[],
-        func: MicrokernelFn::Attention(attention_f32),
-    },
+    twin(
+        Microkernel::Sgemm6x16,
+        MicrokernelFn::Gemm(sgemm::<f32, 6, 16, 16>),
+    ),
+    twin(
+        Microkernel::Sgemv1x64,
+        MicrokernelFn::Gemm(sgemm::<f32, 1, 64, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm6x16F16,
+        MicrokernelFn::GemmF16(sgemm::<f16, 6, 16, 16>),
+    ),
+    twin(
+        Microkernel::Sgemv1x64F16,
+        MicrokernelFn::GemmF16(sgemm::<f16, 1, 64, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm12x32,
+        MicrokernelFn::Gemm(sgemm::<f32, 12, 32, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm12x32F16,
+        MicrokernelFn::GemmF16(sgemm::<f16, 12, 32, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm6x16Q8,
+        MicrokernelFn::GemmQ8(sgemm_quant::<i8, f32, 6, 16, 16>),
+    ),
+    twin(
+        Microkernel::Sgemv1x64Q8,
+        MicrokernelFn::GemmQ8(sgemm_quant::<i8, f32, 1, 64, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm12x32Q8,
+        MicrokernelFn::GemmQ8(sgemm_quant::<i8, f32, 12, 32, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm6x16Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 16, 16>),
+    ),
+    twin(
+        Microkernel::Sgemv1x64Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, 64, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm12x32Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 12, 32, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm6x16Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 16, 16>),
+    ),
+    twin(
+        Microkernel::Sgemv1x64Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, 64, 16>),
+    ),
+    twin(
+        Microkernel::Sgemm12x32Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 12, 32, 16>),
+    ),
+    twin(
+        Microkernel::AttentionF32,
+        MicrokernelFn::Attention(attention_f32),
+    ),
 ];
+
+/// A packed weight element of the twins: how many weights of consecutive k it holds, and
+/// their values.
+trait Packed: Copy {
+    /// Weights per element, of consecutive k (a panel holds `ceil(depth / PER_ELEMENT)`
+    /// elements per column).
+    const PER_ELEMENT: usize = 1;
+
+    /// The weight of depth `k` this element holds (`k % PER_ELEMENT` of its weights).
+    fn weight(self, k: usize) -> f32;
+}
+
+impl Packed for f32 {
+    fn weight(self, _k: usize) -> f32 {
+        self
+    }
+}
+
+impl Packed for f16 {
+    fn weight(self, _k: usize) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Packed for i8 {
+    fn weight(self, _k: usize) -> f32 {
+        f32::from(self)
+    }
+}
+
+impl Packed for U4Pair {
+    const PER_ELEMENT: usize = 2;
+
+    fn weight(self, k: usize) -> f32 {
+        f32::from(U4Pair::weight(self, k))
+    }
+}
 
 /// The scalar twin of every block shape `EP x HP` over panels `PANEL` wide of weights `W`
 /// (`sgemm::<f32, 6, 16, 16>` is [`Microkernel::Sgemm6x16`], `W = f16` its f16-weight
-/// version, ...), with the [`super::GemmFn`] contract: accumulate the whole block in a local tile, panel by panel, then write back
-/// the valid `rows x cols` part.
+/// version, ...), with the [`super::GemmFn`] contract: accumulate the whole block in a
+/// local tile, panel by panel, then write back the valid `rows x cols` part.
 ///
 /// # Safety
 /// As [`super::GemmFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm<
-    W: Copy + Into<f32>,
-    const EP: usize,
-    const HP: usize,
-    const PANEL: usize,
->(
+unsafe extern "C" fn sgemm<W: Packed, const EP: usize, const HP: usize, const PANEL: usize>(
     a: *const f32,
     b: *const W,
     c: *mut f32,
@@ -98,7 +144,7 @@ unsafe extern "C" fn sgemm<
 ) {
     // SAFETY: forwarded contract (no scales: float weights).
     unsafe {
-        scaled_sgemm::<W, EP, HP, PANEL>(
+        scaled_sgemm::<W, f32, EP, HP, PANEL>(
             a,
             (b, std::ptr::null()),
             c,
@@ -112,15 +158,22 @@ unsafe extern "C" fn sgemm<
     }
 }
 
-/// The scalar twin of every int8 block GEMM (the [`super::GemmQ8Fn`] contract).
+/// The scalar twin of every quantized block GEMM, weights `W` (int8, 4-bit pairs) with
+/// scales `S` (f32, f16): the [`super::GemmQuantFn`] contract.
 ///
 /// # Safety
-/// As [`super::GemmQ8Fn`].
+/// As [`super::GemmQuantFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm_q8<const EP: usize, const HP: usize, const PANEL: usize>(
+unsafe extern "C" fn sgemm_quant<
+    W: Packed,
+    S: Copy + Into<f32>,
+    const EP: usize,
+    const HP: usize,
+    const PANEL: usize,
+>(
     a: *const f32,
-    b: *const i8,
-    scales: *const f32,
+    b: *const W,
+    scales: *const S,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -131,24 +184,27 @@ unsafe extern "C" fn sgemm_q8<const EP: usize, const HP: usize, const PANEL: usi
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        scaled_sgemm::<i8, EP, HP, PANEL>(a, (b, scales), c, kc, lda, ldc, rows, cols, accumulate)
+        scaled_sgemm::<W, S, EP, HP, PANEL>(a, (b, scales), c, kc, lda, ldc, rows, cols, accumulate)
     }
 }
 
-/// The block GEMM of weights `W` times their group scale when `scales` is not null
-/// ([`super::GemmQ8Fn`]), else unscaled ([`super::GemmFn`]).
+/// The block GEMM of weights `W` times their group scale of `S` when `scales` is not null
+/// ([`super::GemmQuantFn`]), else unscaled ([`super::GemmFn`]). Panels are
+/// `ceil(lda / W::PER_ELEMENT) * PANEL` elements apart; the weights of depth `k` are the
+/// `PANEL` elements from `(k / W::PER_ELEMENT) * PANEL` of each.
 ///
 /// # Safety
 /// As the contract the non-null-ness of `scales` selects.
 #[allow(clippy::too_many_arguments)]
 unsafe fn scaled_sgemm<
-    W: Copy + Into<f32>,
+    W: Packed,
+    S: Copy + Into<f32>,
     const EP: usize,
     const HP: usize,
     const PANEL: usize,
 >(
     a: *const f32,
-    (b, scales): (*const W, *const f32),
+    (b, scales): (*const W, *const S),
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -163,8 +219,10 @@ unsafe fn scaled_sgemm<
         return;
     }
     let kc = kc.max(0) as usize;
-    // Scale groups per panel (int8 weights).
-    let groups = (lda.max(0) as usize).div_ceil(Q8_GROUP);
+    let depth = lda.max(0) as usize;
+    // Elements from one panel to the next, and scale groups per panel (quantized weights).
+    let panel_stride = depth.div_ceil(W::PER_ELEMENT) * PANEL;
+    let groups = depth.div_ceil(QUANT_GROUP);
     let mut tile = [[0.0f32; HP]; EP];
     for (i, row) in tile.iter_mut().enumerate().take(rows) {
         // SAFETY: row `i < rows` of `a` is lent: `kc` floats from `a + i * lda`.
@@ -176,20 +234,21 @@ unsafe fn scaled_sgemm<
         {
             for (k, &a_ik) in a_i.iter().enumerate() {
                 // SAFETY: panel `q` holds one of the first `cols` columns, so the caller
-                // lends its first `kc * PANEL` elements from `b + q * lda * PANEL`; `k < kc`.
-                let at = q as isize * lda as isize * PANEL as isize + (k * PANEL) as isize;
-                let b_k = unsafe { &*b.offset(at).cast::<[W; PANEL]>() };
+                // lends the elements of its first `kc` depths from `b + q * panel_stride`;
+                // `k < kc`.
+                let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
+                let b_k = unsafe { &*b.add(at).cast::<[W; PANEL]>() };
                 if scales.is_null() {
                     for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
-                        *acc += a_ik * b_kj.into();
+                        *acc += a_ik * b_kj.weight(k);
                     }
                     continue;
                 }
-                // SAFETY: the caller lends the scales of every group of panel `q`.
-                let scale_at = (q * groups + k / Q8_GROUP) * PANEL;
-                let s_k = unsafe { &*scales.add(scale_at).cast::<[f32; PANEL]>() };
+                // SAFETY: the caller lends the scales of every group of panel `q` read.
+                let scale_at = (q * groups + k / QUANT_GROUP) * PANEL;
+                let s_k = unsafe { &*scales.add(scale_at).cast::<[S; PANEL]>() };
                 for ((acc, &b_kj), &s_kj) in row_q.iter_mut().zip(b_k).zip(s_k) {
-                    *acc += a_ik * (b_kj.into() * s_kj);
+                    *acc += a_ik * (b_kj.weight(k) * s_kj.into());
                 }
             }
         }

@@ -3,7 +3,7 @@ use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const KCS: [usize; 6] = [0, 1, 3, 17, 256, 1000];
+const KCS: [usize; 9] = [0, 1, 3, 17, 31, 32, 33, 64, 259];
 
 /// What `c` holds outside the block a kernel may touch.
 const GUARD: f32 = 7777.0;
@@ -50,15 +50,23 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 fn sets_pick_the_best_allowed_and_detected_isa() {
     let avx2 = host_has("avx2") && host_has("fma");
     let f16c = avx2 && host_has("f16c");
+    // The kernels widening f16 (weights or scales).
     let f16_weights = [
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
         Microkernel::Sgemm12x32F16,
+        Microkernel::Sgemm6x16Q4F16,
+        Microkernel::Sgemv1x64Q4F16,
+        Microkernel::Sgemm12x32Q4F16,
     ];
     let avx512 = [
         Microkernel::Sgemm12x32,
         Microkernel::Sgemm12x32F16,
         Microkernel::Sgemm12x32Q8,
+        Microkernel::Sgemm12x32Q4,
+        Microkernel::Sgemm12x32Q4F16,
+        Microkernel::Sgemv1x64Q4,
+        Microkernel::Sgemv1x64Q4F16,
     ];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
@@ -105,8 +113,8 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
         let block = imp.kernel.gemm_block().expect("a block GEMM");
         let (func, twin) = (imp.func, twin.func);
         for kc in KCS {
-            for rows in 1..=block.rows {
-                for cols in 1..=block.cols {
+            for (rows, cols) in block_shapes(block, kc) {
+                {
                     for accumulate in [0, 1] {
                         let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, accumulate);
                         let what = format!("{name} ({}) {case:?}", imp.isa);
@@ -118,6 +126,55 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
             }
         }
     }
+}
+
+/// Every implementation reads no element of `a`, `b` or `scales` past what it is lent:
+/// each operand ends where an inaccessible page begins (a read past it faults), and with
+/// `lda > kc` the float after each row's `kc` is NaN (the result must stay finite).
+#[test]
+fn no_implementation_reads_past_what_it_is_lent() {
+    let mut rng = StdRng::seed_from_u64(0x0DD0_000C);
+    for imp in implementations().filter(|imp| imp.kernel.gemm_block().is_some()) {
+        if !imp.features.iter().all(|f| host_has(f)) {
+            continue;
+        }
+        let (name, twin) = (imp.kernel.name(), scalar_twin(imp.kernel).func);
+        let block = imp.kernel.gemm_block().expect("a block GEMM");
+        for kc in [1, 3, 17, 33, 259] {
+            for lda in [kc, kc + 1] {
+                for (rows, cols) in [
+                    (1, 1),
+                    (block.rows, 17.min(block.cols)),
+                    (block.rows, block.cols),
+                ] {
+                    let case = Case::with_lda(&mut rng, imp.kernel, kc, lda, rows, cols, 1);
+                    let what = format!("{name} ({}) {case:?}", imp.isa);
+                    let got = case.run_placed(imp.func, &what, Placement::BeforeGuardPage);
+                    let want = case.run_placed(twin, &what, Placement::BeforeGuardPage);
+                    for i in 0..rows {
+                        for j in 0..cols {
+                            let v = got[GUARD_LEN + i * case.ldc + j];
+                            assert!(v.is_finite(), "{what}: c[{i}][{j}] = {v}");
+                        }
+                    }
+                    case.check(&got, &want, &what);
+                }
+            }
+        }
+    }
+}
+
+/// The `rows x cols` parts of `block` to test at depth `kc`: every one for short
+/// reductions; for long ones (slow in the twins) the edges, full and partial.
+fn block_shapes(block: GemmBlock, kc: usize) -> Vec<(usize, usize)> {
+    let every = (1..=block.rows).flat_map(|r| (1..=block.cols).map(move |c| (r, c)));
+    if kc <= 3 {
+        return every.collect();
+    }
+    let edge = |n: usize| [1, n / 2 + 1, n - 1, n].into_iter().filter(|&v| v >= 1);
+    edge(block.rows)
+        .flat_map(|r| edge(block.cols).map(move |c| (r, c)))
+        .collect()
 }
 
 fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
@@ -143,12 +200,15 @@ struct Case {
     /// The panels holding one of the first `cols` columns, `lda * PANEL` floats apart, of
     /// which the first `kc * PANEL` of each are live (NaN between them, nothing after the
     /// last: exactly what is lent); the first panel starts at index 1. Every value is
-    /// exact in f16, so the f16-weight kernels get the same weights.
+    /// exact in f16, so the f16-weight kernels get the same weights. A quantized kernel
+    /// gets them packed in its layout ([`Case::q8_weights`]).
     b: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`.
     c: Vec<f32>,
-    /// For an int8-weight kernel, the group scales `[panel][group][PANEL]` (the weights in
-    /// `b` are then integers in `[-127, 127]`); empty otherwise.
+    /// For a quantized kernel, the group scales `[panel][group][PANEL]` from index 1, up to
+    /// the last group read of the last panel (exactly what is lent); every one exact in
+    /// f16. The weights in `b` are then integers in `[-127, 127]` (int8). Empty for float
+    /// weights.
     scales: Vec<f32>,
 }
 
@@ -162,6 +222,82 @@ impl std::fmt::Debug for Case {
     }
 }
 
+/// Where [`Case::run_placed`] puts the operands `a`, `b` and `scales` it lends a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    /// On the heap, from index 1 of a copy (so not 32-byte aligned).
+    Heap,
+    /// In a mapping whose next page is inaccessible, ending right before it (a read past
+    /// the end faults).
+    BeforeGuardPage,
+}
+
+/// An operand lent to a kernel: the element at index 1 of `values` onwards, placed as a
+/// [`Placement`] says.
+enum Operand<T> {
+    Heap(Vec<T>),
+    Mapped {
+        map: *mut libc::c_void,
+        map_len: usize,
+        first: *const T,
+    },
+}
+
+impl<T: Copy> Operand<T> {
+    fn new(values: Vec<T>, placement: Placement) -> Operand<T> {
+        if placement == Placement::Heap {
+            return Operand::Heap(values);
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let bytes = std::mem::size_of_val(values.as_slice());
+        let data_len = bytes.div_ceil(page).max(1) * page;
+        let map_len = data_len + page;
+        // SAFETY: a fresh private anonymous mapping (no aliasing); its last page is made
+        // inaccessible, and `values` copied to end right before it (`bytes <= data_len`;
+        // the page size is a multiple of `T`'s alignment).
+        unsafe {
+            let map = libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED, "mmap");
+            let guard = map.cast::<u8>().add(data_len);
+            assert_eq!(libc::mprotect(guard.cast(), page, libc::PROT_NONE), 0);
+            let start = guard.sub(bytes).cast::<T>();
+            std::ptr::copy_nonoverlapping(values.as_ptr(), start, values.len());
+            Operand::Mapped {
+                map,
+                map_len,
+                first: start.add(1),
+            }
+        }
+    }
+}
+
+impl<T> Operand<T> {
+    /// The lent elements (index 1 of the values onwards).
+    fn ptr(&self) -> *const T {
+        match self {
+            Operand::Heap(values) => values[1..].as_ptr(),
+            Operand::Mapped { first, .. } => *first,
+        }
+    }
+}
+
+impl<T> Drop for Operand<T> {
+    fn drop(&mut self) {
+        if let Operand::Mapped { map, map_len, .. } = *self {
+            // SAFETY: the mapping `Operand::new` made, unmapped once.
+            unsafe { libc::munmap(map, map_len) };
+        }
+    }
+}
+
 impl Case {
     fn random(
         rng: &mut StdRng,
@@ -171,9 +307,21 @@ impl Case {
         cols: usize,
         accumulate: i64,
     ) -> Case {
+        let lda = kc + rng.gen_range(0..=3);
+        Case::with_lda(rng, kernel, kc, lda, rows, cols, accumulate)
+    }
+
+    fn with_lda(
+        rng: &mut StdRng,
+        kernel: Microkernel,
+        kc: usize,
+        lda: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: i64,
+    ) -> Case {
         let block = kernel.gemm_block().expect("a block GEMM");
         let panel = block.panel;
-        let lda = kc + rng.gen_range(0..=3);
         let mut value = |live: bool| {
             if live {
                 rng.gen_range(-1.0f32..1.0)
@@ -189,18 +337,24 @@ impl Case {
             let (q, within) = (n / (lda * panel), n % (lda * panel));
             within / panel < kc && q * panel + within % panel < cols
         };
-        let quantized = matches!(scalar_twin(kernel).func, MicrokernelFn::GemmQ8(_));
         let mut b: Vec<f32> = (0..1 + (panels - 1) * lda * panel + kc * panel)
             .map(|n| f16::from_f32(value(n > 0 && live(n - 1))).to_f32())
             .collect();
+        // The integer weights of a quantized kernel.
+        let weights = match scalar_twin(kernel).func {
+            MicrokernelFn::GemmQ8(_) => Some(-127..=127),
+            MicrokernelFn::GemmQ4(_) | MicrokernelFn::GemmQ4F16(_) => Some(-8..=7),
+            _ => None,
+        };
         let mut scales = Vec::new();
-        if quantized {
+        if let Some(range) = weights {
             for v in b.iter_mut().filter(|v| !v.is_nan()) {
-                *v = rng.gen_range(-127i32..=127) as f32;
+                *v = rng.gen_range(range.clone()) as f32;
             }
-            let groups = lda.div_ceil(Q8_GROUP);
-            scales = (0..panels * groups * panel)
-                .map(|_| rng.gen_range(0.001f32..0.05))
+            let groups = lda.div_ceil(QUANT_GROUP);
+            let lent = (panels - 1) * groups + kc.div_ceil(QUANT_GROUP);
+            scales = (0..1 + lent * panel)
+                .map(|_| f16::from_f32(rng.gen_range(0.001f32..0.05)).to_f32())
                 .collect();
         }
         let ldc = cols + rng.gen_range(1..=5);
@@ -237,17 +391,36 @@ impl Case {
         at / self.ldc < self.rows && at % self.ldc < self.cols
     }
 
-    /// Runs `func` (a block GEMM over f32 or f16 weights) on a copy of `c`; asserts the
+    /// Runs `func` (a block GEMM) on a copy of `c`, its operands on the heap; asserts the
     /// guards are untouched; returns the copy.
     fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
+        self.run_placed(func, what, Placement::Heap)
+    }
+
+    /// [`Case::run`] with the operands placed as `placement` says.
+    fn run_placed(&self, func: MicrokernelFn, what: &str, placement: Placement) -> Vec<f32> {
         let mut c = self.c.clone();
+        let lend = |values| Operand::new(values, placement);
+        let a = lend(self.a.clone());
+        let f16s = |values: &[f32]| values.iter().map(|&v| f16::from_f32(v)).collect();
         match func {
-            MicrokernelFn::Gemm(f) => self.call(f, &self.b, &mut c),
+            MicrokernelFn::Gemm(f) => self.call(f, &a, &lend(self.b.clone()), &mut c),
             MicrokernelFn::GemmF16(f) => {
-                let b16: Vec<f16> = self.b.iter().map(|&v| f16::from_f32(v)).collect();
-                self.call(f, &b16, &mut c)
+                self.call(f, &a, &Operand::new(f16s(&self.b), placement), &mut c)
             }
-            MicrokernelFn::GemmQ8(f) => self.call_q8(f, &mut c),
+            MicrokernelFn::GemmQ8(f) => {
+                let b = Operand::new(self.q8_weights(), placement);
+                self.call_quant(f, &a, &b, &lend(self.scales.clone()), &mut c)
+            }
+            MicrokernelFn::GemmQ4(f) => {
+                let b = Operand::new(self.q4_weights(), placement);
+                self.call_quant(f, &a, &b, &lend(self.scales.clone()), &mut c)
+            }
+            MicrokernelFn::GemmQ4F16(f) => {
+                let b = Operand::new(self.q4_weights(), placement);
+                let scales = Operand::new(f16s(&self.scales), placement);
+                self.call_quant(f, &a, &b, &scales, &mut c)
+            }
             MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
         }
         for (n, v) in c.iter().enumerate() {
@@ -258,15 +431,15 @@ impl Case {
         c
     }
 
-    /// Calls `f` with weights `b` (this case's, as `W`) on `c`.
-    fn call<W>(&self, f: GemmFn<W>, b: &[W], c: &mut [f32]) {
-        // SAFETY: `a` holds rows rows of kc floats at stride lda after index 1, `b` the
-        // panels of the first cols columns after index 1, and `c` the block of rows x cols
-        // at stride ldc after GUARD_LEN (rows <= EP, cols < ldc).
+    /// Calls `f` with `a` and weights `b` (this case's, as `W`) on `c`.
+    fn call<W>(&self, f: GemmFn<W>, a: &Operand<f32>, b: &Operand<W>, c: &mut [f32]) {
+        // SAFETY: `a` holds rows rows of kc floats at stride lda, `b` the panels of the
+        // first cols columns, and `c` the block of rows x cols at stride ldc after
+        // GUARD_LEN (rows <= EP, cols < ldc).
         unsafe {
             f(
-                self.a[1..].as_ptr(),
-                b[1..].as_ptr(),
+                a.ptr(),
+                b.ptr(),
                 c[GUARD_LEN..].as_mut_ptr(),
                 self.kc as i64,
                 self.lda as i64,
@@ -278,20 +451,22 @@ impl Case {
         }
     }
 
-    /// Calls int8 kernel `f` with this case's integer weights and scales on `c` (NaN
-    /// weights, never read, become 0).
-    fn call_q8(&self, f: GemmQ8Fn, c: &mut [f32]) {
-        let b8: Vec<i8> = self
-            .b
-            .iter()
-            .map(|&v| if v.is_nan() { 0 } else { v as i8 })
-            .collect();
-        // SAFETY: as in `call`, and `scales` holds every group of every lent panel.
+    /// Calls quantized kernel `f` with `a`, weights `b` (this case's, packed as `W`) and
+    /// `scales` on `c`.
+    fn call_quant<W, S>(
+        &self,
+        f: GemmQuantFn<W, S>,
+        a: &Operand<f32>,
+        b: &Operand<W>,
+        scales: &Operand<S>,
+        c: &mut [f32],
+    ) {
+        // SAFETY: as in `call`, and `scales` holds every group read of every lent panel.
         unsafe {
             f(
-                self.a[1..].as_ptr(),
-                b8[1..].as_ptr(),
-                self.scales.as_ptr(),
+                a.ptr(),
+                b.ptr(),
+                scales.ptr(),
                 c[GUARD_LEN..].as_mut_ptr(),
                 self.kc as i64,
                 self.lda as i64,
@@ -301,6 +476,44 @@ impl Case {
                 self.accumulate,
             )
         }
+    }
+
+    /// This case's integer weights as int8 (NaN weights, never read, become 0).
+    fn q8_weights(&self) -> Vec<i8> {
+        let byte = |v: f32| if v.is_nan() { 0 } else { v as i8 };
+        self.b.iter().map(|&v| byte(v)).collect()
+    }
+
+    /// This case's integer weights packed as 4-bit pairs: a panel per `ceil(lda / 2) * PANEL`
+    /// bytes, byte `(k / 2) * PANEL + j` holding depths `k` and `k + 1` (from index 1,
+    /// up to the last pair lent of the last panel). A nibble of no lent weight is 0xF, so
+    /// a kernel using it goes wrong.
+    fn q4_weights(&self) -> Vec<U4Pair> {
+        let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
+        let pairs = self.lda.div_ceil(2);
+        let panels = self.cols.div_ceil(panel);
+        let nibble = |q: usize, k: usize, j: usize| {
+            let live = k < self.kc && q * panel + j < self.cols;
+            let v = self.b.get(1 + q * self.lda * panel + k * panel + j);
+            match v {
+                Some(&v) if live => (v as i32 + 8) as u8,
+                _ => 0xF,
+            }
+        };
+        let mut bytes = vec![U4Pair(0xFF)];
+        for q in 0..panels {
+            let lent = if q + 1 == panels {
+                self.kc.div_ceil(2)
+            } else {
+                pairs
+            };
+            for p in 0..lent {
+                for j in 0..panel {
+                    bytes.push(U4Pair(nibble(q, 2 * p, j) | nibble(q, 2 * p + 1, j) << 4));
+                }
+            }
+        }
+        bytes
     }
 
     /// The scale of weight `(k, j)` (1 for float weights).
@@ -308,8 +521,8 @@ impl Case {
         if self.scales.is_empty() {
             return 1.0;
         }
-        let groups = self.lda.div_ceil(Q8_GROUP);
-        f64::from(self.scales[((j / panel) * groups + k / Q8_GROUP) * panel + j % panel])
+        let groups = self.lda.div_ceil(QUANT_GROUP);
+        f64::from(self.scales[1 + ((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel])
     }
 
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms

@@ -1,5 +1,6 @@
 //! x86-64 AVX2 + FMA microkernels (256-bit ymm registers, 8 f32 lanes); the GEMMs also
-//! over f16 weight panels, widened as loaded with F16C.
+//! over f16 weight panels, widened as loaded with F16C, and over int8 and 4-bit panels
+//! with f32 or (F16C) f16 group scales.
 //!
 //! The GEMMs are the shared x86 bodies ([`super::x86_gemm`]) with a row of a block held in
 //! two ymm registers. Besides the target's `6 x 16` block, the `12 x 32` block of the
@@ -10,10 +11,10 @@
 mod attention;
 
 use super::x86_gemm::{gemm_entry, PanelElement, Row16};
-use super::{Implementation, Microkernel, MicrokernelFn};
+use super::{Implementation, Microkernel, MicrokernelFn, U4Pair};
 use half::f16;
 use std::arch::x86_64::{
-    __m256, _mm256_add_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtph_ps,
+    __m128i, __m256, _mm256_add_ps, _mm256_cvtepi32_ps, _mm256_cvtepi8_epi32, _mm256_cvtph_ps,
     _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
     _mm256_storeu_ps, _mm_loadu_si128, _mm_srli_si128,
 };
@@ -24,9 +25,9 @@ const FEATURES: &[&str] = &["avx2", "fma"];
 /// The features of the kernels over f16 weights.
 const F16_FEATURES: &[&str] = &["avx2", "fma", "f16c"];
 
-/// One implementation row of this ISA.
-const fn row(kernel: Microkernel, f16_weights: bool, func: MicrokernelFn) -> Implementation {
-    let (isa, features) = if f16_weights {
+/// One implementation row of this ISA (`f16`: it widens f16 weights).
+const fn row(kernel: Microkernel, f16: bool, func: MicrokernelFn) -> Implementation {
+    let (isa, features) = if f16 {
         ("avx2+fma+f16c", F16_FEATURES)
     } else {
         ("avx2+fma", FEATURES)
@@ -87,6 +88,36 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ8(sgemm_12x32_q8),
     ),
     row(
+        Microkernel::Sgemm6x16Q4,
+        false,
+        MicrokernelFn::GemmQ4(sgemm_6x16_q4),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4,
+        false,
+        MicrokernelFn::GemmQ4(sgemv_1x64_q4),
+    ),
+    row(
+        Microkernel::Sgemm12x32Q4,
+        false,
+        MicrokernelFn::GemmQ4(sgemm_12x32_q4),
+    ),
+    row(
+        Microkernel::Sgemm6x16Q4F16,
+        true,
+        MicrokernelFn::GemmQ4F16(sgemm_6x16_q4f16),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4F16,
+        true,
+        MicrokernelFn::GemmQ4F16(sgemv_1x64_q4f16),
+    ),
+    row(
+        Microkernel::Sgemm12x32Q4F16,
+        true,
+        MicrokernelFn::GemmQ4F16(sgemm_12x32_q4f16),
+    ),
+    row(
         Microkernel::AttentionF32,
         false,
         MicrokernelFn::Attention(attention::attention_f32),
@@ -110,6 +141,17 @@ impl Row16 for Ymm2 {
     }
 
     #[inline(always)]
+    unsafe fn from_i8(bytes: __m128i) -> Self {
+        // SAFETY: AVX2 (caller's contract).
+        unsafe {
+            [
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)),
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(bytes))),
+            ]
+        }
+    }
+
+    #[inline(always)]
     unsafe fn fma(self, a: f32, b: Self) -> Self {
         // SAFETY: FMA (caller's contract).
         unsafe {
@@ -117,6 +159,17 @@ impl Row16 for Ymm2 {
             [
                 _mm256_fmadd_ps(a, b[0], self[0]),
                 _mm256_fmadd_ps(a, b[1], self[1]),
+            ]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn fma_lanes(self, a: Self, b: Self) -> Self {
+        // SAFETY: FMA (caller's contract).
+        unsafe {
+            [
+                _mm256_fmadd_ps(a[0], b[0], self[0]),
+                _mm256_fmadd_ps(a[1], b[1], self[1]),
             ]
         }
     }
@@ -174,33 +227,41 @@ impl PanelElement<Ymm2> for f16 {
     }
 }
 
-impl PanelElement<Ymm2> for i8 {
-    const GROUP: usize = super::Q8_GROUP;
-
-    #[inline(always)]
-    unsafe fn load16(p: *const i8) -> Ymm2 {
-        // SAFETY: forwarded contract: 16 readable bytes, AVX2 available.
-        unsafe {
-            let bytes = _mm_loadu_si128(p.cast());
-            [
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)),
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(bytes))),
-            ]
-        }
-    }
-}
-
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16Q8`] over int8 weights (widened and scaled as loaded).
-    sgemm_6x16_q8, Ymm2, i8 scaled, 6 x 1, "avx2,fma"
+    sgemm_6x16_q8, Ymm2, i8 scaled by f32, 6 x 1, "avx2,fma"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemv1x64Q8`] over int8 weights.
-    sgemv_1x64_q8, Ymm2, i8 scaled, 1 x 4, "avx2,fma"
+    /// [`Microkernel::Sgemv1x64Q8`] over int8 weights (partial sums scaled per group).
+    sgemv_1x64_q8, Ymm2, i8 scaled by f32, 1 x 4, "avx2,fma"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32Q8`] over int8 weights, on AVX2 (spills).
-    sgemm_12x32_q8, Ymm2, i8 scaled, 12 x 2, "avx2,fma"
+    sgemm_12x32_q8, Ymm2, i8 scaled by f32, 12 x 2, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm6x16Q4`] over 4-bit weights (unpacked two k per load).
+    sgemm_6x16_q4, Ymm2, U4Pair scaled by f32, 6 x 1, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64Q4`] over 4-bit weights (partial sums scaled per group).
+    sgemv_1x64_q4, Ymm2, U4Pair scaled by f32, 1 x 4, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q4`] over 4-bit weights, on AVX2 (spills).
+    sgemm_12x32_q4, Ymm2, U4Pair scaled by f32, 12 x 2, "avx2,fma"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm6x16Q4F16`]: 4-bit weights, f16 scales widened with F16C.
+    sgemm_6x16_q4f16, Ymm2, U4Pair scaled by f16, 6 x 1, "avx2,fma,f16c"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemv1x64Q4F16`]: 4-bit weights, f16 scales.
+    sgemv_1x64_q4f16, Ymm2, U4Pair scaled by f16, 1 x 4, "avx2,fma,f16c"
+);
+gemm_entry!(
+    /// [`Microkernel::Sgemm12x32Q4F16`]: 4-bit weights, f16 scales, on AVX2 (spills).
+    sgemm_12x32_q4f16, Ymm2, U4Pair scaled by f16, 12 x 2, "avx2,fma,f16c"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16`] over f32 weights (12 ymm accumulators).

@@ -11,6 +11,7 @@ use oxrelax_runtime::DType;
 pub use crate::passes::WEIGHT_QUANT_ATTR;
 
 /// A weight quantization scheme. Norms and biases stay f32, and activations are f32.
+/// The quantized formats are `PackMatmulWeights`' [`WEIGHT_FORMATS`](crate::passes::WEIGHT_FORMATS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
     /// As the checkpoint stores the weights: `q0f16` when the embedding table is stored
@@ -30,6 +31,15 @@ pub enum Quantization {
     /// table is int8 too, in groups of 32 along each row, dequantized as rows are taken.
     #[value(name = "q8f32")]
     Q8f32,
+    /// Int4 weights (MLC-LLM's `q4f32_1`): symmetric in groups of 32 along the
+    /// reduction, one f32 scale per group and output column (an eighth of f32's bytes,
+    /// plus the scales), the embedding table and output head included; a tied embedding
+    /// is quantized once and shared.
+    #[value(name = "q4f32_1")]
+    Q4f32_1,
+    /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations stay f32).
+    #[value(name = "q4f16_1")]
+    Q4f16_1,
 }
 
 /// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
@@ -37,10 +47,12 @@ const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
 
 impl Quantization {
     /// Every scheme a model can be compiled with (all but `Auto`).
-    pub const SCHEMES: [Quantization; 3] = [
+    pub const SCHEMES: [Quantization; 5] = [
         Quantization::Q0f32,
         Quantization::Q0f16,
         Quantization::Q8f32,
+        Quantization::Q4f32_1,
+        Quantization::Q4f16_1,
     ];
 
     /// The scheme's name (as `--quant` takes it and manifests record it).
@@ -50,6 +62,8 @@ impl Quantization {
             Quantization::Q0f32 => "q0f32",
             Quantization::Q0f16 => "q0f16",
             Quantization::Q8f32 => "q8f32",
+            Quantization::Q4f32_1 => "q4f32_1",
+            Quantization::Q4f16_1 => "q4f16_1",
         }
     }
 
@@ -97,6 +111,8 @@ impl Quantization {
     fn weight_format(self) -> Option<&'static str> {
         match self {
             Quantization::Q8f32 => Some("q8"),
+            Quantization::Q4f32_1 => Some("q4f32"),
+            Quantization::Q4f16_1 => Some("q4f16"),
             _ => None,
         }
     }

@@ -1,7 +1,8 @@
 //! Snapshots of the tiny Llama's `prefill` and `decode` (with the primitive functions
 //! they call) after each pass of the compile pipeline, from the embedded model in
 //! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; and, with
-//! `--quant q8f32`, its `decode` and `transform_params` (where the weights are quantized).
+//! `--quant q8f32` and `q4f16_1`, its `decode` and `transform_params` (where the weights
+//! are quantized).
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::Quantization;
@@ -20,6 +21,12 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
 fn tiny_llama_q8f32_decode_and_weight_transform_after_each_pass() {
     let functions = ["decode", "transform_params"];
     snapshot_passes(Quantization::Q8f32, "tiny-llama-q8f32", &functions);
+}
+
+#[test]
+fn tiny_llama_q4f16_1_decode_and_weight_transform_after_each_pass() {
+    let functions = ["decode", "transform_params"];
+    snapshot_passes(Quantization::Q4f16_1, "tiny-llama-q4f16_1", &functions);
 }
 
 /// Snapshots `functions` (those that exist at each stage) of the tiny Llama compiled with

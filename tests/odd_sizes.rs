@@ -1,7 +1,10 @@
-//! A model of odd sizes is a normal input: a random Llama whose MLP width (259) is not a
+//! A model of odd sizes is a normal input: a random Llama (and a Qwen2 with biases and a
+//! tied output head) whose MLP width (259) is not a
 //! multiple of the panel (16), the GEMV block (64) or the quantization group (32), and
-//! whose hidden size (48) is not a multiple of the group either, runs in every scheme; the
-//! int8 scheme stays within rounding of f32.
+//! whose hidden size (48) is not a multiple of the group either, runs in every scheme. Its
+//! weights lie on the 4-bit grid, so the 4-bit schemes and f16 storage must match f32 to
+//! rounding (any slip in a tail group, a panel edge or the nibble order shows), and int8
+//! stays within its step.
 
 mod common;
 use common::{greedy, load_as};
@@ -10,6 +13,9 @@ use oxrelax::model::{LoadedModel, Quantization};
 use oxrelax_runtime::engine::Generation;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+/// The quantization group along a weight row.
+const QUANT_GROUP: usize = 32;
 use safetensors::tensor::TensorView;
 use std::path::Path;
 
@@ -21,11 +27,24 @@ const HEADS: usize = 3;
 const KV_HEADS: usize = 1;
 const HEAD_DIM: usize = 16;
 
-/// Writes `config.json` and random f32 weights of the odd-sized Llama into `dir`.
-fn write_model(dir: &Path) {
+/// The two odd-sized models: a Llama with its own output head, and a Qwen2 (biases on
+/// the q/k/v projections) whose output head is its embedding table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    UntiedLlama,
+    TiedQwen2,
+}
+
+/// Writes `config.json` and random f32 weights of the odd-sized `kind` into `dir`.
+fn write_model(dir: &Path, kind: Kind) {
+    let (architecture, model_type) = match kind {
+        Kind::UntiedLlama => ("LlamaForCausalLM", "llama"),
+        Kind::TiedQwen2 => ("Qwen2ForCausalLM", "qwen2"),
+    };
+    let tied = kind == Kind::TiedQwen2;
     let config = serde_json::json!({
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": [architecture],
+        "model_type": model_type,
         "hidden_size": HIDDEN,
         "intermediate_size": INTERMEDIATE,
         "num_hidden_layers": LAYERS,
@@ -36,7 +55,7 @@ fn write_model(dir: &Path) {
         "max_position_embeddings": 256,
         "rms_norm_eps": 1e-5,
         "rope_theta": 10000.0,
-        "tie_word_embeddings": false,
+        "tie_word_embeddings": tied,
         "hidden_act": "silu",
         "torch_dtype": "float32"
     });
@@ -44,8 +63,10 @@ fn write_model(dir: &Path) {
     let mut shapes = vec![
         ("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN]),
         ("model.norm.weight".to_string(), vec![HIDDEN]),
-        ("lm_head.weight".to_string(), vec![VOCAB, HIDDEN]),
     ];
+    if !tied {
+        shapes.push(("lm_head.weight".to_string(), vec![VOCAB, HIDDEN]));
+    }
     for layer in 0..LAYERS {
         let p = format!("model.layers.{layer}");
         let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
@@ -69,18 +90,25 @@ fn write_model(dir: &Path) {
                 vec![HIDDEN, INTERMEDIATE],
             ),
         ]);
+        if tied {
+            shapes.extend(["q", "k", "v"].map(|m| {
+                let width = if m == "q" { q } else { kv };
+                (format!("{p}.self_attn.{m}_proj.bias"), vec![width])
+            }));
+        }
     }
     let mut rng = StdRng::seed_from_u64(259);
     let data: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
         .into_iter()
         .map(|(name, shape)| {
-            let norm = shape.len() == 1;
-            let bytes = (0..shape.iter().product::<usize>())
-                .flat_map(|_| {
-                    let v: f32 = if norm { 1.0 } else { rng.gen_range(-0.3..0.3) };
-                    v.to_le_bytes()
-                })
-                .collect();
+            let values = match shape[..] {
+                [rows, depth] => on_the_4_bit_grid(&mut rng, rows, depth),
+                _ if name.ends_with(".bias") => {
+                    (0..shape[0]).map(|_| rng.gen_range(-0.2..0.2)).collect()
+                }
+                _ => vec![1.0; shape[0]],
+            };
+            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
             (name, shape, bytes)
         })
         .collect();
@@ -92,6 +120,30 @@ fn write_model(dir: &Path) {
         })
         .collect();
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+}
+
+/// Random `[rows, depth]` weights that 4-bit group quantization keeps exactly: each group
+/// of [`QUANT_GROUP`] along a row (the last one shorter) is an f16-exact scale in
+/// `[0.01, 0.04)` times integers in `-7..=7`, one of them -8 (the group's peak, so its
+/// scale is the one the quantizer finds). Values reach about 0.3.
+fn on_the_4_bit_grid(rng: &mut StdRng, rows: usize, depth: usize) -> Vec<f32> {
+    let mut values = Vec::with_capacity(rows * depth);
+    for _ in 0..rows {
+        for start in (0..depth).step_by(QUANT_GROUP) {
+            let len = QUANT_GROUP.min(depth - start);
+            let scale = f32::from(rng.gen_range(10u16..40)) / 1024.0;
+            let peak = rng.gen_range(0..len);
+            values.extend((0..len).map(|k| {
+                let code = if k == peak {
+                    -8
+                } else {
+                    rng.gen_range(-7i8..=7)
+                };
+                f32::from(code) * scale
+            }));
+        }
+    }
+    values
 }
 
 /// Greedy generation of 8 tokens after a 21-token prompt, keeping every logit row.
@@ -107,14 +159,27 @@ fn logits(g: &Generation) -> Vec<f32> {
 }
 
 #[test]
-fn odd_sizes_run_in_every_scheme_and_int8_stays_near_f32() {
+fn odd_sizes_run_in_every_scheme_and_stay_near_f32() {
+    for kind in [Kind::UntiedLlama, Kind::TiedQwen2] {
+        odd_sizes_run_in_every_scheme(kind);
+    }
+}
+
+fn odd_sizes_run_in_every_scheme(kind: Kind) {
     let dir = tempfile::tempdir().unwrap();
-    write_model(dir.path());
+    write_model(dir.path(), kind);
     let f32_run = generate(load_as(dir.path(), Quantization::Q0f32));
     let reference = logits(&f32_run);
     let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     assert!(scale > 0.1, "the logits are not trivial: {scale}");
-    for (scheme, bound) in [(Quantization::Q0f16, 0.01), (Quantization::Q8f32, 0.05)] {
+    // The 4-bit schemes and f16 storage hold these weights exactly: rounding only.
+    let bounds = [
+        (Quantization::Q0f16, 1e-4),
+        (Quantization::Q8f32, 0.05),
+        (Quantization::Q4f32_1, 1e-4),
+        (Quantization::Q4f16_1, 1e-4),
+    ];
+    for (scheme, bound) in bounds {
         let run = generate(load_as(dir.path(), scheme));
         assert_eq!(run.ids.len(), f32_run.ids.len());
         let got = logits(&run);
@@ -126,7 +191,7 @@ fn odd_sizes_run_in_every_scheme_and_int8_stays_near_f32() {
             .fold(0.0f32, f32::max);
         assert!(
             diff <= bound * scale,
-            "{}: max |diff| {diff} against logits up to {scale}",
+            "{kind:?} {}: max |diff| {diff} against logits up to {scale}",
             scheme.name()
         );
     }

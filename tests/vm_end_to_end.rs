@@ -174,7 +174,8 @@ fn f16_linear_weights_stay_f16_and_match_ndarray() {
     let mut built = build(module, Instrument::from_env()).unwrap();
     let text = oxrelax_dsl::text::print_module(&built.module);
     let host_gemm = oxrelax_dsl::Target::host().matmul_tiles().gemm_kernel;
-    let f16_gemm = oxrelax_dsl::tir::MicrokernelSpec::gemm_over(host_gemm, DataType::F16).unwrap();
+    let f16_gemm =
+        oxrelax_dsl::tir::MicrokernelSpec::gemm_over(host_gemm, (DataType::F16, None)).unwrap();
     let call = format!("microkernel {}(", f16_gemm.name);
     assert!(text.contains(&call), "{call} in {text}");
     let mut rng = StdRng::seed_from_u64(3);

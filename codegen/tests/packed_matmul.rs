@@ -16,7 +16,7 @@ mod common;
 use common::*;
 use ndarray::{ArrayD, Ix2, IxDyn};
 use oxrelax_dsl::op;
-use oxrelax_dsl::tir::Q8_GROUP;
+use oxrelax_dsl::tir::QUANT_GROUP;
 use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
 use rand::rngs::StdRng;
 
@@ -150,43 +150,77 @@ fn panels_shape(panels: &ArrayD<f32>) -> Vec<SymExpr> {
     panels.shape().iter().map(|&d| c(d as i64)).collect()
 }
 
-/// Int8 panels `[P, L, 16]` and group scales `[P, ceil(L / 32), 16]` of an `[H, L]`
-/// weight, random, and the f32 weight they stand for (`q * scale`).
-fn random_q8(rng: &mut StdRng, (l, h): (i64, i64)) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
+/// Quantized panels of `format` (`(weights, scales)` dtypes: i8 panels `[P, L, 16]`, or
+/// u4 value pairs `[P, ceil(L/2), 16, 2]`) and group scales `[P, ceil(L / 32), 16]` of
+/// an `[H, L]` weight, random, and the f32 weight they stand for.
+fn random_quantized(
+    rng: &mut StdRng,
+    (l, h): (i64, i64),
+    (weights, scale_dtype): (DataType, DataType),
+) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
     let (l, h) = (l as usize, h as usize);
     let panels = h.div_ceil(16);
-    let groups = l.div_ceil(Q8_GROUP as usize);
-    let q = random(rng, &[panels, l, 16], DataType::I8, -127.0, 128.0);
-    let scales = random(rng, &[panels, groups, 16], DataType::F32, 0.001, 0.02);
+    let groups = l.div_ceil(QUANT_GROUP as usize);
+    let scales = random(rng, &[panels, groups, 16], scale_dtype, -0.02, 0.02);
+    let (q, value): (
+        ArrayD<f32>,
+        Box<dyn Fn(&ArrayD<f32>, usize, usize, usize) -> f32>,
+    ) = if weights == DataType::U4 {
+        let q = random(
+            rng,
+            &[panels, l.div_ceil(2), 16, 2],
+            DataType::U4,
+            0.0,
+            16.0,
+        );
+        (
+            q,
+            Box::new(|q, p, k, lane| q[[p, k / 2, lane, k % 2]] - 8.0),
+        )
+    } else {
+        let q = random(rng, &[panels, l, 16], DataType::I8, -127.0, 128.0);
+        (q, Box::new(|q, p, k, lane| q[[p, k, lane]]))
+    };
     let w = ArrayD::from_shape_fn(IxDyn(&[h, l]), |i| {
         let (p, lane, k) = (i[0] / 16, i[0] % 16, i[1]);
-        q[[p, k, lane]] * scales[[p, k / Q8_GROUP as usize, lane]]
+        value(&q, p, k, lane) * scales[[p, k / QUANT_GROUP as usize, lane]]
     });
     (q, scales, w)
 }
 
 #[test]
-fn int8_panels_with_group_scales_run_on_the_q8_microkernels() {
+fn quantized_panels_with_group_scales_run_on_the_quantized_microkernels() {
+    let formats = [
+        (DataType::I8, DataType::F32, "_q8("),
+        (DataType::U4, DataType::F32, "_q4("),
+        (DataType::U4, DataType::F16, "_q4f16("),
+    ];
     for target in targets() {
         let mut rng = rng(10);
-        for (l, h) in SHAPES {
-            let (q, scales, w) = random_q8(&mut rng, (l, h));
-            let p = var("p", panels_shape(&q), DataType::I8);
-            let s = var("s", panels_shape(&scales), DataType::F32);
-            for rows in [c(1), n()] {
-                let x = var("x", vec![c(1), rows.clone(), c(l)], DataType::F32);
-                let product = op::packed_matmul_q8(&x, &p, &s, h).unwrap();
-                let kernel = compile_for(&product, &target);
-                let text = oxrelax_dsl::text::print_prim_func("k", &kernel.func);
-                assert!(text.contains("_q8("), "{text}");
-                for count in [1usize, 7, 13] {
-                    if rows.as_const() == Some(1) && count > 1 {
-                        continue;
+        for (weights, scale_dtype, kernel_suffix) in formats {
+            for (l, h) in SHAPES {
+                let (q, scales, w) = random_quantized(&mut rng, (l, h), (weights, scale_dtype));
+                let p = var("p", panels_shape(&q), weights);
+                let s = var("s", panels_shape(&scales), scale_dtype);
+                for rows in [c(1), n()] {
+                    let x = var("x", vec![c(1), rows.clone(), c(l)], DataType::F32);
+                    let product = op::packed_matmul_quant(&x, &p, &s, h).unwrap();
+                    let kernel = compile_for(&product, &target);
+                    let text = oxrelax_dsl::text::print_prim_func("k", &kernel.func);
+                    assert!(text.contains(kernel_suffix), "{text}");
+                    for count in [1usize, 7, 13] {
+                        if rows.as_const() == Some(1) && count > 1 {
+                            continue;
+                        }
+                        let xs =
+                            random(&mut rng, &[1, count, l as usize], DataType::F32, -1.0, 1.0);
+                        let got = kernel.run1(count as i64, &[&xs, &q, &scales]);
+                        let what = format!(
+                            "{:?} {weights}/{scale_dtype} L={l} H={h} rows={count}",
+                            target.features
+                        );
+                        assert_matches(&got, &reference(&xs, &w), &what);
                     }
-                    let xs = random(&mut rng, &[1, count, l as usize], DataType::F32, -1.0, 1.0);
-                    let got = kernel.run1(count as i64, &[&xs, &q, &scales]);
-                    let what = format!("{:?} int8 L={l} H={h} rows={count}", target.features);
-                    assert_matches(&got, &reference(&xs, &w), &what);
                 }
             }
         }

@@ -107,17 +107,30 @@ fn extent_is_free_of(extent: &PrimExpr, vars: &[String]) -> bool {
 
 /// Whether every store to a buffer not allocated inside `stmt` indexes with `var`.
 fn every_store_uses(stmt: &Stmt, var: &str) -> bool {
+    stores_use(stmt, var, &mut Vec::new())
+}
+
+/// [`every_store_uses`], stores to the buffers of `local` (allocated around `stmt`) aside.
+fn stores_use<'a>(stmt: &'a Stmt, var: &str, local: &mut Vec<&'a str>) -> bool {
     match stmt {
-        Stmt::Store { indices, .. } => indices.iter().any(|i| i.uses_var(var)),
-        Stmt::Seq(items) => items.iter().all(|s| every_store_uses(s, var)),
-        Stmt::For { body, .. } | Stmt::Let { body, .. } => every_store_uses(body, var),
+        Stmt::Store {
+            buffer, indices, ..
+        } => local.contains(&buffer.as_str()) || indices.iter().any(|i| i.uses_var(var)),
+        Stmt::Seq(items) => items.iter().all(|s| stores_use(s, var, local)),
+        Stmt::For { body, .. } | Stmt::Let { body, .. } => stores_use(body, var, local),
         Stmt::If {
             then, otherwise, ..
         } => {
-            every_store_uses(then, var)
-                && otherwise.as_ref().is_none_or(|o| every_store_uses(o, var))
+            stores_use(then, var, local)
+                && otherwise.as_ref().is_none_or(|o| stores_use(o, var, local))
         }
-        Stmt::Allocate { .. } | Stmt::Evaluate(_) => true,
+        Stmt::Allocate { buffer, body } => {
+            local.push(&buffer.name);
+            let uses = stores_use(body, var, local);
+            local.pop();
+            uses
+        }
+        Stmt::Evaluate(_) => true,
         Stmt::Microkernel(_) => false,
     }
 }

@@ -1,6 +1,6 @@
 //! The matmul rules: a legalized `packed_matmul` (activations `x [..., L]`, weights packed
-//! into panels `[P, L, HP]`, output `[..., H]`) tensorized onto the target's f32 block
-//! microkernels.
+//! into panels `[P, L, HP]`, output `[..., H]`) or `packed_matmul_quant` (quantized
+//! panels and their group scales) tensorized onto the target's block microkernels.
 //!
 //! - [`GemvRule`] (decode, one row): each group of consecutive panels (as many as the GEMV
 //!   microkernel's block spans, e.g. 4 panels of 16 for `1 x 64`) is one call over the
@@ -23,9 +23,10 @@ use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
 use oxrelax_dsl::fuse::{split_epilogue, Epilogue, FUSED_ATTR};
 use oxrelax_dsl::legalize::OP_ATTR;
+use oxrelax_dsl::op::quant_groups;
 use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
-    PrimCmp, PrimExpr, PrimFunc, Stmt, Q8_GROUP,
+    PrimCmp, PrimExpr, PrimFunc, Stmt, QUANT_GROUP,
 };
 use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 
@@ -38,7 +39,7 @@ struct PackedMatmul<'a> {
     func: &'a PrimFunc,
     x: &'a Buffer,
     packed: &'a Buffer,
-    /// Int8 panels' group scales (`packed_matmul_q8`).
+    /// Quantized panels' group scales (`packed_matmul_quant`).
     scales: Option<&'a Buffer>,
     out: &'a Buffer,
     /// Rows: the product of the batch dims.
@@ -50,14 +51,16 @@ struct PackedMatmul<'a> {
     depth: i64,
     features: i64,
     panels: i64,
+    /// Elements from one panel to the next.
+    panel_elements: i64,
     /// Panel width (the target's `hp`).
     hp: i64,
 }
 
 /// Recognizes a legalized `packed_matmul` (f32 activations, f32 or f16 weights) or
-/// `packed_matmul_q8` (int8 weights and their f32 group scales) whose panel width is the
-/// target's, possibly with a fused epilogue (whose extra inputs sit between the weights
-/// and the output).
+/// `packed_matmul_quant` (i8 or u4 weights and their f32 or f16 group scales) whose
+/// panel width is the target's, possibly with a fused epilogue (whose extra inputs sit
+/// between the weights and the output).
 fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul<'a>> {
     let op = match func.attrs.get(OP_ATTR) {
         Some(AttrValue::Str(s)) => s.as_str(),
@@ -65,19 +68,15 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
     };
     let (x, packed, scales, out) = match (op, func.params.as_slice()) {
         ("packed_matmul", [x, packed, .., out]) => (x, packed, None, out),
-        ("packed_matmul_q8", [x, packed, scales, .., out]) => (x, packed, Some(scales), out),
+        ("packed_matmul_quant", [x, packed, scales, .., out]) => (x, packed, Some(scales), out),
         _ => return None,
     };
-    let weights_ok = match scales {
-        Some(s) => packed.dtype == DataType::I8 && s.dtype == DataType::F32,
-        None => matches!(packed.dtype, DataType::F32 | DataType::F16),
-    };
-    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32) && weights_ok;
+    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32);
     let dense = [Some(x), Some(packed), scales, Some(out)]
         .into_iter()
         .flatten()
         .all(|b| b.strides.is_none());
-    let groups_whole = scales.is_none() || tiles.l_block % Q8_GROUP == 0;
+    let groups_whole = scales.is_none() || tiles.l_block % QUANT_GROUP == 0;
     if !all_f32 || !dense || func.num_outputs != 1 || !groups_whole {
         return None;
     }
@@ -89,13 +88,15 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         }
         None => None,
     };
-    let [panels, depth, block] = packed.shape.as_slice() else {
-        return None;
+    let (panels, block) = match packed.shape.as_slice() {
+        [panels, _, block] | [panels, _, block, _] => (panels, block),
+        _ => return None,
     };
     if block.as_const() != Some(tiles.hp) {
         return None;
     }
-    let (_, batch) = x.shape.split_last()?;
+    let (depth, batch) = x.shape.split_last()?;
+    let panel_elements: Option<i64> = packed.shape[1..].iter().map(SymExpr::as_const).product();
     Some(PackedMatmul {
         func,
         x,
@@ -108,6 +109,7 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         depth: depth.as_const()?,
         features: out.shape.last()?.as_const()?,
         panels: panels.as_const()?,
+        panel_elements: panel_elements?,
         hp: tiles.hp,
     })
 }
@@ -256,9 +258,10 @@ impl ScheduleRule for MatmulRule {
 
 impl PackedMatmul<'_> {
     /// The version of the target's f32-weight microkernel `kernel` over this matmul's
-    /// packed weights (itself for f32, its f16 twin for f16).
+    /// packed weights and scales (itself for f32, its f16 twin for f16, ...).
     fn kernel(&self, kernel: &str) -> Option<&'static str> {
-        Some(MicrokernelSpec::gemm_over(kernel, self.packed.dtype)?.name)
+        let weights = (self.packed.dtype, self.scales.map(|s| s.dtype));
+        Some(MicrokernelSpec::gemm_over(kernel, weights)?.name)
     }
 
     /// Parallel when the matmul does enough work.
@@ -322,7 +325,8 @@ impl PackedMatmul<'_> {
     ) -> Stmt {
         let hp = PrimExpr::index(self.hp);
         let h = PrimExpr::index(self.features);
-        let panel_start = p.clone() * PrimExpr::index(self.depth) * hp.clone();
+        // `l0` starts a group: for value pairs (u4), `l0 / 2` pairs of `2 * hp` values.
+        let panel_start = p.clone() * PrimExpr::index(self.panel_elements);
         let (first_col, cols) = self.columns(p, width);
         let accumulate = l0
             .clone()
@@ -338,8 +342,8 @@ impl PackedMatmul<'_> {
         ];
         if let Some(scales) = self.scales {
             // Panel `p`'s scales, from the group holding `l0` (a multiple of the group).
-            let groups = (self.depth + Q8_GROUP - 1) / Q8_GROUP;
-            let group = l0.binary(BinOp::FloorDiv, PrimExpr::index(Q8_GROUP));
+            let groups = quant_groups(self.depth);
+            let group = l0.binary(BinOp::FloorDiv, PrimExpr::index(QUANT_GROUP));
             let offset = (p.clone() * PrimExpr::index(groups) + group) * hp.clone();
             operands.push(region(&scales.name, offset));
         }

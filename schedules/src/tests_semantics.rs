@@ -4,7 +4,7 @@
 use crate::{default_schedule, AttentionRule, GemvRule, MatmulRule, ScheduleConfig, ScheduleRule};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
-use oxrelax_dsl::tir::{run_with_inputs, Q8_GROUP};
+use oxrelax_dsl::tir::run_with_inputs;
 use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -102,16 +102,13 @@ fn random_inputs(
         .map(|b| {
             let len = SymExpr::product(&b.shape).eval(dims).unwrap() as usize;
             // Int8 weights are small integers, so products keep f32 values' magnitudes
-            // (the runtime's tests cover the whole int8 range).
-            let int = b.dtype == DataType::I8;
+            // (the runtime's tests cover the whole int8 range); int4 weights are any
+            // nibble.
             (0..len)
-                .map(|_| {
-                    let v = f64::from(rng.gen_range(-2.0f32..2.0));
-                    if int {
-                        v.round()
-                    } else {
-                        v
-                    }
+                .map(|_| match b.dtype {
+                    DataType::I8 => f64::from(rng.gen_range(-2i8..=2)),
+                    DataType::U4 => f64::from(rng.gen_range(0u8..16)),
+                    _ => f64::from(rng.gen_range(-2.0f32..2.0)),
                 })
                 .collect()
         })
@@ -183,21 +180,34 @@ fn matmul_rules_match_on(target: &Target) {
     let hp = target.matmul_tiles().hp;
     // (rows: None for the symbolic n, reduction L, output features H)
     let shapes = [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)];
-    let cases = [DataType::F32, DataType::F16, DataType::I8]
+    let formats = [
+        (DataType::F32, None),
+        (DataType::F16, None),
+        (DataType::I8, Some(DataType::F32)),
+        (DataType::U4, Some(DataType::F32)),
+        (DataType::U4, Some(DataType::F16)),
+    ];
+    let cases = formats
         .into_iter()
-        .flat_map(|weights| shapes.map(|shape| (weights, shape)));
-    for (weights, (rows, depth, features)) in cases {
+        .flat_map(|format| shapes.map(|shape| (format, shape)));
+    for ((weights, scales), (rows, depth, features)) in cases {
         let rows_dim = rows.map_or(n().expr(), SymExpr::int);
         let x = tensor("x", vec![rows_dim, depth.into()], DataType::F32);
         let panels = (features + hp - 1) / hp;
-        let packed = tensor("w", vec![panels.into(), depth.into(), hp.into()], weights);
-        let product = if weights == DataType::I8 {
-            let groups = (depth + Q8_GROUP - 1) / Q8_GROUP;
-            let shape = vec![panels.into(), groups.into(), hp.into()];
-            let scales = tensor("s", shape, DataType::F32);
-            op::packed_matmul_q8(&x, &packed, &scales, features)
-        } else {
-            op::packed_matmul(&x, &packed, features)
+        let product = match scales {
+            Some(scale_dtype) => {
+                let bits = if weights == DataType::U4 { 4 } else { 8 };
+                let (shape, _) = op::packed_quant_layout(features, depth, hp, bits);
+                let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), weights);
+                let groups = op::quant_groups(depth);
+                let shape = vec![panels.into(), groups.into(), hp.into()];
+                let scales = tensor("s", shape, scale_dtype);
+                op::packed_matmul_quant(&x, &packed, &scales, features)
+            }
+            None => {
+                let shape = vec![panels.into(), depth.into(), hp.into()];
+                op::packed_matmul(&x, &tensor("w", shape, weights), features)
+            }
         };
         let Expr::Call(call) = product.unwrap() else {
             unreachable!("op constructors build calls")
@@ -209,7 +219,7 @@ fn matmul_rules_match_on(target: &Target) {
             &MatmulRule
         };
         let what = format!(
-            "{} {} {weights} rows {rows:?} L {depth} H {features}",
+            "{} {} {weights}/{scales:?} rows {rows:?} L {depth} H {features}",
             target.matmul_tiles().gemm_kernel,
             rule.name()
         );

@@ -11,7 +11,7 @@ use crate::model::{
 };
 use crate::passes::Instrument;
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
-use oxrelax_runtime::weights::{safetensors_dtype, WeightStore};
+use oxrelax_runtime::weights::{stored_as, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -146,7 +146,7 @@ pub fn compile_artifact(
     Ok(manifest)
 }
 
-/// Writes `tensors` (name, f32 or f16 tensor) as one safetensors file.
+/// Writes `tensors` (name, tensor) as one safetensors file ([`stored_as`] their dtype).
 fn write_weights<'a>(
     path: &Path,
     tensors: impl Iterator<Item = (String, &'a Tensor)>,
@@ -160,13 +160,14 @@ fn write_weights<'a>(
             let bytes = tensor
                 .as_bytes()
                 .map_err(|e| failed(format!("`{name}`: {e}")))?;
-            let shape = tensor.shape().iter().map(|&d| d as usize).collect();
-            let dtype = safetensors_dtype(tensor.dtype()).ok_or_else(|| {
+            let (dtype, shape) = stored_as(tensor.dtype(), tensor.shape()).ok_or_else(|| {
                 failed(format!(
-                    "`{name}`: no safetensors dtype for {}",
-                    tensor.dtype()
+                    "`{name}`: safetensors cannot store {} {:?}",
+                    tensor.dtype(),
+                    tensor.shape()
                 ))
             })?;
+            let shape = shape.iter().map(|&d| d as usize).collect();
             safetensors::tensor::TensorView::new(dtype, shape, bytes)
                 .map(|view| (name.clone(), view))
                 .map_err(|e| failed(format!("`{name}`: {e}")))

@@ -21,7 +21,7 @@ pub use memory_plan::{
     arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS,
 };
 pub use normalize::Normalize;
-pub use pack_weights::{PackMatmulWeights, WEIGHT_QUANT_ATTR};
+pub use pack_weights::{PackMatmulWeights, WeightFormat, WEIGHT_FORMATS, WEIGHT_QUANT_ATTR};
 pub use pipeline::{
     compile_pipeline, compile_pipeline_for, default_pipeline, default_pipeline_for, Instrument,
     PassTiming, Pipeline, PipelineReport, VERIFY_ENV,

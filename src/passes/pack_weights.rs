@@ -1,24 +1,55 @@
 //! `PackMatmulWeights`: `matmul(x, permute_dims(w))` with `w` a 2-D weight parameter (a
 //! `Linear`) becomes `packed_matmul(x, pack_weight(w))`, the weight packed into the column
-//! panels of the target's matmul microkernels. In a function marked for int8 weights
-//! ([`WEIGHT_QUANT_ATTR`] `"q8"`), an f32 weight is quantized instead:
-//! `packed_matmul_q8(x, pack_weight_q8(w, s), s)` with `s = quantize_scales_q8(w)`. Packing
-//! and quantizing depend on the weight only, so `LiftTransformParams` moves them to
-//! compile time; the transpose disappears. In such a function an embedding lookup
-//! `take(w, ids)` of an f32 weight reads an int8 table too: `take_q8(q, s, ids)` with the
-//! table quantized row by row (panels one row wide).
+//! panels of the target's matmul microkernels. In a function marked for quantized weights
+//! ([`WEIGHT_QUANT_ATTR`], one of [`WEIGHT_FORMATS`]), an f32 weight is quantized instead:
+//! `packed_matmul_quant(x, pack_weight_quant(w, s), s)` with `s = quantize_scales(w)`.
+//! Packing and quantizing depend on the weight only, so `LiftTransformParams` moves them
+//! to compile time; the transpose disappears. In such a function an embedding lookup
+//! `take(w, ids)` of an f32 weight reads a quantized table too: `take_quant(q, s, ids)`
+//! with the table quantized exactly as a linear weight of the same shape, so a tied
+//! embedding and output head share one quantized copy (the lift computes it once).
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Call, Callee, Function};
 use oxrelax_dsl::op::{
-    pack_weight, pack_weight_q8, packed_matmul, packed_matmul_q8, quantize_scales_q8, take_q8,
+    pack_weight, pack_weight_quant, packed_matmul, packed_matmul_quant, quantize_scales, take_quant,
 };
 use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
 use std::collections::{BTreeSet, HashMap};
 
-/// The function attribute naming the packed-weight format of its linear layers: `"q8"`
-/// for int8 panels with group scales (absent: float panels).
+/// The function attribute naming the packed-weight format of its linear layers and
+/// embedding table, one of [`WEIGHT_FORMATS`] (absent: float panels).
 pub const WEIGHT_QUANT_ATTR: &str = "weight_quant";
+
+/// A quantized weight format: bits per weight and the dtype of its group scales.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightFormat {
+    /// Its name (the value of [`WEIGHT_QUANT_ATTR`]).
+    pub name: &'static str,
+    /// Bits per weight (8: int8 panels, 4: int4 panels).
+    pub bits: i64,
+    /// The dtype the group scales are stored in.
+    pub scales: DataType,
+}
+
+/// Every quantized weight format.
+pub const WEIGHT_FORMATS: [WeightFormat; 3] = [
+    WeightFormat {
+        name: "q8",
+        bits: 8,
+        scales: DataType::F32,
+    },
+    WeightFormat {
+        name: "q4f32",
+        bits: 4,
+        scales: DataType::F32,
+    },
+    WeightFormat {
+        name: "q4f16",
+        bits: 4,
+        scales: DataType::F16,
+    },
+];
 
 /// Rewrites linear layers of weighted functions (those with a `num_input` attribute) to
 /// packed matmuls for a target.
@@ -77,8 +108,10 @@ fn pack_function(function: &mut Function, block: i64) {
     let Some(inputs) = function.num_inputs() else {
         return;
     };
-    let int8 =
-        matches!(function.attrs.get(WEIGHT_QUANT_ATTR), Some(AttrValue::Str(f)) if f == "q8");
+    let format = match function.attrs.get(WEIGHT_QUANT_ATTR) {
+        Some(AttrValue::Str(name)) => WEIGHT_FORMATS.iter().find(|f| f.name == name),
+        _ => None,
+    };
     let weights: BTreeSet<String> = function
         .params
         .iter()
@@ -95,12 +128,13 @@ fn pack_function(function: &mut Function, block: i64) {
             {
                 transposed.insert(binding.var.name.clone(), w);
             }
-            let quantized_take = int8.then(|| quantized_take(&binding, &weights)).flatten();
+            let quantized_take =
+                format.and_then(|f| quantized_take(&binding, &weights, (block, f)));
             if let Some(bindings) = quantized_take {
                 rewritten.extend(bindings);
                 continue;
             }
-            match packed_bindings(&binding, &transposed, (block, int8)) {
+            match packed_bindings(&binding, &transposed, (block, format)) {
                 Some(bindings) => rewritten.extend(bindings),
                 None => rewritten.push(binding),
             }
@@ -109,30 +143,36 @@ fn pack_function(function: &mut Function, block: i64) {
     }
 }
 
-/// `[scales = quantize_scales_q8(w, 1), q = pack_weight_q8(w, scales),
-/// y = take_q8(q, scales, ids)]` replacing `y = take(w, ids, axis=0)` of a static 2-D f32
-/// weight `w`.
-fn quantized_take(binding: &Binding, weights: &BTreeSet<String>) -> Option<Vec<Binding>> {
+/// `[scales = quantize_scales(w), q = pack_weight_quant(w, scales),
+/// y = take_quant(q, scales, ids)]` replacing `y = take(w, ids, axis=0)` of a static 2-D
+/// f32 weight `w` (quantized in `block`-wide panels of `format`, as a linear weight).
+fn quantized_take(
+    binding: &Binding,
+    weights: &BTreeSet<String>,
+    (block, format): (i64, &WeightFormat),
+) -> Option<Vec<Binding>> {
     let call = op_call(binding.value.expr(), "take")?;
     let [table, ids] = call.args.as_slice() else {
         return None;
     };
     let axis_zero = matches!(call.attrs.get("axis"), None | Some(AttrValue::Int(0)));
     let w = static_weight(table, weights, &[DataType::F32]).filter(|_| axis_zero)?;
+    let dims = w.sinfo.as_tensor()?.dims()?;
+    let shape = (dims[0].as_const()?, dims[1].as_const()?);
     let mut bindings = Vec::new();
-    let (packed, scales) = quantized(&mut bindings, binding, &Expr::Var(w), 1)?;
-    let rows = take_q8(&packed, &scales, ids).ok()?;
+    let (packed, scales) = quantized(&mut bindings, binding, &Expr::Var(w), (block, format))?;
+    let rows = take_quant(&packed, &scales, ids, shape).ok()?;
     finish(bindings, binding, rows)
 }
 
 /// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
-/// `[packed = pack_weight(w), y = packed_matmul(x, packed)]`, or with `int8` (and an f32
-/// weight) `[scales = quantize_scales_q8(w), packed = pack_weight_q8(w, scales),
-/// y = packed_matmul_q8(x, packed, scales)]`.
+/// `[packed = pack_weight(w), y = packed_matmul(x, packed)]`, or with a quantized
+/// `format` (and an f32 weight) `[scales = quantize_scales(w), packed =
+/// pack_weight_quant(w, scales), y = packed_matmul_quant(x, packed, scales)]`.
 fn packed_bindings(
     binding: &Binding,
     transposed: &HashMap<String, Var>,
-    (block, int8): (i64, bool),
+    (block, format): (i64, Option<&WeightFormat>),
 ) -> Option<Vec<Binding>> {
     let call = op_call(binding.value.expr(), "matmul")?;
     let [x, Expr::Var(wt)] = call.args.as_slice() else {
@@ -143,28 +183,31 @@ fn packed_bindings(
     let features = w_sinfo.dims()?[0].as_const()?;
     let weight = Expr::Var(w.clone());
     let mut bindings = Vec::new();
-    let product = if int8 && w_sinfo.dtype == DataType::F32 {
-        let (packed, scales) = quantized(&mut bindings, binding, &weight, block)?;
-        packed_matmul_q8(x, &packed, &scales, features).ok()?
-    } else {
-        let packed = pack_weight(&weight, block).ok()?;
-        let packed = bind(&mut bindings, binding, "packed", packed);
-        packed_matmul(x, &packed, features).ok()?
+    let product = match format.filter(|_| w_sinfo.dtype == DataType::F32) {
+        Some(format) => {
+            let (packed, scales) = quantized(&mut bindings, binding, &weight, (block, format))?;
+            packed_matmul_quant(x, &packed, &scales, features).ok()?
+        }
+        None => {
+            let packed = pack_weight(&weight, block).ok()?;
+            let packed = bind(&mut bindings, binding, "packed", packed);
+            packed_matmul(x, &packed, features).ok()?
+        }
     };
     finish(bindings, binding, product)
 }
 
-/// Binds `weight`'s int8 panels `block` wide and their scales (after `bindings`), and
-/// returns `(packed, scales)`.
+/// Binds `weight`'s quantized panels `block` wide and their scales (after `bindings`),
+/// and returns `(packed, scales)`.
 fn quantized(
     bindings: &mut Vec<Binding>,
     binding: &Binding,
     weight: &Expr,
-    block: i64,
+    (block, format): (i64, &WeightFormat),
 ) -> Option<(Expr, Expr)> {
-    let scales = quantize_scales_q8(weight, block).ok()?;
+    let scales = quantize_scales(weight, block, format.bits, format.scales).ok()?;
     let scales = bind(bindings, binding, "scales", scales);
-    let packed = pack_weight_q8(weight, &scales).ok()?;
+    let packed = pack_weight_quant(weight, &scales, format.bits).ok()?;
     Some((bind(bindings, binding, "packed", packed), scales))
 }
 

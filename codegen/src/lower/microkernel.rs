@@ -41,7 +41,13 @@ impl Lowerer<'_, '_> {
                 )));
             }
             let offset = self.expr(&operand.offset)?;
-            args.push(self.element_address(base, offset, dtype));
+            args.push(if dtype == DataType::U4 {
+                // Value pairs: a region starts at an even element (a whole byte).
+                let bytes = self.b.ins().sshr_imm_u(offset, 1);
+                self.b.ins().iadd(base, bytes)
+            } else {
+                self.element_address(base, offset, dtype)
+            });
         }
         for scalar in &call.scalars {
             args.push(self.expr(scalar)?);

@@ -182,6 +182,14 @@ impl HostBuffer {
 
     /// `values` encoded as `dtype` storage.
     fn encode(dtype: DataType, values: &ArrayD<f32>) -> Self {
+        if dtype == DataType::U4 {
+            let nibbles: Vec<u8> = values.iter().map(|&v| v as u8 & 0xF).collect();
+            let bytes: Vec<u8> = nibbles
+                .chunks(2)
+                .map(|pair| pair[0] | pair.get(1).map_or(0, |high| high << 4))
+                .collect();
+            return Self::from_bytes(dtype, values.shape().to_vec(), &bytes);
+        }
         let bytes: Vec<u8> = values
             .iter()
             .flat_map(|&v| -> Vec<u8> {
@@ -194,7 +202,7 @@ impl HostBuffer {
                     DataType::I8 => (v as i8).to_ne_bytes().to_vec(),
                     DataType::U8 => (v as u8).to_ne_bytes().to_vec(),
                     DataType::Bool => vec![u8::from(v != 0.0)],
-                    DataType::U4 => panic!("u4 buffers are not supported by the harness"),
+                    DataType::U4 => unreachable!("packed above"),
                 }
             })
             .collect();
@@ -204,12 +212,18 @@ impl HostBuffer {
     /// An output buffer filled with 0xFF bytes (NaN for floats), so that an element the
     /// kernel does not write fails the comparison.
     fn poisoned(dtype: DataType, shape: Vec<usize>) -> Self {
-        let len = shape.iter().product::<usize>() * (dtype.bits() as usize / 8);
-        Self::from_bytes(dtype, shape, &vec![0xFF; len])
+        let bits = shape.iter().product::<usize>() * dtype.bits() as usize;
+        Self::from_bytes(dtype, shape, &vec![0xFF; bits.div_ceil(8)])
     }
 
     fn decode(&self) -> ArrayD<f32> {
         let bytes: Vec<u8> = self.words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        if self.dtype == DataType::U4 {
+            let values = (0..self.shape.iter().product::<usize>())
+                .map(|i| f32::from((bytes[i / 2] >> (4 * (i % 2))) & 0xF))
+                .collect();
+            return ArrayD::from_shape_vec(IxDyn(&self.shape), values).unwrap();
+        }
         let width = self.dtype.bits() as usize / 8;
         let len = self.shape.iter().product::<usize>();
         let values = bytes
@@ -223,7 +237,7 @@ impl HostBuffer {
                 DataType::I32 => i32::from_ne_bytes(b.try_into().unwrap()) as f32,
                 DataType::I8 => f32::from(b[0] as i8),
                 DataType::U8 | DataType::Bool => f32::from(b[0]),
-                DataType::U4 => unreachable!("rejected when encoding"),
+                DataType::U4 => unreachable!("unpacked above"),
             })
             .collect();
         ArrayD::from_shape_vec(IxDyn(&self.shape), values).unwrap()

@@ -138,5 +138,6 @@ fn split(call: &OpCall) -> Result<Kernel, LegalizeError> {
         outputs,
         pattern: OpPattern::Injective,
         attrs: Vec::new(),
+        shared_loops: 0,
     })
 }

@@ -63,6 +63,9 @@ pub(super) struct Kernel {
     pub(super) pattern: OpPattern,
     /// Attributes of the op the function keeps (for its schedule rule).
     pub(super) attrs: Vec<(&'static str, AttrValue)>,
+    /// Leading output dims every stage runs inside (see [`crate::te::lower_nested`]); 0
+    /// for a loop nest per stage.
+    pub(super) shared_loops: usize,
 }
 
 impl Kernel {
@@ -79,7 +82,15 @@ impl Kernel {
             outputs: vec![output],
             pattern,
             attrs: Vec::new(),
+            shared_loops: 0,
         }
+    }
+
+    /// The kernel, its stages all inside one loop nest over the output's first `rank` dims
+    /// (stages computing per output element need no whole-tensor intermediates).
+    pub(super) fn sharing_outer_loops(mut self, rank: usize) -> Self {
+        self.shared_loops = rank;
+        self
     }
 
     /// The kernel, keeping `attrs` on the legalized function.

@@ -132,12 +132,14 @@ pub fn legalize_call(call: &Call) -> Result<LegalizedCall, LegalizeError> {
         legalizer(op).ok_or_else(|| LegalizeError::NoLegalizer { op: op.to_string() })?;
     let (mut func, args, pattern) = match legalize(&OpCall { op, call })? {
         Legalized::Te(kernel) => {
-            let mut func = te::lower(op, &kernel.inputs, &kernel.outputs).map_err(|source| {
-                LegalizeError::Lower {
-                    op: op.to_string(),
-                    source: Box::new(source),
-                }
-            })?;
+            let (inputs, outputs) = (&kernel.inputs, &kernel.outputs);
+            let mut func =
+                te::lower_nested(op, inputs, outputs, kernel.shared_loops).map_err(|source| {
+                    LegalizeError::Lower {
+                        op: op.to_string(),
+                        source: Box::new(source),
+                    }
+                })?;
             for (name, value) in kernel.attrs {
                 func.attrs.insert(name.to_string(), value);
             }

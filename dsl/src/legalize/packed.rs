@@ -6,10 +6,10 @@
 use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{load, Kernel, OpPattern};
-use crate::te::{self, Expr};
+use crate::te::{self, Expr, Tensor};
 
 /// The ops of this family.
-pub(super) const OPS: &[&str] = &["pack_weight", "packed_matmul", "packed_matmul_q8"];
+pub(super) const OPS: &[&str] = &["pack_weight", "packed_matmul"];
 
 /// Legalizes either op.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
@@ -36,33 +36,32 @@ fn pack_weight(call: &OpCall) -> Result<Kernel, LegalizeError> {
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }
 
-/// `out[..., h] = sum_l x[..., l] * w(l, h)` with `w(l, h) = packed[h / HP, l, h % HP]`,
-/// for `packed_matmul_q8` times `scales[h / HP, l / 32, h % HP]`.
+/// `out[..., h] = sum_l x[..., l] * packed[h / HP, l, h % HP]`.
 fn packed_matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let names: &[&str] = match call.op {
-        "packed_matmul_q8" => &["x", "packed", "scales"],
-        _ => &["x", "packed"],
-    };
+    matmul_kernel(call, &["x", "packed"], |inputs, (h, l)| {
+        let block = Expr::from(inputs[1].shape()[2].clone());
+        let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block));
+        load(&inputs[1], &[panel, l.clone(), lane])
+    })
+}
+
+/// `out[..., h] = sum_l x[..., l] * weight(inputs, (h, l))` for a matmul op whose inputs
+/// are `names`, `x` first.
+pub(super) fn matmul_kernel(
+    call: &OpCall,
+    names: &[&str],
+    weight: impl Fn(&[Tensor], (&Expr, &Expr)) -> Expr,
+) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(names)?;
-    let (x, packed, scales) = (&inputs[0], &inputs[1], inputs.get(2));
+    let x = &inputs[0];
     let (shape, dtype) = call.output_of_rank(x.ndim())?;
     let depth = x.shape()[x.ndim() - 1].clone();
-    let block = Expr::from(packed.shape()[2].clone());
     let l = te::reduce_axis("l", depth);
     let out = te::compute("out", shape, |i| {
         let (h, batch) = i.split_last().expect("the output has the features dim");
         let mut x_index = batch.to_vec();
         x_index.push(l.var());
-        let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block.clone()));
-        let weight = load(packed, &[panel.clone(), l.var(), lane.clone()]);
-        let product = match scales {
-            Some(scales) => {
-                let group = l.var().floordiv(Expr::int(crate::tir::Q8_GROUP));
-                let scale = load(scales, &[panel, group, lane]);
-                load(x, &x_index) * (weight.cast(dtype) * scale)
-            }
-            None => load(x, &x_index) * weight,
-        };
+        let product = load(x, &x_index) * weight(&inputs, (h, &l.var())).cast(dtype);
         te::sum(product, std::slice::from_ref(&l)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))

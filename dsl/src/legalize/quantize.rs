@@ -1,23 +1,39 @@
-//! `quantize_scales_q8` and `pack_weight_q8` (see [`crate::op::quantize_scales_q8`]): the
-//! group absmax scales and the rounded int8 panels, as plain loop nests (they run once,
-//! when weights are transformed).
+//! The quantization ops (see [`crate::op::quantize_scales`]): the group scales and the
+//! rounded panels as plain loop nests (they run once, when weights are transformed), and
+//! the quantized matmul and row gather, dequantizing as they read.
 
 use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{load, Kernel, OpPattern};
+use super::packed::matmul_kernel;
 use crate::te::{self, Expr, Tensor};
-use crate::tir::Q8_GROUP;
+use crate::tir::QUANT_GROUP;
 use crate::DataType;
 
 /// The ops of this family.
-pub(super) const OPS: &[&str] = &["quantize_scales_q8", "pack_weight_q8", "take_q8"];
+pub(super) const OPS: &[&str] = &[
+    "quantize_scales",
+    "pack_weight_quant",
+    "packed_matmul_quant",
+    "take_quant",
+];
 
-/// Legalizes either op.
+/// Legalizes any op of the family.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
-        "quantize_scales_q8" => scales(call),
-        "take_q8" => take(call),
-        _ => pack(call),
+        "quantize_scales" => scales(call),
+        "pack_weight_quant" => pack(call),
+        "packed_matmul_quant" => matmul(call),
+        _ => take(call),
+    }
+}
+
+/// The quantized panels' format: their bits per weight, read from the dtype.
+fn bits_of(packed: &Tensor) -> i64 {
+    if packed.dtype() == DataType::U4 {
+        4
+    } else {
+        8
     }
 }
 
@@ -38,57 +54,192 @@ fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block: &Expr) ->
     te::select(inside, value, Expr::constant(0.0, DataType::F32))
 }
 
-/// `out[p, g, j] = max_{k < 32} |weight[p*HP + j, g*32 + k]| / 127`.
+/// The 4-bit scale search's candidates: divisors `n` of the group's peak value `m`, each
+/// giving the codes `clamp(round(-w * n / m), -8, 7)` (n = 8 maps the peak onto -8, as
+/// llama.cpp's q4_0, so a group never does worse than there; the others trade clipping
+/// the peak for a finer step). None is a half-integer, which would put the peak itself on
+/// a rounding tie. Eight: two 4-lane vectors.
+const Q4_DIVISORS: [f64; 8] = [7.0, 7.3, 7.6, 7.9, 8.0, 8.3, 8.6, 9.0];
+
+/// 8 bits: `out[p, g, j] = max_{k < 32} |w(p*HP + j, g*32 + k)| / 127`. 4 bits: the
+/// least-squares scale of the best candidate codes: for each of [`Q4_DIVISORS`], the codes
+/// `L` of the group and the scale `sum(w L) / sum(L^2)` minimizing `sum((w - s L)^2)`
+/// for them; the candidate whose error is least (largest `sum(w L)^2 / sum(L^2)`) wins.
+/// 0 for a group of zeros.
+///
+/// Every stage works on one group of one column, in one loop nest over them: the group's
+/// values are copied out once, and the candidates' sums are written out term by term, so
+/// the loop over candidates is the innermost one and runs on vectors.
 fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["weight"])?;
     let weight = &inputs[0];
-    let (shape, _) = call.output_of_rank(3)?;
+    let (shape, dtype) = call.output_of_rank(3)?;
     let block = Expr::from(shape[2].clone());
-    let k = te::reduce_axis("k", Q8_GROUP.into());
-    let out = te::compute("scales", shape, |i| {
-        let l = i[1].clone() * Expr::int(Q8_GROUP) + k.var();
-        let magnitude = weight_at(weight, (&i[0], &i[2], &l), &block).abs();
-        te::max(magnitude, std::slice::from_ref(&k)) * Expr::f32(1.0 / 127.0)
+    let with = |extra: i64| {
+        let mut s = shape.clone();
+        s.push(extra.into());
+        s
+    };
+    let group = te::compute("group", with(QUANT_GROUP), |i| {
+        let l = i[1].clone() * Expr::int(QUANT_GROUP) + i[3].clone();
+        weight_at(weight, (&i[0], &i[2], &l), &block)
     });
-    Ok(Kernel::new(inputs, args, out, OpPattern::Reduction))
+    let value = |i: &[Expr], k: Expr| group.at(&[i[0].clone(), i[1].clone(), i[2].clone(), k]);
+    let k = te::reduce_axis("k", QUANT_GROUP.into());
+    let peak = te::compute("peak", shape.clone(), |i| {
+        te::max(value(i, k.var()).abs(), std::slice::from_ref(&k))
+    });
+    let per_group = |out| {
+        let kernel = Kernel::new(inputs.clone(), args.clone(), out, OpPattern::Reduction);
+        kernel.sharing_outer_loops(3)
+    };
+    if call.int_attr("bits", 8)? != 4 {
+        let out = te::compute("scales", shape, |i| {
+            (peak.at(i) * Expr::f32(1.0 / 127.0)).cast(dtype)
+        });
+        return Ok(per_group(out));
+    }
+    // The step of the n = 1 candidate: `-m` (the peak's value, sign flipped), 1 for zeros.
+    let k = te::reduce_axis("k", QUANT_GROUP.into());
+    let unit = te::compute("unit_step", shape.clone(), |i| {
+        let w = value(i, k.var());
+        let candidate = te::select(w.abs().ge(peak.at(i)), -w, Expr::neg_inf(DataType::F32));
+        let m = te::max(candidate, std::slice::from_ref(&k));
+        te::select(peak.at(i).equal(Expr::f32(0.0)), Expr::f32(1.0), m)
+    });
+    let divisors = Q4_DIVISORS.len() as i64;
+    let divisor = |c: &Expr| {
+        Q4_DIVISORS[1..]
+            .iter()
+            .enumerate()
+            .fold(Expr::f32(Q4_DIVISORS[0]), |acc, (n, &d)| {
+                te::select(c.equal(Expr::int(n as i64 + 1)), Expr::f32(d), acc)
+            })
+    };
+    let inverse_step = te::compute("inverse_step", with(divisors), |i| {
+        divisor(&i[3]) / unit.at(&i[..3])
+    });
+    // `sum_k term(w_k, L_k)` for candidate `i[3]`, one term per value of the group.
+    let fit = |name: &str, term: fn(Expr, Expr) -> Expr| {
+        te::compute(name, with(divisors), |i| {
+            let terms = (0..QUANT_GROUP).map(|k| {
+                let w = value(i, Expr::int(k));
+                let code = (w.clone() * inverse_step.at(i) + Expr::f32(0.5))
+                    .floor()
+                    .clamp(-8.0, 7.0);
+                term(w, code)
+            });
+            terms.reduce(|a, b| a + b).expect("a group has values")
+        })
+    };
+    let wl = fit("fit_wl", |w, code| w * code);
+    let ll = fit("fit_ll", |_, code| code.clone() * code);
+    let score = |i: &[Expr], c: &Expr| {
+        let at = [i[0].clone(), i[1].clone(), i[2].clone(), c.clone()];
+        let (wl, ll) = (wl.at(&at), ll.at(&at));
+        let nonzero = ll.gt(Expr::f32(0.0));
+        let safe = te::select(nonzero.clone(), ll.clone(), Expr::f32(1.0));
+        (
+            te::select(
+                nonzero.clone(),
+                wl.clone() * wl.clone() / safe.clone(),
+                Expr::f32(0.0),
+            ),
+            te::select(nonzero, wl / safe, Expr::f32(0.0)),
+        )
+    };
+    let c = te::reduce_axis("c", divisors.into());
+    let best = te::compute("best_fit", shape.clone(), |i| {
+        te::max(score(i, &c.var()).0, std::slice::from_ref(&c))
+    });
+    let c = te::reduce_axis("c", divisors.into());
+    let out = te::compute("scales", shape, |i| {
+        let (fit, scale) = score(i, &c.var());
+        let candidate = te::select(fit.ge(best.at(i)), scale, Expr::neg_inf(DataType::F32));
+        te::max(candidate, std::slice::from_ref(&c)).cast(dtype)
+    });
+    Ok(per_group(out))
 }
 
-/// `out[p, l, j] = floor(weight[p*HP + j, l] / scales[p, l/32, j] + 0.5)`, 0 where the
-/// scale is 0.
+/// 8 bits: `out[p, l, j] = q(p, l, j)`; 4 bits: `out[p, t, j, e] = q(p, 2t + e, j) + 8`;
+/// with `q(p, l, j) = floor(w(p*HP + j, l) / scale + 0.5)` clamped to the format's
+/// range (`-127..=127`, `-8..=7`), 0 where the scale is 0 (and past the weight).
+///
+/// One loop nest per panel: its scales are widened to f32 once (an infinite divisor for a
+/// zero scale), then its values divided.
 fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["weight", "scales"])?;
     let (weight, scales) = (&inputs[0], &inputs[1]);
-    let (shape, dtype) = call.output_of_rank(3)?;
+    let (shape, dtype) = call.output()?;
     let block = Expr::from(shape[2].clone());
-    let out = te::compute("packed", shape, |i| {
-        let (p, l, j) = (&i[0], &i[1], &i[2]);
-        let scale = load(
-            scales,
-            &[p.clone(), l.floordiv(Expr::int(Q8_GROUP)), j.clone()],
-        );
-        let zero = Expr::constant(0.0, DataType::F32);
-        let safe = te::select(scale.gt(zero.clone()), scale.clone(), Expr::f32(1.0));
-        let ratio = weight_at(weight, (p, j, l), &block) / safe;
-        let rounded = (ratio + Expr::f32(0.5)).floor().clamp(-127.0, 127.0);
-        te::select(scale.gt(zero.clone()), rounded, zero).cast(dtype)
+    let four_bits = dtype == DataType::U4;
+    let (lowest, highest) = if four_bits {
+        (-8.0, 7.0)
+    } else {
+        (-127.0, 127.0)
+    };
+    let divisor = te::compute("divisor", scales.shape().to_vec(), |i| {
+        let scale = load(scales, i);
+        let zero = scale.equal(Expr::constant(0.0, DataType::F32));
+        te::select(zero, Expr::inf(DataType::F32), scale)
     });
-    Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+    let out = te::compute("packed", shape, |i| {
+        let (p, j) = (&i[0], &i[2]);
+        let l = if four_bits {
+            i[1].clone() * Expr::int(2) + i[3].clone()
+        } else {
+            i[1].clone()
+        };
+        let divisor = divisor.at(&[p.clone(), l.floordiv(Expr::int(QUANT_GROUP)), j.clone()]);
+        let ratio = weight_at(weight, (p, j, &l), &block) / divisor;
+        let q = (ratio + Expr::f32(0.5)).floor().clamp(lowest, highest);
+        let stored = if four_bits { q + Expr::f32(8.0) } else { q };
+        stored.cast(dtype)
+    });
+    let kernel = Kernel::new(inputs, args, out, OpPattern::Injective);
+    Ok(kernel.sharing_outer_loops(1))
 }
 
-/// `out[i..., h] = packed[id, h, 0] * scales[id, h / 32, 0]` with `id = ids[i...]`
-/// clamped into the table (as `take` clamps).
+/// Weight `(h, l)` of quantized panels, dequantized: the stored value (minus 8 for u4)
+/// times its group scale.
+fn dequantized(packed: &Tensor, scales: &Tensor, (h, l): (&Expr, &Expr)) -> Expr {
+    let block = Expr::from(packed.shape()[2].clone());
+    let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block));
+    let value = if bits_of(packed) == 4 {
+        let pair = [l.floordiv(Expr::int(2)), l.floormod(Expr::int(2))];
+        let at = [
+            panel.clone(),
+            pair[0].clone(),
+            lane.clone(),
+            pair[1].clone(),
+        ];
+        load(packed, &at).cast(DataType::F32) - Expr::f32(8.0)
+    } else {
+        let at = [panel.clone(), l.clone(), lane.clone()];
+        load(packed, &at).cast(DataType::F32)
+    };
+    let group = l.floordiv(Expr::int(QUANT_GROUP));
+    value * load(scales, &[panel, group, lane]).cast(DataType::F32)
+}
+
+/// `out[..., h] = sum_l x[..., l] * w(h, l)`, `w` [`dequantized`].
+fn matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    matmul_kernel(call, &["x", "packed", "scales"], |inputs, at| {
+        dequantized(&inputs[1], &inputs[2], at)
+    })
+}
+
+/// `out[i..., l] = w(id, l)` ([`dequantized`]) with `id = ids[i...]` clamped into the
+/// table's `rows` (as `take` clamps).
 fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["packed", "scales", "ids"])?;
     let (packed, scales, ids) = (&inputs[0], &inputs[1], &inputs[2]);
     let (shape, dtype) = call.output_of_rank(ids.ndim() + 1)?;
-    let last = Expr::from(&packed.shape()[0] - 1);
+    let last = Expr::int(call.int_attr("rows", 1)? - 1);
     let out = te::compute("rows", shape, |i| {
-        let (h, at) = i.split_last().expect("the output has the width dim");
+        let (l, at) = i.split_last().expect("the output has the width dim");
         let row = ids.at(at).cast(DataType::I64).clamp(0, last.clone());
-        let zero = Expr::int(0);
-        let value = load(packed, &[row.clone(), h.clone(), zero.clone()]).cast(dtype);
-        let group = h.floordiv(Expr::int(Q8_GROUP));
-        value * load(scales, &[row, group, zero])
+        dequantized(packed, scales, (&row, l)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }

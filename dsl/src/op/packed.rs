@@ -6,16 +6,13 @@
 //!   weight only, so it runs once at compile time (`LiftTransformParams`).
 //! - `packed_matmul(x [..., L], packed [P, L, HP], out_features = H) -> [..., H]`:
 //!   `x @ weight^T` read from the panels; f16 panels with f32 `x` are widened as read.
-//! - `packed_matmul_q8(x [..., L] f32, packed [P, L, HP] i8, scales [P, ceil(L / 32), HP]
-//!   f32, out_features = H) -> [..., H] f32`: the same over int8 panels, weight `(l, h)`
-//!   being `packed[h / HP, l, h % HP] * scales[h / HP, l / 32, h % HP]` (symmetric
-//!   quantization in groups of [`Q8_GROUP`] along the reduction).
+//!
+//! Quantized panels and their matmul are in [`quantize`](super::quantize).
 
-use super::ctx::InferCtx;
+use super::ctx::{InferCtx, Tensor};
 use super::{attr, call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
-use crate::tir::Q8_GROUP;
-use crate::{AttrValue, Attrs, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, Attrs, Expr, StructInfo, SymExpr};
 
 /// The packed-weight ops.
 pub(super) const OPS: &[OpDef] = &[
@@ -35,16 +32,6 @@ pub(super) const OPS: &[OpDef] = &[
         )],
         infer: infer_packed_matmul,
     },
-    OpDef {
-        name: "packed_matmul_q8",
-        args: &["x", "packed", "scales"],
-        attrs: &[AttrSpec::new(
-            "out_features",
-            AttrKind::Int,
-            AttrDefault::Required,
-        )],
-        infer: infer_packed_matmul_q8,
-    },
 ];
 
 /// The number of `block`-wide panels covering `features` columns.
@@ -52,7 +39,8 @@ pub fn panel_count(features: i64, block: i64) -> i64 {
     (features + block - 1) / block
 }
 
-fn positive_attr(ctx: &InferCtx<'_>, name: &'static str) -> Result<i64, InferError> {
+/// The value of integer attribute `name`, which must be positive.
+pub(super) fn positive_attr(ctx: &InferCtx<'_>, name: &'static str) -> Result<i64, InferError> {
     let value = ctx.require(name, attr::int)?;
     if value <= 0 {
         return Err(ctx.invalid_attr(name, format!("must be positive, got {value}")));
@@ -77,25 +65,11 @@ fn infer_pack_weight(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 fn infer_packed_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (x, packed) = (ctx.tensor(0)?, ctx.tensor(1)?);
     let dtype = ctx.weighted_dtype(&x, &packed)?;
-    Ok(StructInfo::tensor(product_shape(ctx, &x, &packed)?, dtype))
-}
-
-/// The shape of `x` times the weight packed in `packed`: `x`'s batch dims and the
-/// `out_features` attribute, after checking the panels cover them and the reduction dims
-/// agree.
-fn product_shape(
-    ctx: &InferCtx<'_>,
-    x: &super::ctx::Tensor,
-    packed: &super::ctx::Tensor,
-) -> Result<Vec<SymExpr>, InferError> {
-    let out_features = positive_attr(ctx, "out_features")?;
     let [panels, depth, block] = packed.dims else {
         return Err(ctx.invalid_arg(1, format!("must be [P, L, HP], got {}", packed.shape())));
     };
-    let Some((reduce, batch)) = x.dims.split_last() else {
-        return Err(ctx.invalid_arg(0, "must have at least one dim".to_string()));
-    };
-    if !reduce.prove_equal(depth) {
+    let reduce = x.dims.last();
+    if !reduce.is_some_and(|l| l.prove_equal(depth)) {
         let reason = format!(
             "reduction dims differ: {} and {}",
             x.shape(),
@@ -103,6 +77,23 @@ fn product_shape(
         );
         return Err(ctx.invalid_arg(1, reason));
     }
+    Ok(StructInfo::tensor(
+        product_shape(ctx, &x, (panels, block))?,
+        dtype,
+    ))
+}
+
+/// The shape of `x` times a weight packed in `panels` panels of width `block`: `x`'s
+/// batch dims and the `out_features` attribute, after checking the panels cover them.
+pub(super) fn product_shape(
+    ctx: &InferCtx<'_>,
+    x: &Tensor,
+    (panels, block): (&SymExpr, &SymExpr),
+) -> Result<Vec<SymExpr>, InferError> {
+    let out_features = positive_attr(ctx, "out_features")?;
+    let Some((_, batch)) = x.dims.split_last() else {
+        return Err(ctx.invalid_arg(0, "must have at least one dim".to_string()));
+    };
     let expected = block.as_const().map(|b| panel_count(out_features, b));
     if expected.is_none() || panels.as_const() != expected {
         let reason = format!(
@@ -116,35 +107,6 @@ fn product_shape(
     Ok(shape)
 }
 
-fn infer_packed_matmul_q8(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
-    let (x, packed, scales) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    let dtypes = [
-        (0, &x, DataType::F32),
-        (1, &packed, DataType::I8),
-        (2, &scales, DataType::F32),
-    ];
-    if let Some((index, t, want)) = dtypes.iter().find(|(_, t, want)| t.dtype != *want) {
-        return Err(ctx.invalid_arg(*index, format!("must be {want}, got {}", t.dtype)));
-    }
-    let shape = product_shape(ctx, &x, &packed)?;
-    let [panels, depth, block] = packed.dims else {
-        unreachable!("product_shape checked the rank");
-    };
-    let groups = depth
-        .as_const()
-        .map(|l| SymExpr::int((l + Q8_GROUP - 1) / Q8_GROUP));
-    let fits =
-        matches!(scales.dims, [p, g, b] if p == panels && Some(g) == groups.as_ref() && b == block);
-    if !fits {
-        let reason = format!(
-            "must be [{panels}, ceil({depth} / {Q8_GROUP}), {block}] (static L), got {}",
-            scales.shape()
-        );
-        return Err(ctx.invalid_arg(2, reason));
-    }
-    Ok(StructInfo::tensor(shape, DataType::F32))
-}
-
 /// `weight` (`[H, L]`) packed into `block`-wide column panels `[ceil(H/block), L, block]`.
 pub fn pack_weight(weight: &Expr, block: i64) -> Result<Expr, InferError> {
     let attrs = Attrs::from([("block".to_string(), AttrValue::Int(block))]);
@@ -155,16 +117,4 @@ pub fn pack_weight(weight: &Expr, block: i64) -> Result<Expr, InferError> {
 pub fn packed_matmul(x: &Expr, packed: &Expr, out_features: i64) -> Result<Expr, InferError> {
     let attrs = Attrs::from([("out_features".to_string(), AttrValue::Int(out_features))]);
     call("packed_matmul", vec![x.clone(), packed.clone()], attrs)
-}
-
-/// [`packed_matmul`] over int8 panels `packed` with their group `scales`.
-pub fn packed_matmul_q8(
-    x: &Expr,
-    packed: &Expr,
-    scales: &Expr,
-    out_features: i64,
-) -> Result<Expr, InferError> {
-    let attrs = Attrs::from([("out_features".to_string(), AttrValue::Int(out_features))]);
-    let args = vec![x.clone(), packed.clone(), scales.clone()];
-    call("packed_matmul_q8", args, attrs)
 }

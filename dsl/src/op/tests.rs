@@ -49,7 +49,8 @@ const CONTRACT: &str =
     "matmul add subtract multiply divide maximum minimum where negative exp log \
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm full \
-    zeros ones triu pack_weight packed_matmul packed_matmul_q8 quantize_scales_q8 pack_weight_q8 take_q8 attention";
+    zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
+    take_quant attention";
 
 #[test]
 fn registry_holds_exactly_the_contract_ops() {

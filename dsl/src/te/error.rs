@@ -82,6 +82,28 @@ pub enum TeError {
         /// The axis name.
         axis: String,
     },
+    /// Stages lowered under shared outer loops whose leading dims differ from the first
+    /// output's.
+    #[error("lowering `{func}`: stage `{stage}` does not start with the {rank} shared dims of the output")]
+    SharedDims {
+        /// The function.
+        func: String,
+        /// The stage.
+        stage: String,
+        /// How many leading dims are shared.
+        rank: usize,
+    },
+    /// Under shared outer loops, an intermediate read at other leading indices than the
+    /// reading stage's own (it only holds the current outer iteration's elements).
+    #[error("lowering `{func}`, stage `{stage}`: `{tensor}` is read outside the current element of the shared loops")]
+    SharedRead {
+        /// The function.
+        func: String,
+        /// The stage.
+        stage: String,
+        /// The intermediate read.
+        tensor: String,
+    },
     /// A symbolic dim that no parameter's shape mentions (the kernel could not know it).
     #[error(
         "lowering `{func}`, stage `{stage}`: symbolic dim `{dim}` is not in any parameter's shape"

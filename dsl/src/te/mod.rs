@@ -1,7 +1,8 @@
 //! Tensor expressions, in the spirit of TVM's TE: tensors declared as placeholders or as
 //! element-wise [`compute`] definitions over scalar [`Expr`]s (with [`sum`] / [`max`] /
 //! [`min`] reductions over [`ReduceAxis`]es), lowered by [`lower`] to a TIR
-//! [`PrimFunc`](crate::tir::PrimFunc) with one serial loop nest per compute stage.
+//! [`PrimFunc`](crate::tir::PrimFunc) with one serial loop nest per compute stage (or, by
+//! [`lower_nested`], every stage inside one nest over the output's leading dims).
 //!
 //! ```
 //! use oxrelax_dsl::{te, DataType, SymExpr, SymVar};
@@ -23,7 +24,7 @@ mod tests;
 
 pub use error::TeError;
 pub use expr::Expr;
-pub use lower::lower;
+pub use lower::{lower, lower_nested};
 pub use ops::select;
 pub use reduce::{max, min, reduce, reduce_axis, sum, ReduceAxis, ReduceKind};
 pub use tensor::{compute, placeholder, Tensor};

@@ -350,3 +350,80 @@ fn intrinsics_and_logic_lower_and_evaluate() {
     assert_eq!(out[0][1], 7.0);
     assert_eq!(out[0][2], 33.0);
 }
+
+/// Per row `r` of `x [n, 5]`: its maximum `m`, then `x - m`, then
+/// `out[r, j] = sum(x - m) + j * m`.
+fn per_row_stages() -> (Tensor, Tensor) {
+    let x = placeholder("x", vec![n(), c(5)], DataType::F32);
+    let k = reduce_axis("k", c(5));
+    let peak = compute("peak", vec![n()], |i| {
+        max(x.at(&[i[0].clone(), k.var()]), std::slice::from_ref(&k))
+    });
+    let shifted = compute("shifted", vec![n(), c(5)], |i| x.at(i) - peak.at(&i[..1]));
+    let k = reduce_axis("k", c(5));
+    let out = compute("out", vec![n(), c(2)], |i| {
+        let total = sum(
+            shifted.at(&[i[0].clone(), k.var()]),
+            std::slice::from_ref(&k),
+        );
+        total + peak.at(&i[..1]) * i[1].cast(DataType::F32)
+    });
+    (x, out)
+}
+
+#[test]
+fn shared_outer_loops_hold_one_element_per_intermediate_and_compute_the_same() {
+    let (x, out) = per_row_stages();
+    let plain = lower("rows", std::slice::from_ref(&x), std::slice::from_ref(&out)).unwrap();
+    let nested = lower_nested(
+        "rows",
+        std::slice::from_ref(&x),
+        std::slice::from_ref(&out),
+        1,
+    )
+    .unwrap();
+    // One loop over the rows, inside it the intermediates: one element and one row.
+    let Stmt::For { body, .. } = &nested.body else {
+        panic!("{:?}", nested.body)
+    };
+    let Stmt::Allocate { buffer, body } = body.as_ref() else {
+        panic!()
+    };
+    assert_eq!(
+        (buffer.name.as_str(), &buffer.shape[..]),
+        ("peak", &[c(1)][..])
+    );
+    let Stmt::Allocate { buffer, .. } = body.as_ref() else {
+        panic!()
+    };
+    assert_eq!(
+        (buffer.name.as_str(), &buffer.shape[..]),
+        ("shifted", &[c(5)][..])
+    );
+    for rows in [1, 4, 9] {
+        let input = pseudo_random(rows as u64, rows * 5);
+        let dims = bind(&[("n", rows as i64)]);
+        let want = run_with_inputs(&plain, &dims, std::slice::from_ref(&input)).unwrap();
+        let got = run_with_inputs(&nested, &dims, std::slice::from_ref(&input)).unwrap();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn shared_outer_loops_need_every_stage_over_them_and_reads_at_their_own_element() {
+    let x = placeholder("x", vec![n()], DataType::F32);
+    let scalar = compute("scalar", vec![c(1)], |_| Expr::f32(2.0));
+    let out = compute("out", vec![n()], |i| x.at(i) * scalar.at(&[Expr::int(0)]));
+    let err = lower_nested("f", std::slice::from_ref(&x), std::slice::from_ref(&out), 1);
+    assert!(
+        matches!(&err, Err(TeError::SharedDims { stage, .. }) if stage == "scalar"),
+        "{err:?}"
+    );
+    let doubled = compute("doubled", vec![n()], |i| x.at(i) * 2.0);
+    let out = compute("out", vec![n()], |_| doubled.at(&[Expr::int(0)]));
+    let err = lower_nested("f", &[x], &[out], 1);
+    assert!(
+        matches!(&err, Err(TeError::SharedRead { tensor, .. }) if tensor == "doubled"),
+        "{err:?}"
+    );
+}

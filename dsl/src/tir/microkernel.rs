@@ -10,10 +10,14 @@
 //!   where `a` holds up to `EP` activation rows read in place and `b` is `HP / PANEL`
 //!   packed weight panels `lda * PANEL` values apart (a panel holds the whole reduction,
 //!   whose depth is the row stride `lda`), of which a call reads groups `0..kc`:
-//!   `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`. Int8 weights come with
-//!   an operand `scales` after `b` (`(a, b, scales, c)`): symmetric group quantization,
-//!   `b(k, j) = f32(b[..]) * scales[(j / PANEL)*ceil(lda / G)*PANEL + (k / G)*PANEL + j % PANEL]`
-//!   with `G =` [`Q8_GROUP`] (a call starts at a group boundary);
+//!   `b(k, j) = b[(j / PANEL)*lda*PANEL + k*PANEL + j % PANEL]`. Quantized weights come
+//!   with an operand `scales` after `b` (`(a, b, scales, c)`, scales f32 or f16):
+//!   symmetric group quantization,
+//!   `b(k, j) = w(k, j) * scales[(j / PANEL)*ceil(lda / G)*PANEL + (k / G)*PANEL + j % PANEL]`
+//!   with `G =` [`QUANT_GROUP`] (a call starts at a group boundary), where for i8
+//!   weights `w(k, j)` is the element above, and for u4 weights (value pairs: panels
+//!   `ceil(lda/2) * 2 * PANEL` elements apart, two consecutive k of a column side by side)
+//!   `w(k, j) = b[(j / PANEL)*ceil(lda/2)*2*PANEL + (k/2)*2*PANEL + (j % PANEL)*2 + k % 2] - 8`;
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -23,9 +27,9 @@ use super::expr::PrimExpr;
 use crate::DataType;
 use serde::{Deserialize, Serialize};
 
-/// The run of the reduction sharing one scale per column in int8 weight panels (the
-/// runtime's `Q8_GROUP`).
-pub const Q8_GROUP: i64 = 32;
+/// The run of the reduction sharing one scale per column in quantized weight panels (the
+/// runtime's `QUANT_GROUP`).
+pub const QUANT_GROUP: i64 = 32;
 
 /// A buffer operand of a microkernel call: `buffer`'s elements from flat element index
 /// `offset` on.
@@ -54,8 +58,12 @@ pub enum MicrokernelKind {
     /// A block GEMM of block shape `ep x hp`: operands `(a, b, c)`, scalars
     /// `(kc, lda, ldc, rows, cols, accumulate)` (see the module docs).
     Gemm {
-        /// The element type of the packed weights `b` (f32 or f16).
+        /// The element type of the packed weights `b`: f32, f16, i8 or u4 (int4 panels
+        /// of value pairs, see the module docs).
         weights: DataType,
+        /// The element type of the group scales of quantized weights (f32 or f16), which
+        /// come as operand `scales` after `b`; `None` for float weights.
+        scales: Option<DataType>,
         /// Rows of the register block (activation rows per call).
         ep: i64,
         /// Columns of the register block.
@@ -75,8 +83,7 @@ impl MicrokernelKind {
     pub fn operands(self) -> &'static [&'static str] {
         match self {
             MicrokernelKind::Gemm {
-                weights: DataType::I8,
-                ..
+                scales: Some(_), ..
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
             MicrokernelKind::Attention => &["q", "k", "v", "out"],
@@ -87,9 +94,10 @@ impl MicrokernelKind {
     pub fn operand_dtypes(self) -> Vec<DataType> {
         match self {
             MicrokernelKind::Gemm {
-                weights: DataType::I8,
+                weights,
+                scales: Some(scales),
                 ..
-            } => vec![DataType::F32, DataType::I8, DataType::F32, DataType::F32],
+            } => vec![DataType::F32, weights, scales, DataType::F32],
             MicrokernelKind::Gemm { weights, .. } => vec![DataType::F32, weights, DataType::F32],
             MicrokernelKind::Attention => vec![DataType::F32; 4],
         }
@@ -125,94 +133,73 @@ pub struct MicrokernelSpec {
     pub kind: MicrokernelKind,
 }
 
-/// Every microkernel TIR may call.
+/// Every microkernel TIR may call (in the runtime table's order).
 pub const MICROKERNELS: &[MicrokernelSpec] = &[
-    MicrokernelSpec {
-        name: "sgemm_6x16",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F32,
-            ep: 6,
-            hp: 16,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemv_1x64",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F32,
-            ep: 1,
-            hp: 64,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemm_6x16_f16",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F16,
-            ep: 6,
-            hp: 16,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemv_1x64_f16",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F16,
-            ep: 1,
-            hp: 64,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemm_12x32",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F32,
-            ep: 12,
-            hp: 32,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemm_12x32_f16",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::F16,
-            ep: 12,
-            hp: 32,
-            panel: 16,
-        },
-    },
+    gemm("sgemm_6x16", (DataType::F32, None), 6, 16),
+    gemm("sgemv_1x64", (DataType::F32, None), 1, 64),
+    gemm("sgemm_6x16_f16", (DataType::F16, None), 6, 16),
+    gemm("sgemv_1x64_f16", (DataType::F16, None), 1, 64),
+    gemm("sgemm_12x32", (DataType::F32, None), 12, 32),
+    gemm("sgemm_12x32_f16", (DataType::F16, None), 12, 32),
     MicrokernelSpec {
         name: "attention_f32",
         kind: MicrokernelKind::Attention,
     },
-    MicrokernelSpec {
-        name: "sgemm_6x16_q8",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::I8,
-            ep: 6,
-            hp: 16,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemv_1x64_q8",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::I8,
-            ep: 1,
-            hp: 64,
-            panel: 16,
-        },
-    },
-    MicrokernelSpec {
-        name: "sgemm_12x32_q8",
-        kind: MicrokernelKind::Gemm {
-            weights: DataType::I8,
-            ep: 12,
-            hp: 32,
-            panel: 16,
-        },
-    },
+    gemm("sgemm_6x16_q8", (DataType::I8, Some(DataType::F32)), 6, 16),
+    gemm("sgemv_1x64_q8", (DataType::I8, Some(DataType::F32)), 1, 64),
+    gemm(
+        "sgemm_12x32_q8",
+        (DataType::I8, Some(DataType::F32)),
+        12,
+        32,
+    ),
+    gemm("sgemm_6x16_q4", (DataType::U4, Some(DataType::F32)), 6, 16),
+    gemm("sgemv_1x64_q4", (DataType::U4, Some(DataType::F32)), 1, 64),
+    gemm(
+        "sgemm_12x32_q4",
+        (DataType::U4, Some(DataType::F32)),
+        12,
+        32,
+    ),
+    gemm(
+        "sgemm_6x16_q4f16",
+        (DataType::U4, Some(DataType::F16)),
+        6,
+        16,
+    ),
+    gemm(
+        "sgemv_1x64_q4f16",
+        (DataType::U4, Some(DataType::F16)),
+        1,
+        64,
+    ),
+    gemm(
+        "sgemm_12x32_q4f16",
+        (DataType::U4, Some(DataType::F16)),
+        12,
+        32,
+    ),
 ];
+
+/// The table row of block GEMM `name` over `(weights, scales)`, block `ep x hp`, panels
+/// 16 wide.
+const fn gemm(
+    name: &'static str,
+    (weights, scales): (DataType, Option<DataType>),
+    ep: i64,
+    hp: i64,
+) -> MicrokernelSpec {
+    MicrokernelSpec {
+        name,
+        kind: MicrokernelKind::Gemm {
+            weights,
+            scales,
+            ep,
+            hp,
+            panel: 16,
+        },
+    }
+}
 
 /// The scalar operands of one block GEMM call, evaluated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,10 +219,10 @@ pub struct GemmScalars {
 }
 
 impl GemmScalars {
-    /// The elements of `a`, `b` and `c` one call on panels `panel` wide may touch (the
-    /// interpreter's bounds check; `a` and `c` count the rows up to `rows`, `b` the panels
-    /// holding the first `cols` columns).
-    pub fn footprint(&self, panel: i64) -> [i64; 3] {
+    /// The elements of `a`, `b` and `c` one call on panels `panel` wide of `weights`
+    /// may touch (the interpreter's bounds check; `a` and `c` count the rows up to
+    /// `rows`, `b` the panels holding the first `cols` columns).
+    pub fn footprint(&self, (panel, weights): (i64, DataType)) -> [i64; 3] {
         let rows = |stride: i64, len: i64| {
             if self.rows > 0 && len > 0 {
                 (self.rows - 1) * stride + len
@@ -245,55 +232,65 @@ impl GemmScalars {
         };
         [
             rows(self.lda, self.kc),
-            self.panels_footprint(panel),
+            self.panels_footprint(panel, weights),
             rows(self.ldc, self.cols),
         ]
     }
 
     /// The elements of `b` from the first panel's first group to the last group read of
     /// the last panel holding one of the `cols` columns.
-    fn panels_footprint(&self, panel: i64) -> i64 {
+    fn panels_footprint(&self, panel: i64, weights: DataType) -> i64 {
         let panels = (self.cols.max(0) + panel - 1) / panel;
         if panels == 0 || self.kc <= 0 {
             return 0;
         }
+        if weights == DataType::U4 {
+            let pairs = |k: i64| (k + 1) / 2 * 2 * panel;
+            return (panels - 1) * pairs(self.lda) + pairs(self.kc);
+        }
         (panels - 1) * self.lda * panel + self.kc * panel
     }
 
-    /// The elements of an int8 kernel's `scales` one call may read: every group of the
+    /// The elements of a quantized kernel's `scales` one call may read: every group of the
     /// call's reduction, of each panel holding one of the `cols` columns.
     pub fn scales_footprint(&self, panel: i64) -> i64 {
         let panels = (self.cols.max(0) + panel - 1) / panel;
         if panels == 0 || self.kc <= 0 {
             return 0;
         }
-        let groups = (self.lda + Q8_GROUP - 1) / Q8_GROUP;
-        let read = (self.kc + Q8_GROUP - 1) / Q8_GROUP;
+        let groups = (self.lda + QUANT_GROUP - 1) / QUANT_GROUP;
+        let read = (self.kc + QUANT_GROUP - 1) / QUANT_GROUP;
         ((panels - 1) * groups + read) * panel
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
-    /// offset; the slices must hold [`GemmScalars::footprint`] elements (and `scales`,
-    /// for int8 weights, [`GemmScalars::scales_footprint`]).
+    /// offset, for panels `panel` wide of `weights`; the slices must hold
+    /// [`GemmScalars::footprint`] elements (and `scales`, for quantized weights,
+    /// [`GemmScalars::scales_footprint`]).
     pub fn reference(
         &self,
-        panel: i64,
+        (panel, weights): (i64, DataType),
         (a, b, scales): (&[f64], &[f64], Option<&[f64]>),
         c: &mut [f64],
     ) {
-        let groups = (self.lda + Q8_GROUP - 1) / Q8_GROUP;
+        let groups = (self.lda + QUANT_GROUP - 1) / QUANT_GROUP;
         let scale = |k: i64, j: i64| match scales {
-            Some(s) => s[(((j / panel) * groups + k / Q8_GROUP) * panel + j % panel) as usize],
+            Some(s) => s[(((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel) as usize],
             None => 1.0,
+        };
+        let weight = |k: i64, j: i64| {
+            let (q, lane) = (j / panel, j % panel);
+            if weights == DataType::U4 {
+                let pairs = (self.lda + 1) / 2 * 2 * panel;
+                b[(q * pairs + (k / 2) * 2 * panel + lane * 2 + k % 2) as usize] - 8.0
+            } else {
+                b[(q * self.lda * panel + k * panel + lane) as usize]
+            }
         };
         for i in 0..self.rows {
             for j in 0..self.cols {
-                let column = (j / panel) * self.lda * panel + j % panel;
                 let dot: f64 = (0..self.kc)
-                    .map(|k| {
-                        let weight = b[(column + k * panel) as usize] * scale(k, j);
-                        a[(i * self.lda + k) as usize] * weight
-                    })
+                    .map(|k| a[(i * self.lda + k) as usize] * (weight(k, j) * scale(k, j)))
                     .sum();
                 let at = (i * self.ldc + j) as usize;
                 c[at] = if self.accumulate { c[at] + dot } else { dot };
@@ -356,14 +353,19 @@ impl MicrokernelSpec {
         MICROKERNELS.iter().find(|k| k.name == name)
     }
 
-    /// The block GEMM with the block shape of GEMM `name` over weights of `weights`
-    /// (`sgemm_6x16` over f16 is `sgemm_6x16_f16`).
-    pub fn gemm_over(name: &str, weights: DataType) -> Option<&'static MicrokernelSpec> {
+    /// The block GEMM with the block shape of GEMM `name` over weights of `weights` with
+    /// group scales of `scales` (`sgemm_6x16` over f16 is `sgemm_6x16_f16`, over u4 with
+    /// f16 scales `sgemm_6x16_q4f16`).
+    pub fn gemm_over(
+        name: &str,
+        (weights, scales): (DataType, Option<DataType>),
+    ) -> Option<&'static MicrokernelSpec> {
         let MicrokernelKind::Gemm { ep, hp, panel, .. } = Self::lookup(name)?.kind else {
             return None;
         };
         let wanted = MicrokernelKind::Gemm {
             weights,
+            scales,
             ep,
             hp,
             panel,

@@ -11,6 +11,6 @@ pub use eval::{run_prim_func, run_with_inputs, EvalError};
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
 pub use microkernel::{
     AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
-    MICROKERNELS, Q8_GROUP,
+    MICROKERNELS, QUANT_GROUP,
 };
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

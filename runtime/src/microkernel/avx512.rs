@@ -15,8 +15,9 @@ use super::{Implementation, Microkernel, MicrokernelFn, U4Pair};
 use half::f16;
 use std::arch::x86_64::{
     __m128i, __m512, _mm256_loadu_si256, _mm512_add_ps, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32,
-    _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
-    _mm512_setzero_ps, _mm512_storeu_ps,
+    _mm512_cvtepu8_epi32, _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mul_ps,
+    _mm512_permutexvar_ps, _mm512_set1_ps, _mm512_setr_ps, _mm512_setzero_ps, _mm512_srli_epi32,
+    _mm512_storeu_ps,
 };
 
 /// The features every kernel here needs (f16 widening included: `vcvtph2ps` on zmm is
@@ -82,6 +83,24 @@ impl Row16 for Zmm {
     unsafe fn from_i8(bytes: __m128i) -> Self {
         // SAFETY: AVX-512F (caller's contract).
         unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)) }
+    }
+
+    /// Looks the nibbles up in a table of their values (`vpermps` reads the low 4 bits
+    /// of each index): 4 instructions for 32 weights, where widening bytes takes 9.
+    #[inline(always)]
+    unsafe fn from_u4_pairs(bytes: __m128i) -> (Self, Self) {
+        // SAFETY: AVX-512F (caller's contract).
+        unsafe {
+            let values = _mm512_setr_ps(
+                -8.0, -7.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0,
+                7.0,
+            );
+            let wide = _mm512_cvtepu8_epi32(bytes);
+            (
+                _mm512_permutexvar_ps(wide, values),
+                _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(wide), values),
+            )
+        }
     }
 
     #[inline(always)]

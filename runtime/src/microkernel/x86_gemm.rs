@@ -37,6 +37,18 @@ pub(super) trait Row16: Copy {
     unsafe fn load(p: *const f32) -> Self;
     /// The 16 signed bytes of `bytes` as f32 lanes.
     unsafe fn from_i8(bytes: __m128i) -> Self;
+    /// The weights of 16 [`U4Pair`]s: the low nibbles' values, then the high ones' (each
+    /// nibble minus 8). By default unpacked as bytes and widened ([`Row16::from_i8`]).
+    #[inline(always)]
+    unsafe fn from_u4_pairs(bytes: __m128i) -> (Self, Self) {
+        // SAFETY: SSE2 is baseline; the caller's features for `from_i8`.
+        unsafe {
+            let (nibble, bias) = (_mm_set1_epi8(0x0F), _mm_set1_epi8(8));
+            let low = _mm_sub_epi8(_mm_and_si128(bytes, nibble), bias);
+            let high = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16::<4>(bytes), nibble), bias);
+            (Self::from_i8(low), Self::from_i8(high))
+        }
+    }
     /// `self + a * b`, lane by lane (fused).
     unsafe fn fma(self, a: f32, b: Self) -> Self;
     /// `self + a * b` with `a` a row too, lane by lane (fused).
@@ -137,14 +149,8 @@ impl<R: Row16> PanelElement<R> for U4Pair {
 
     #[inline(always)]
     unsafe fn load_pair(panel: *const U4Pair, k: usize) -> (R, R) {
-        // SAFETY: forwarded contract: the 16 bytes of pair `k / 2`; SSE2 is baseline.
-        unsafe {
-            let bytes = _mm_loadu_si128(panel.add(k / 2 * HP).cast());
-            let (nibble, bias) = (_mm_set1_epi8(0x0F), _mm_set1_epi8(8));
-            let low = _mm_sub_epi8(_mm_and_si128(bytes, nibble), bias);
-            let high = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16::<4>(bytes), nibble), bias);
-            (R::from_i8(low), R::from_i8(high))
-        }
+        // SAFETY: forwarded contract: the 16 bytes of pair `k / 2`.
+        unsafe { R::from_u4_pairs(_mm_loadu_si128(panel.add(k / 2 * HP).cast())) }
     }
 }
 

@@ -135,13 +135,20 @@ fn runtime_dtype(dtype: Dtype) -> Option<DType> {
         .map(|&(_, runtime)| runtime)
 }
 
-/// The safetensors dtype a runtime dtype is stored as, if safetensors has one (not
-/// [`DType::U4`]).
-pub fn safetensors_dtype(dtype: DType) -> Option<Dtype> {
-    STORED_DTYPES
+/// The safetensors dtype and shape a tensor of `dtype` and `shape` is stored as, if it
+/// can be: safetensors has no 4-bit dtype, so a [`DType::U4`] tensor of value pairs (last
+/// dim 2) is stored as the u8 tensor of its bytes, that dim dropped; other dtypes as
+/// themselves.
+pub fn stored_as(dtype: DType, shape: &[i64]) -> Option<(Dtype, Vec<i64>)> {
+    if dtype == DType::U4 {
+        let (&pairs, bytes) = shape.split_last()?;
+        return (pairs == 2).then(|| (Dtype::U8, bytes.to_vec()));
+    }
+    let stored = STORED_DTYPES
         .iter()
         .find(|(_, runtime)| *runtime == dtype)
-        .map(|&(stored, _)| stored)
+        .map(|&(stored, _)| stored)?;
+    Some((stored, shape.to_vec()))
 }
 
 impl SafetensorsFile {
@@ -187,13 +194,22 @@ impl SafetensorsFile {
     /// Tensor `name` as `dtype`: a borrowed view of the mapping when stored as `dtype` and
     /// aligned for it, else a converted (or copied) owned tensor. f32, f16 and bf16
     /// convert to each other (an error for a value the wanted one cannot hold); any dtype
-    /// loads as itself.
+    /// loads as itself, and u8 bytes as u4 value pairs (see [`stored_as`]).
     pub fn load(&self, name: &str, dtype: DType) -> Result<Tensor, WeightError> {
         let info = self.info(name).ok_or_else(|| WeightError::NotFound {
             tensor: name.to_string(),
             source_name: self.path.clone(),
         })?;
         let data = &self.bytes.as_slice()[info.range.0..info.range.1];
+        if dtype == DType::U4 && info.dtype == DType::U8 {
+            let pairs: Vec<i64> = info.shape.iter().copied().chain([2]).collect();
+            let stored = StoredTensor {
+                dtype,
+                shape: pairs,
+                range: info.range,
+            };
+            return self.view(name, &stored);
+        }
         let tensor_error = |source| WeightError::Tensor {
             tensor: name.to_string(),
             file: self.path.clone(),
@@ -201,16 +217,7 @@ impl SafetensorsFile {
         };
         let aligned = (data.as_ptr() as usize).is_multiple_of(dtype.bits().div_ceil(8) as usize);
         if info.dtype == dtype && aligned {
-            let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(MappedRange {
-                bytes: self.bytes.clone(),
-                range: info.range,
-            });
-            // SAFETY: `data` lies inside the mapping that `owner` keeps alive; the mapping is
-            // read-only and nothing in this process writes it.
-            return unsafe {
-                Tensor::from_borrowed(data.as_ptr(), data.len(), owner, dtype, &info.shape)
-            }
-            .map_err(tensor_error);
+            return self.view(name, info);
         }
         let converted = convert_bytes(data, info.dtype, dtype).map_err(|e| match e {
             Unconvertible::Dtypes => WeightError::Conversion {
@@ -235,6 +242,26 @@ impl SafetensorsFile {
         }
         .release();
         Tensor::from_bytes(dtype, &info.shape, &converted).map_err(tensor_error)
+    }
+}
+
+impl SafetensorsFile {
+    /// Tensor `name` as a borrowed view of its bytes in the mapping, as `info` describes
+    /// them (aligned for its dtype).
+    fn view(&self, name: &str, info: &StoredTensor) -> Result<Tensor, WeightError> {
+        let data = &self.bytes.as_slice()[info.range.0..info.range.1];
+        let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(MappedRange {
+            bytes: self.bytes.clone(),
+            range: info.range,
+        });
+        // SAFETY: `data` lies inside the mapping that `owner` keeps alive; the mapping is
+        // read-only and nothing in this process writes it.
+        unsafe { Tensor::from_borrowed(data.as_ptr(), data.len(), owner, info.dtype, &info.shape) }
+            .map_err(|source| WeightError::Tensor {
+                tensor: name.to_string(),
+                file: self.path.clone(),
+                source,
+            })
     }
 }
 

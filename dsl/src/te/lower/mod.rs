@@ -9,7 +9,7 @@ use super::error::TeError;
 use super::expr::{Expr, Node};
 use super::tensor::{Tensor, TensorOp};
 use crate::tir::{Buffer, PrimFunc, Stmt};
-use crate::SymVar;
+use crate::{SymExpr, SymVar};
 use names::NameAllocator;
 use stage::Lowerer;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -17,7 +17,36 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// Lowers the graph computing `outputs` from `inputs` to a primitive function named
 /// `name`. `dims` are the symbolic dims of the parameters' shapes, sorted by name.
 pub fn lower(name: &str, inputs: &[Tensor], outputs: &[Tensor]) -> Result<PrimFunc, TeError> {
+    lower_nested(name, inputs, outputs, 0)
+}
+
+/// [`lower`], with every stage inside one loop nest over the first `shared` dims of the
+/// first output, which every stage's shape must start with (TVM's `compute_at` of every
+/// stage at that depth): an intermediate then holds only the current element's trailing
+/// dims, and may only be read at the reading stage's own leading indices. So a kernel
+/// whose stages work per output element (a group's statistics, then its candidates, ...)
+/// needs no whole-tensor intermediates. `shared = 0` is [`lower`].
+pub fn lower_nested(
+    name: &str,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+    shared: usize,
+) -> Result<PrimFunc, TeError> {
     let stages = topological_stages(name, inputs, outputs)?;
+    let outer: Vec<SymExpr> = match outputs.first() {
+        Some(first) if shared > 0 => first.shape().iter().take(shared).cloned().collect(),
+        _ => Vec::new(),
+    };
+    if let Some(stage) = stages
+        .iter()
+        .find(|t| t.ndim() < shared || t.shape()[..outer.len()] != outer[..])
+    {
+        return Err(TeError::SharedDims {
+            func: name.to_string(),
+            stage: stage.name().to_string(),
+            rank: shared,
+        });
+    }
     let params: Vec<Buffer> = inputs.iter().chain(outputs).map(buffer_of).collect();
     let dims: BTreeSet<SymVar> = params
         .iter()
@@ -38,12 +67,21 @@ pub fn lower(name: &str, inputs: &[Tensor], outputs: &[Tensor]) -> Result<PrimFu
         buffer_names.insert(tensor.key(), tensor.name().to_string());
     }
     let mut intermediates = Vec::new();
+    let mut trimmed = HashSet::new();
     for tensor in stages.iter().filter(|t| !seen.contains(&t.key())) {
         let unique = names.unique(tensor.name());
-        intermediates.push(Buffer {
+        let mut buffer = Buffer {
             name: unique.clone(),
             ..buffer_of(tensor)
-        });
+        };
+        if shared > 0 {
+            buffer.shape.drain(..shared);
+            if buffer.shape.is_empty() {
+                buffer.shape.push(SymExpr::int(1));
+            }
+            trimmed.insert(tensor.key());
+        }
+        intermediates.push(buffer);
         buffer_names.insert(tensor.key(), unique);
     }
     let dim_names = dims.iter().map(|d| d.name().to_string()).collect();
@@ -51,6 +89,7 @@ pub fn lower(name: &str, inputs: &[Tensor], outputs: &[Tensor]) -> Result<PrimFu
     for buffer in &intermediates {
         lowerer.check_shape(buffer)?;
     }
+    let outer_loops = lowerer.share_outer_loops(&outer, trimmed)?;
     let stmts = stages
         .iter()
         .map(|t| lowerer.stage(t))
@@ -62,6 +101,7 @@ pub fn lower(name: &str, inputs: &[Tensor], outputs: &[Tensor]) -> Result<PrimFu
             buffer,
             body: Box::new(body),
         });
+    let body = stage::loop_nest(outer_loops, body);
     Ok(PrimFunc {
         params,
         num_outputs: outputs.len(),

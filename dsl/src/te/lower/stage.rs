@@ -8,7 +8,7 @@ use crate::te::reduce::{ReduceAxis, ReduceKind};
 use crate::te::tensor::{Tensor, TensorOp};
 use crate::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimExpr, Stmt, TVar};
 use crate::{DataType, SymExpr};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Local buffers and statements that must run before a value is available.
@@ -45,6 +45,10 @@ pub(super) struct Lowerer<'a> {
     names: NameAllocator,
     bound: HashMap<u64, TVar>,
     stage: String,
+    /// The loop variables of the shared outer loops (see [`super::lower_nested`]).
+    outer: Vec<TVar>,
+    /// The intermediates holding only the current outer element (their keys).
+    trimmed: HashSet<usize>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -61,7 +65,29 @@ impl<'a> Lowerer<'a> {
             names,
             bound: HashMap::new(),
             stage: String::new(),
+            outer: Vec::new(),
+            trimmed: HashSet::new(),
         }
+    }
+
+    /// Makes the stages run inside loops over `dims` (the leading dims of every stage),
+    /// with the `trimmed` intermediates holding one element's trailing dims; returns those
+    /// loops, outermost first.
+    pub(super) fn share_outer_loops(
+        &mut self,
+        dims: &[SymExpr],
+        trimmed: HashSet<usize>,
+    ) -> Result<Vec<(TVar, PrimExpr)>, TeError> {
+        let loops = dims
+            .iter()
+            .map(|d| {
+                let var = TVar::new(&self.names.fresh("i"), DataType::I64);
+                Ok((var, self.dim(d)?))
+            })
+            .collect::<Result<Vec<_>, TeError>>()?;
+        self.outer = loops.iter().map(|(v, _)| v.clone()).collect();
+        self.trimmed = trimmed;
+        Ok(loops)
     }
 
     /// Checks that an intermediate's shape only uses the function's dims.
@@ -77,11 +103,19 @@ impl<'a> Lowerer<'a> {
         let TensorOp::Compute { axes, body } = &tensor.0.op else {
             return Ok(Stmt::Seq(Vec::new()));
         };
-        let loops = self.bind(axes)?;
-        let indices = loops
-            .iter()
-            .map(|(v, _)| PrimExpr::Var(v.clone()))
-            .collect();
+        let shared = self.outer.len();
+        for (axis, var) in axes.iter().zip(&self.outer) {
+            self.bound.insert(axis.id, var.clone());
+        }
+        let loops = self.bind(&axes[shared..])?;
+        let mut indices: Vec<PrimExpr> = self.outer.iter().cloned().map(PrimExpr::Var).collect();
+        indices.extend(loops.iter().map(|(v, _)| PrimExpr::Var(v.clone())));
+        if self.trimmed.contains(&tensor.key()) {
+            indices.drain(..shared);
+            if indices.is_empty() {
+                indices.push(PrimExpr::index(0));
+            }
+        }
         let store = self.store(&name, tensor.dtype(), indices, body);
         self.unbind(axes);
         Ok(loop_nest(loops, store?))
@@ -212,6 +246,29 @@ impl<'a> Lowerer<'a> {
             });
         }
         let what = format!("index of `{}`", tensor.name());
+        let mut indices = indices;
+        if self.trimmed.contains(&tensor.key()) {
+            let (leading, rest) = indices.split_at(self.outer.len());
+            if !leading
+                .iter()
+                .zip(&self.outer)
+                .all(|(i, v)| self.is_var(i, v))
+            {
+                return Err(TeError::SharedRead {
+                    func: self.func.to_string(),
+                    stage: self.stage.clone(),
+                    tensor: tensor.name().to_string(),
+                });
+            }
+            if rest.is_empty() {
+                return Ok(PrimExpr::Load {
+                    buffer: self.buffers[&tensor.key()].clone(),
+                    dtype: tensor.dtype(),
+                    indices: vec![PrimExpr::index(0)],
+                });
+            }
+            indices = rest;
+        }
         let indices = indices
             .iter()
             .map(|i| {
@@ -266,6 +323,11 @@ impl<'a> Lowerer<'a> {
             }),
             None => Ok(PrimExpr::from(dim)),
         }
+    }
+
+    /// Whether index `index` is exactly the loop variable `var`.
+    fn is_var(&self, index: &Expr, var: &TVar) -> bool {
+        matches!(index.node(), Node::Axis(axis) if self.bound.get(&axis.id) == Some(var))
     }
 
     /// Names the loop variables of `axes` and makes them visible.
@@ -332,7 +394,8 @@ impl<'a> Lowerer<'a> {
     }
 }
 
-fn loop_nest(loops: Vec<(TVar, PrimExpr)>, body: Stmt) -> Stmt {
+/// `body` inside serial loops, the first outermost.
+pub(super) fn loop_nest(loops: Vec<(TVar, PrimExpr)>, body: Stmt) -> Stmt {
     loops
         .into_iter()
         .rev()

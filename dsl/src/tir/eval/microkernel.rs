@@ -7,6 +7,7 @@ use super::{EvalError, Machine};
 use crate::tir::{
     AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
 };
+use crate::DataType;
 
 impl Machine<'_> {
     pub(super) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), EvalError> {
@@ -39,9 +40,13 @@ impl Machine<'_> {
             .map(|s| self.eval(s))
             .collect::<Result<Vec<_>, _>>()?;
         match spec.kind {
-            MicrokernelKind::Gemm { ep, hp, panel, .. } => {
-                self.gemm(call, (ep, hp, panel), &values, &error)
-            }
+            MicrokernelKind::Gemm {
+                ep,
+                hp,
+                panel,
+                weights,
+                ..
+            } => self.gemm(call, (ep, hp, (panel, weights)), &values, &error),
             MicrokernelKind::Attention => self.attention(call, &values, &error),
         }
     }
@@ -49,7 +54,7 @@ impl Machine<'_> {
     fn gemm(
         &mut self,
         call: &MicrokernelCall,
-        (ep, hp, panel): (i64, i64, i64),
+        (ep, hp, (panel, weights)): (i64, i64, (i64, DataType)),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -69,7 +74,7 @@ impl Machine<'_> {
         if !in_block || kc < 0 || ldc < cols || ((rows > 1 || cols > panel) && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = scalars.footprint(panel);
+        let [len_a, len_b, len_c] = scalars.footprint((panel, weights));
         let (a, b, scales, c) = match &call.operands[..] {
             [a, b, c] => (a, b, None, c),
             [a, b, scales, c] => (a, b, Some(scales), c),
@@ -85,7 +90,7 @@ impl Machine<'_> {
             None => None,
         };
         self.write_region(c, len_c, error, |out| {
-            scalars.reference(panel, (&a, &b, scales.as_deref()), out)
+            scalars.reference((panel, weights), (&a, &b, scales.as_deref()), out)
         })
     }
 

@@ -1,0 +1,94 @@
+//! Every quantized scheme runs on every fixture model (Llama; Qwen2 with biases; Qwen3
+//! with q/k norms; tied and untied embeddings): every 2-D weight of the checkpoint (the
+//! projections, the embedding table and an untied output head) is stored quantized, a
+//! tied table once, and the logits over a prompt stay near f32's.
+
+mod common;
+use common::{fixture_models, greedy, load_as};
+
+use oxrelax::model::{LoadedModel, Quantization};
+use oxrelax_runtime::{DType, Value};
+use safetensors::SafeTensors;
+use std::path::Path;
+
+/// Each scheme, the dtype of its weights, and its bounds on the prompt's logits: max
+/// |diff| relative to the largest f32 logit, and the least top-1 agreement (4 bits on
+/// these tiny models: 50-92%; that the kernels compute exactly what the 4-bit weights
+/// say is `tests/odd_sizes.rs`'s, the perplexity drift `tests/accuracy.rs`'s).
+const SCHEMES: [(Quantization, DType, f32, f32); 3] = [
+    (Quantization::Q8f32, DType::I8, 0.02, 0.9),
+    (Quantization::Q4f32_1, DType::U4, 0.15, 0.5),
+    (Quantization::Q4f16_1, DType::U4, 0.15, 0.5),
+];
+
+/// A prompt every fixture's vocabulary (at least 1024 ids) has.
+const PROMPT: [u32; 12] = [1, 450, 996, 173, 701, 432, 29, 88, 640, 12, 305, 901];
+
+/// Elements of the checkpoint's 2-D tensors (the weights a scheme quantizes).
+fn matrix_elements(dir: &Path) -> usize {
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let tensors = SafeTensors::deserialize(&bytes).unwrap();
+    let matrices = tensors
+        .tensors()
+        .into_iter()
+        .filter(|(_, v)| v.shape().len() == 2);
+    matrices
+        .map(|(_, v)| v.shape().iter().product::<usize>())
+        .sum()
+}
+
+/// Elements of the loaded weights stored as `dtype`.
+fn elements_of(model: &LoadedModel, dtype: DType) -> usize {
+    let tensors = model.weights.iter().filter_map(Value::as_tensor);
+    let stored = tensors.filter(|t| t.dtype() == dtype);
+    stored
+        .map(|t| t.shape().iter().product::<i64>() as usize)
+        .sum()
+}
+
+/// The prompt's logit rows, flat.
+fn prompt_logits(model: LoadedModel) -> Vec<Vec<f32>> {
+    greedy(model, &PROMPT, 1).prefill_logits
+}
+
+fn argmax(row: &[f32]) -> usize {
+    let best = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
+    best.map(|(i, _)| i).unwrap()
+}
+
+#[test]
+fn every_scheme_quantizes_every_matrix_of_every_fixture_and_stays_near_f32() {
+    for dir in fixture_models() {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let reference = prompt_logits(load_as(&dir, Quantization::Q0f32));
+        let scale = reference
+            .iter()
+            .flatten()
+            .fold(0.0f32, |m, v| m.max(v.abs()));
+        let matrices = matrix_elements(&dir);
+        for (scheme, dtype, bound, agreement) in SCHEMES {
+            let what = format!("{name} {}", scheme.name());
+            let model = load_as(&dir, scheme);
+            // Panels pad rows to 16 and 4-bit pairs an odd row length: a little more.
+            let quantized = elements_of(&model, dtype);
+            assert!(
+                quantized >= matrices && quantized * 100 <= matrices * 105,
+                "{what}: {quantized} quantized weights for {matrices} in the checkpoint"
+            );
+            let got = prompt_logits(model);
+            assert_eq!(got.len(), reference.len(), "{what}");
+            let pairs = || got.iter().zip(&reference);
+            let diff = pairs()
+                .flat_map(|(g, r)| g.iter().zip(r).map(|(a, b)| (a - b).abs()))
+                .fold(0.0f32, f32::max);
+            let agree = pairs().filter(|(g, r)| argmax(g) == argmax(r)).count();
+            let agree = agree as f32 / got.len() as f32;
+            println!("{what}: max |diff| {diff} (logits up to {scale}), top-1 {agree}");
+            assert!(
+                diff <= bound * scale,
+                "{what}: max |diff| {diff} vs {scale}"
+            );
+            assert!(agree >= agreement, "{what}: top-1 agreement {agree}");
+        }
+    }
+}

@@ -162,28 +162,24 @@ fn random_quantized(
     let panels = h.div_ceil(16);
     let groups = l.div_ceil(QUANT_GROUP as usize);
     let scales = random(rng, &[panels, groups, 16], scale_dtype, -0.02, 0.02);
-    let (q, value): (
-        ArrayD<f32>,
-        Box<dyn Fn(&ArrayD<f32>, usize, usize, usize) -> f32>,
-    ) = if weights == DataType::U4 {
-        let q = random(
-            rng,
-            &[panels, l.div_ceil(2), 16, 2],
-            DataType::U4,
-            0.0,
-            16.0,
-        );
-        (
-            q,
-            Box::new(|q, p, k, lane| q[[p, k / 2, lane, k % 2]] - 8.0),
-        )
+    let four_bits = weights == DataType::U4;
+    let q = if four_bits {
+        let shape = [panels, l.div_ceil(2), 16, 2];
+        random(rng, &shape, DataType::U4, 0.0, 16.0)
     } else {
-        let q = random(rng, &[panels, l, 16], DataType::I8, -127.0, 128.0);
-        (q, Box::new(|q, p, k, lane| q[[p, k, lane]]))
+        random(rng, &[panels, l, 16], DataType::I8, -127.0, 128.0)
+    };
+    // The weight of depth `k` of column `lane` of panel `p`.
+    let value = |p: usize, k: usize, lane: usize| {
+        if four_bits {
+            q[[p, k / 2, lane, k % 2]] - 8.0
+        } else {
+            q[[p, k, lane]]
+        }
     };
     let w = ArrayD::from_shape_fn(IxDyn(&[h, l]), |i| {
         let (p, lane, k) = (i[0] / 16, i[0] % 16, i[1]);
-        value(&q, p, k, lane) * scales[[p, k / QUANT_GROUP as usize, lane]]
+        value(p, k, lane) * scales[[p, k / QUANT_GROUP as usize, lane]]
     });
     (q, scales, w)
 }

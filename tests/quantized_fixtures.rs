@@ -46,7 +46,7 @@ fn elements_of(model: &LoadedModel, dtype: DType) -> usize {
         .sum()
 }
 
-/// The prompt's logit rows, flat.
+/// The prompt's logit rows, one per position.
 fn prompt_logits(model: LoadedModel) -> Vec<Vec<f32>> {
     greedy(model, &PROMPT, 1).prefill_logits
 }

@@ -31,10 +31,15 @@ impl Lowerer<'_, '_> {
         Ok(flat)
     }
 
-    /// The address of element `flat` of a buffer whose elements are whole bytes.
+    /// The address of element `flat` of a buffer of `dtype` (for 4-bit elements, of the
+    /// byte holding it).
     pub(crate) fn element_address(&mut self, base: Value, flat: Value, dtype: DataType) -> Value {
-        let bytes = i64::from(dtype.bits() / 8);
-        let offset = self.b.ins().imul_imm_s(flat, bytes);
+        let offset = if dtype == DataType::U4 {
+            // Two elements per byte, low nibble first: the byte holding `flat`.
+            self.b.ins().sshr_imm_u(flat, 1)
+        } else {
+            self.b.ins().imul_imm_s(flat, i64::from(dtype.bits() / 8))
+        };
         self.b.ins().iadd(base, offset)
     }
 
@@ -145,8 +150,7 @@ impl Lowerer<'_, '_> {
 
     /// Byte address and bit shift of packed 4-bit element `flat` (low nibble first).
     fn nibble_location(&mut self, base: Value, flat: Value) -> (Value, Value) {
-        let byte_index = self.b.ins().sshr_imm_u(flat, 1);
-        let address = self.b.ins().iadd(base, byte_index);
+        let address = self.element_address(base, flat, DataType::U4);
         let odd = self.b.ins().band_imm_u(flat, 1);
         let shift = self.b.ins().ishl_imm_u(odd, 2);
         (address, shift)

@@ -41,13 +41,8 @@ impl Lowerer<'_, '_> {
                 )));
             }
             let offset = self.expr(&operand.offset)?;
-            args.push(if dtype == DataType::U4 {
-                // Value pairs: a region starts at an even element (a whole byte).
-                let bytes = self.b.ins().sshr_imm_u(offset, 1);
-                self.b.ins().iadd(base, bytes)
-            } else {
-                self.element_address(base, offset, dtype)
-            });
+            // (A u4 region starts at an even element: a whole byte.)
+            args.push(self.element_address(base, offset, dtype));
         }
         for scalar in &call.scalars {
             args.push(self.expr(scalar)?);

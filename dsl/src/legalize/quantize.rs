@@ -8,7 +8,7 @@ use super::kernel::{load, Kernel, OpPattern};
 use super::packed::matmul_kernel;
 use crate::te::{self, Expr, Tensor};
 use crate::tir::QUANT_GROUP;
-use crate::DataType;
+use crate::{DataType, SymExpr};
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
@@ -61,47 +61,67 @@ fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block: &Expr) ->
 /// a rounding tie. Eight: two 4-lane vectors.
 const Q4_DIVISORS: [f64; 8] = [7.0, 7.3, 7.6, 7.9, 8.0, 8.3, 8.6, 9.0];
 
-/// 8 bits: `out[p, g, j] = max_{k < 32} |w(p*HP + j, g*32 + k)| / 127`. 4 bits: the
-/// least-squares scale of the best candidate codes: for each of [`Q4_DIVISORS`], the codes
-/// `L` of the group and the scale `sum(w L) / sum(L^2)` minimizing `sum((w - s L)^2)`
-/// for them; the candidate whose error is least (largest `sum(w L)^2 / sum(L^2)`) wins.
-/// 0 for a group of zeros.
+/// 8 bits: `out[p, g, j] = max_{k < 32} |w(p*HP + j, g*32 + k)| / 127`. 4 bits:
+/// [`least_squares_scales`].
 ///
 /// Every stage works on one group of one column, in one loop nest over them: the group's
-/// values are copied out once, and the candidates' sums are written out term by term, so
-/// the loop over candidates is the innermost one and runs on vectors.
+/// values are copied out once (`group [P, G, HP, 32]`).
 fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["weight"])?;
     let weight = &inputs[0];
     let (shape, dtype) = call.output_of_rank(3)?;
     let block = Expr::from(shape[2].clone());
-    let with = |extra: i64| {
-        let mut s = shape.clone();
-        s.push(extra.into());
-        s
-    };
-    let group = te::compute("group", with(QUANT_GROUP), |i| {
+    let group = te::compute("group", with_dim(&shape, QUANT_GROUP), |i| {
         let l = i[1].clone() * Expr::int(QUANT_GROUP) + i[3].clone();
         weight_at(weight, (&i[0], &i[2], &l), &block)
     });
-    let value = |i: &[Expr], k: Expr| group.at(&[i[0].clone(), i[1].clone(), i[2].clone(), k]);
-    let k = te::reduce_axis("k", QUANT_GROUP.into());
-    let peak = te::compute("peak", shape.clone(), |i| {
-        te::max(value(i, k.var()).abs(), std::slice::from_ref(&k))
-    });
-    let per_group = |out| {
-        let kernel = Kernel::new(inputs.clone(), args.clone(), out, OpPattern::Reduction);
-        kernel.sharing_outer_loops(3)
-    };
-    if call.int_attr("bits", 8)? != 4 {
-        let out = te::compute("scales", shape, |i| {
+    let out = if call.int_attr("bits", 8)? == 4 {
+        least_squares_scales(&group, &shape, dtype)
+    } else {
+        let peak = peak_magnitude(&group, &shape);
+        te::compute("scales", shape, |i| {
             (peak.at(i) * Expr::f32(1.0 / 127.0)).cast(dtype)
-        });
-        return Ok(per_group(out));
-    }
+        })
+    };
+    let kernel = Kernel::new(inputs, args, out, OpPattern::Reduction);
+    Ok(kernel.sharing_outer_loops(3))
+}
+
+/// `shape` with a trailing dim of `extent`.
+fn with_dim(shape: &[SymExpr], extent: i64) -> Vec<SymExpr> {
+    let mut dims = shape.to_vec();
+    dims.push(extent.into());
+    dims
+}
+
+/// Value `k` of the group at `i[..3]` of `group [P, G, HP, 32]`.
+fn group_value(group: &Tensor, i: &[Expr], k: Expr) -> Expr {
+    group.at(&[i[0].clone(), i[1].clone(), i[2].clone(), k])
+}
+
+/// `peak[p, g, j]`: the largest magnitude of the group.
+fn peak_magnitude(group: &Tensor, shape: &[SymExpr]) -> Tensor {
+    let k = te::reduce_axis("k", QUANT_GROUP.into());
+    te::compute("peak", shape.to_vec(), |i| {
+        te::max(
+            group_value(group, i, k.var()).abs(),
+            std::slice::from_ref(&k),
+        )
+    })
+}
+
+/// The 4-bit scales: per group, the least-squares scale of the best candidate codes. For
+/// each of [`Q4_DIVISORS`], the codes `L` of the group and the scale
+/// `sum(w L) / sum(L^2)` minimizing `sum((w - s L)^2)` for them; the candidate whose
+/// error is least (largest `sum(w L)^2 / sum(L^2)`) wins. 0 for a group of zeros. The
+/// candidates' sums are written out term by term, so the loop over candidates is the
+/// innermost one and runs on vectors.
+fn least_squares_scales(group: &Tensor, shape: &[SymExpr], dtype: DataType) -> Tensor {
+    let value = |i: &[Expr], k: Expr| group_value(group, i, k);
+    let peak = peak_magnitude(group, shape);
     // The step of the n = 1 candidate: `-m` (the peak's value, sign flipped), 1 for zeros.
     let k = te::reduce_axis("k", QUANT_GROUP.into());
-    let unit = te::compute("unit_step", shape.clone(), |i| {
+    let unit = te::compute("unit_step", shape.to_vec(), |i| {
         let w = value(i, k.var());
         let candidate = te::select(w.abs().ge(peak.at(i)), -w, Expr::neg_inf(DataType::F32));
         let m = te::max(candidate, std::slice::from_ref(&k));
@@ -116,12 +136,12 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
                 te::select(c.equal(Expr::int(n as i64 + 1)), Expr::f32(d), acc)
             })
     };
-    let inverse_step = te::compute("inverse_step", with(divisors), |i| {
+    let inverse_step = te::compute("inverse_step", with_dim(shape, divisors), |i| {
         divisor(&i[3]) / unit.at(&i[..3])
     });
     // `sum_k term(w_k, L_k)` for candidate `i[3]`, one term per value of the group.
     let fit = |name: &str, term: fn(Expr, Expr) -> Expr| {
-        te::compute(name, with(divisors), |i| {
+        te::compute(name, with_dim(shape, divisors), |i| {
             let terms = (0..QUANT_GROUP).map(|k| {
                 let w = value(i, Expr::int(k));
                 let code = (w.clone() * inverse_step.at(i) + Expr::f32(0.5))
@@ -134,6 +154,7 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
     };
     let wl = fit("fit_wl", |w, code| w * code);
     let ll = fit("fit_ll", |_, code| code.clone() * code);
+    // Candidate `c`'s (fit, least-squares scale); (0, 0) when all its codes are 0.
     let score = |i: &[Expr], c: &Expr| {
         let at = [i[0].clone(), i[1].clone(), i[2].clone(), c.clone()];
         let (wl, ll) = (wl.at(&at), ll.at(&at));
@@ -149,16 +170,15 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
         )
     };
     let c = te::reduce_axis("c", divisors.into());
-    let best = te::compute("best_fit", shape.clone(), |i| {
+    let best = te::compute("best_fit", shape.to_vec(), |i| {
         te::max(score(i, &c.var()).0, std::slice::from_ref(&c))
     });
     let c = te::reduce_axis("c", divisors.into());
-    let out = te::compute("scales", shape, |i| {
+    te::compute("scales", shape.to_vec(), |i| {
         let (fit, scale) = score(i, &c.var());
         let candidate = te::select(fit.ge(best.at(i)), scale, Expr::neg_inf(DataType::F32));
         te::max(candidate, std::slice::from_ref(&c)).cast(dtype)
-    });
-    Ok(per_group(out))
+    })
 }
 
 /// 8 bits: `out[p, l, j] = q(p, l, j)`; 4 bits: `out[p, t, j, e] = q(p, 2t + e, j) + 8`;

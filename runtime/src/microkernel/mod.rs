@@ -208,22 +208,6 @@ impl MicrokernelFn {
         }
     }
 
-    /// The block GEMM over 4-bit weights with f32 scales, if this is one.
-    pub fn gemm_q4(self) -> Option<GemmQ4Fn> {
-        match self {
-            MicrokernelFn::GemmQ4(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    /// The block GEMM over 4-bit weights with f16 scales, if this is one.
-    pub fn gemm_q4_f16(self) -> Option<GemmQ4F16Fn> {
-        match self {
-            MicrokernelFn::GemmQ4F16(f) => Some(f),
-            _ => None,
-        }
-    }
-
     /// The attention kernel, if this is one.
     pub fn attention(self) -> Option<AttentionFn> {
         match self {

@@ -49,6 +49,7 @@ pub(super) trait Row16: Copy {
             (Self::from_i8(low), Self::from_i8(high))
         }
     }
+
     /// `self + a * b`, lane by lane (fused).
     unsafe fn fma(self, a: f32, b: Self) -> Self;
     /// `self + a * b` with `a` a row too, lane by lane (fused).

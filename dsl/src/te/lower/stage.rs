@@ -108,14 +108,20 @@ impl<'a> Lowerer<'a> {
             self.bound.insert(axis.id, var.clone());
         }
         let loops = self.bind(&axes[shared..])?;
-        let mut indices: Vec<PrimExpr> = self.outer.iter().cloned().map(PrimExpr::Var).collect();
-        indices.extend(loops.iter().map(|(v, _)| PrimExpr::Var(v.clone())));
-        if self.trimmed.contains(&tensor.key()) {
-            indices.drain(..shared);
-            if indices.is_empty() {
-                indices.push(PrimExpr::index(0));
-            }
-        }
+        let own = loops
+            .iter()
+            .map(|(v, _)| PrimExpr::Var(v.clone()))
+            .collect();
+        let indices = if self.trimmed.contains(&tensor.key()) {
+            one_element(own)
+        } else {
+            self.outer
+                .iter()
+                .cloned()
+                .map(PrimExpr::Var)
+                .chain(own)
+                .collect()
+        };
         let store = self.store(&name, tensor.dtype(), indices, body);
         self.unbind(axes);
         Ok(loop_nest(loops, store?))
@@ -246,8 +252,8 @@ impl<'a> Lowerer<'a> {
             });
         }
         let what = format!("index of `{}`", tensor.name());
-        let mut indices = indices;
-        if self.trimmed.contains(&tensor.key()) {
+        let trimmed = self.trimmed.contains(&tensor.key());
+        let indices = if trimmed {
             let (leading, rest) = indices.split_at(self.outer.len());
             if !leading
                 .iter()
@@ -260,22 +266,22 @@ impl<'a> Lowerer<'a> {
                     tensor: tensor.name().to_string(),
                 });
             }
-            if rest.is_empty() {
-                return Ok(PrimExpr::Load {
-                    buffer: self.buffers[&tensor.key()].clone(),
-                    dtype: tensor.dtype(),
-                    indices: vec![PrimExpr::index(0)],
-                });
-            }
-            indices = rest;
-        }
-        let indices = indices
+            rest
+        } else {
+            indices
+        };
+        let indices: Vec<PrimExpr> = indices
             .iter()
             .map(|i| {
                 self.check(&what, i.dtype() == DataType::I64, "i64", i.dtype())?;
                 self.expr(i, prelude)
             })
             .collect::<Result<_, _>>()?;
+        let indices = if trimmed {
+            one_element(indices)
+        } else {
+            indices
+        };
         Ok(PrimExpr::Load {
             buffer: self.buffers[&tensor.key()].clone(),
             dtype: tensor.dtype(),
@@ -392,6 +398,15 @@ impl<'a> Lowerer<'a> {
             got,
         })
     }
+}
+
+/// The indices of an intermediate under shared loops: its own trailing ones, or element
+/// 0 when it has none (its buffer then holds one element).
+fn one_element(mut indices: Vec<PrimExpr>) -> Vec<PrimExpr> {
+    if indices.is_empty() {
+        indices.push(PrimExpr::index(0));
+    }
+    indices
 }
 
 /// `body` inside serial loops, the first outermost.

@@ -1,7 +1,9 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
 //! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
-//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k.
+//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
+//! dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8 activation rows by int8 or
+//! 4-bit panels in integers, group by group, and scale into f32 at the end of each group.
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -17,11 +19,16 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_vnni;
+mod qgemm;
 mod scalar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_attention;
+#[cfg(test)]
+mod tests_qgemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemm;
 
@@ -132,6 +139,72 @@ pub type GemmQ4Fn = GemmQuantFn<U4Pair, f32>;
 /// [`GemmQ4Fn`] with f16 scales (widened to f32 as loaded).
 pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 
+/// A block GEMM of dynamically quantized int8 activations by int8 or 4-bit weight panels
+/// (w8a8 / w4a8): integer products summed exactly per [`QUANT_GROUP`] of k, each group's
+/// sum scaled into f32, then an f32 epilogue. The block is EP x HP over panels of
+/// [`QPANEL`] columns.
+///
+/// For every `i < rows` and `j < cols`:
+/// `c[i*ldc + j] = a_scales[i] * (sum_{k < kc} s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`
+/// where
+/// - `a[i*lda + k]` is the activation byte, `code + 128` with the int8 code in
+///   `[-127, 127]`, and `a_scales[i]` the scale of row `i`;
+/// - `s(k, j) = scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`: each panel's group
+///   scales are `[group][16]`;
+/// - `w(k, j)` the weight of depth `k` and column `j` as `W` lays it out ([`QGemmW8Fn`],
+///   [`QGemmW4Fn`]), panel `j / 16` holding the whole reduction of its 16 columns;
+/// - `corr[j] = 128 * sum_k s(k, j) * w(k, j)` (computed with the weights), so that the
+///   result is `a_scales[i] * sum_k s(k, j) * code(i, k) * w(k, j)`. An implementation may
+///   compute that form directly and ignore `corr`; results agree up to f32 rounding.
+///
+/// `c` is overwritten (never accumulated into). `kc` is the whole reduction, a positive
+/// multiple of [`QUANT_GROUP`] (kernels round it down to one); `lda >= kc`.
+///
+/// # Safety
+/// `a` readable for `kc` bytes from `a + i*lda` for every `i < rows` (rows past `rows` are
+/// never read), `a_scales` for `rows` floats, `corr` for `cols` floats; for every panel `q`
+/// holding one of the first `cols` columns (panels past them are never read), `b` readable
+/// for the panel's bytes from the start of panel `q` and `scales` for its `kc / 32` groups
+/// of 16 floats; `c` writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only
+/// part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside
+/// are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need only the
+/// alignment of their element type.
+pub type QGemmFn<W> = unsafe extern "C" fn(
+    a: *const u8,
+    a_scales: *const f32,
+    b: *const W,
+    scales: *const f32,
+    corr: *const f32,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+);
+
+/// Width of a weight panel of the int8-activation GEMMs ([`QGemmFn`]).
+pub const QPANEL: usize = 16;
+
+/// An int8-activation GEMM over int8 weight panels ([`QGemmFn`]): a panel is `kc * 16`
+/// bytes, per quad of k (`k / 4`) 64 bytes holding its 16 columns' 4 consecutive weights,
+/// `w(k, j) = b[(j / 16)*kc*16 + (k / 4)*64 + (j % 16)*4 + k % 4]` in `[-127, 127]` (one
+/// zmm of `vpdpbusd` operands per quad).
+///
+/// # Safety
+/// As [`QGemmFn`]: `b` readable for `kc * 16` bytes from the start of every panel it lends.
+pub type QGemmW8Fn = QGemmFn<i8>;
+
+/// An int8-activation GEMM over 4-bit weight panels ([`QGemmFn`]): a panel is `kc * 8`
+/// bytes, per 8 k (`k / 8`) 64 bytes whose low nibbles are the first quad's int8 layout
+/// ([`QGemmW8Fn`]) and high nibbles the second's: with
+/// `byte = b[(j / 16)*kc*8 + (k / 8)*64 + (j % 16)*4 + k % 4]`, `w(k, j)` is its low nibble
+/// if `k % 8 < 4`, else its high nibble, minus 8 (so in `[-8, 7]`).
+///
+/// # Safety
+/// As [`QGemmFn`]: `b` readable for `kc * 8` bytes from the start of every panel it lends.
+pub type QGemmW4Fn = QGemmFn<u8>;
+
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
 /// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
@@ -168,6 +241,10 @@ pub enum MicrokernelFn {
     GemmQ4F16(GemmQ4F16Fn),
     /// The attention of one query row.
     Attention(AttentionFn),
+    /// An int8-activation GEMM over int8 weights.
+    QGemmW8(QGemmW8Fn),
+    /// An int8-activation GEMM over 4-bit weights.
+    QGemmW4(QGemmW4Fn),
 }
 
 impl MicrokernelFn {
@@ -181,6 +258,8 @@ impl MicrokernelFn {
             MicrokernelFn::GemmQ4(f) => f as *const (),
             MicrokernelFn::GemmQ4F16(f) => f as *const (),
             MicrokernelFn::Attention(f) => f as *const (),
+            MicrokernelFn::QGemmW8(f) => f as *const (),
+            MicrokernelFn::QGemmW4(f) => f as *const (),
         }
     }
 
@@ -260,6 +339,22 @@ pub enum Microkernel {
     Sgemv1x64Q4F16,
     /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
     Sgemm12x32Q4F16,
+    /// int8-activation GEMM block of 6 rows x 32 columns over 2 int8 weight panels
+    /// ([`QGemmW8Fn`]; prefill on AVX-512 VNNI: 12 zmm of int32 sums per group, 12 of f32
+    /// results).
+    Qgemm6x32W8,
+    /// [`Microkernel::Qgemm6x32W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
+    Qgemm6x32W4,
+    /// int8-activation GEMM block of 4 rows x 16 columns over one int8 weight panel
+    /// ([`QGemmW8Fn`]; prefill on AVX2).
+    Qgemm4x16W8,
+    /// [`Microkernel::Qgemm4x16W8`] over a 4-bit weight panel ([`QGemmW4Fn`]).
+    Qgemm4x16W4,
+    /// int8-activation GEMV block of 1 row x 64 columns over 4 int8 weight panels
+    /// ([`QGemmW8Fn`]; decode: streams the 4 panels at once).
+    Qgemv1x64W8,
+    /// [`Microkernel::Qgemv1x64W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
+    Qgemv1x64W4,
 }
 
 /// The shape of a block GEMM.
@@ -315,11 +410,17 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
     gemm(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
+    gemm(Microkernel::Qgemm6x32W8, "qgemm_6x32_w8", (6, 32)),
+    gemm(Microkernel::Qgemm6x32W4, "qgemm_6x32_w4", (6, 32)),
+    gemm(Microkernel::Qgemm4x16W8, "qgemm_4x16_w8", (4, 16)),
+    gemm(Microkernel::Qgemm4x16W4, "qgemm_4x16_w4", (4, 16)),
+    gemm(Microkernel::Qgemv1x64W8, "qgemv_1x64_w8", (1, 64)),
+    gemm(Microkernel::Qgemv1x64W4, "qgemv_1x64_w4", (1, 64)),
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 22;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -339,6 +440,12 @@ impl Microkernel {
         Microkernel::Sgemm6x16Q4F16,
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
+        Microkernel::Qgemm6x32W8,
+        Microkernel::Qgemm6x32W4,
+        Microkernel::Qgemm4x16W8,
+        Microkernel::Qgemm4x16W4,
+        Microkernel::Qgemv1x64W8,
+        Microkernel::Qgemv1x64W4,
     ];
 
     fn spec(self) -> &'static KernelSpec {
@@ -375,6 +482,8 @@ struct Implementation {
 /// nothing, so every kernel always has one.
 const IMPLEMENTATIONS: &[&[Implementation]] = &[
     #[cfg(target_arch = "x86_64")]
+    avx512_vnni::IMPLEMENTATIONS,
+    #[cfg(target_arch = "x86_64")]
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx2::IMPLEMENTATIONS,
@@ -399,6 +508,8 @@ fn detect_host_features() -> Vec<&'static str> {
         ("fma", is_x86_feature_detected!("fma")),
         ("f16c", is_x86_feature_detected!("f16c")),
         ("avx512f", is_x86_feature_detected!("avx512f")),
+        ("avx512bw", is_x86_feature_detected!("avx512bw")),
+        ("avx512vnni", is_x86_feature_detected!("avx512vnni")),
     ];
     known
         .iter()
@@ -464,8 +575,8 @@ impl MicrokernelSet {
         self.funcs[kernel as usize]
     }
 
-    /// The ISA the function for `kernel` was written for: `"avx512f"`, `"avx2+fma"`,
-    /// `"avx2+fma+f16c"` or `"scalar"`.
+    /// The ISA the function for `kernel` was written for: `"avx512vnni"`, `"avx512f"`,
+    /// `"avx2+fma"`, `"avx2+fma+f16c"` or `"scalar"`.
     pub fn isa(&self, kernel: Microkernel) -> &'static str {
         self.isas[kernel as usize]
     }

@@ -5,6 +5,7 @@
 //! FMA — exactly the CPUs the twins run on — `mul_add` is a slow libm call. The vector
 //! kernels use FMA, so results differ from the twins by rounding only.
 
+use super::qgemm::{QCall, QPanel};
 use super::{Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
 use half::f16;
 
@@ -83,6 +84,30 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     twin(
         Microkernel::AttentionF32,
         MicrokernelFn::Attention(attention_f32),
+    ),
+    twin(
+        Microkernel::Qgemm6x32W8,
+        MicrokernelFn::QGemmW8(qgemm::<i8, 6, 32>),
+    ),
+    twin(
+        Microkernel::Qgemm6x32W4,
+        MicrokernelFn::QGemmW4(qgemm::<u8, 6, 32>),
+    ),
+    twin(
+        Microkernel::Qgemm4x16W8,
+        MicrokernelFn::QGemmW8(qgemm::<i8, 4, 16>),
+    ),
+    twin(
+        Microkernel::Qgemm4x16W4,
+        MicrokernelFn::QGemmW4(qgemm::<u8, 4, 16>),
+    ),
+    twin(
+        Microkernel::Qgemv1x64W8,
+        MicrokernelFn::QGemmW8(qgemm::<i8, 1, 64>),
+    ),
+    twin(
+        Microkernel::Qgemv1x64W4,
+        MicrokernelFn::QGemmW4(qgemm::<u8, 1, 64>),
     ),
 ];
 
@@ -262,6 +287,69 @@ unsafe fn scaled_sgemm<
             }
         }
     }
+}
+
+/// The scalar twin of every int8-activation GEMM block `EP x HP` over weight panels of `W`
+/// (`i8`: int8, `u8`: 4-bit), the [`super::QGemmFn`] contract in its own words: per
+/// element, the exact integer sum of each group's products, scaled by the group's scale and
+/// summed in f32, minus the column's correction, times the row's scale.
+///
+/// # Safety
+/// As [`super::QGemmFn`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn qgemm<W: QPanel, const EP: usize, const HP: usize>(
+    a: *const u8,
+    a_scales: *const f32,
+    b: *const W,
+    scales: *const f32,
+    corr: *const f32,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+) {
+    let operands = (a, a_scales, b, scales, corr, c);
+    let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], (EP, HP)) else {
+        return;
+    };
+    for i in 0..call.rows {
+        // SAFETY: row `i < rows` is lent (`kc` bytes) and so is its scale.
+        let (a_i, a_scale) = unsafe {
+            let a_i = std::slice::from_raw_parts(call.a_row(i), call.depth());
+            (a_i, call.a_scale(i))
+        };
+        for j in 0..call.cols {
+            // SAFETY: column `j < cols`: its correction is lent, and so is its panel, all
+            // of it, with the scales of each group.
+            unsafe {
+                let sum = column_sum(&call, a_i, j);
+                *call.out(i, j) = a_scale * (sum - *call.corr.add(j));
+            }
+        }
+    }
+}
+
+/// `sum_g s(g, j) * sum_{k in g} a_i[k] * w(k, j)`: the integer sum of each group of
+/// activation row `a_i` by column `j`'s weights, scaled by the group's scale, summed in f32.
+///
+/// # Safety
+/// Column `j`'s panel (`panel_stride` elements) and its groups' scales are lent.
+unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
+    let (q, jq) = (j / 16, j % 16);
+    // SAFETY: the caller's contract.
+    let panel = unsafe { std::slice::from_raw_parts(call.panel(q), call.panel_stride) };
+    let mut sum = 0.0f32;
+    for (g, a_g) in a_i.chunks_exact(QUANT_GROUP).enumerate() {
+        let k0 = g * QUANT_GROUP;
+        let dot: i32 = (a_g.iter().enumerate())
+            .map(|(dk, &a_k)| i32::from(a_k) * W::weight(panel, k0 + dk, jq))
+            .sum();
+        // SAFETY: the scales of group `g` of panel `q` are lent (the caller's contract).
+        sum += dot as f32 * unsafe { *call.group_scales(q, g).add(jq) };
+    }
+    sum
 }
 
 /// The scalar twin of [`Microkernel::AttentionF32`] (the [`super::AttentionFn`] contract),

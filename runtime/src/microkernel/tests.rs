@@ -35,6 +35,25 @@ fn specs_are_in_table_order_and_names_round_trip() {
     assert_eq!(shape(Microkernel::Sgemm12x32), ("sgemm_12x32", 12, 32, 16));
     let wide_f16 = Microkernel::Sgemm12x32F16;
     assert_eq!(shape(wide_f16), ("sgemm_12x32_f16", 12, 32, 16));
+    let int8_activations = [
+        (Microkernel::Qgemm6x32W8, ("qgemm_6x32_w8", 6, 32, 16)),
+        (Microkernel::Qgemm6x32W4, ("qgemm_6x32_w4", 6, 32, 16)),
+        (Microkernel::Qgemm4x16W8, ("qgemm_4x16_w8", 4, 16, 16)),
+        (Microkernel::Qgemm4x16W4, ("qgemm_4x16_w4", 4, 16, 16)),
+        (Microkernel::Qgemv1x64W8, ("qgemv_1x64_w8", 1, 64, 16)),
+        (Microkernel::Qgemv1x64W4, ("qgemv_1x64_w4", 1, 64, 16)),
+    ];
+    for (kernel, want) in int8_activations {
+        assert_eq!(shape(kernel), want);
+        let w8 = kernel.name().ends_with("w8");
+        let func = scalar_twin(kernel).func;
+        assert!(matches!(
+            (w8, func),
+            (true, MicrokernelFn::QGemmW8(_)) | (false, MicrokernelFn::QGemmW4(_))
+        ));
+    }
+    assert_eq!(Microkernel::ALL[16], Microkernel::Qgemm6x32W8);
+    assert_eq!(Microkernel::COUNT, 22);
 }
 
 #[test]
@@ -59,6 +78,17 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
     ];
+    // The int8-activation kernels: all on AVX-512 VNNI, all but the 6 x 32 blocks on AVX2.
+    let vnni = ["avx512f", "avx512bw", "avx512vnni"];
+    let int8_activations = [
+        Microkernel::Qgemm6x32W8,
+        Microkernel::Qgemm6x32W4,
+        Microkernel::Qgemm4x16W8,
+        Microkernel::Qgemm4x16W4,
+        Microkernel::Qgemv1x64W8,
+        Microkernel::Qgemv1x64W4,
+    ];
+    let vnni_only = [Microkernel::Qgemm6x32W8, Microkernel::Qgemm6x32W4];
     let avx512 = [
         Microkernel::Sgemm12x32,
         Microkernel::Sgemm12x32F16,
@@ -70,6 +100,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
     ];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
+            _ if vnni_only.contains(&kernel) => "scalar",
             (true, _, true) => "avx2+fma+f16c",
             (false, true, _) => "avx2+fma",
             _ => "scalar",
@@ -82,7 +113,9 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         );
         let all = MicrokernelSet::for_features(&["avx2", "fma", "f16c"]);
         assert_eq!(all.isa(kernel), best);
-        let detected = if avx512.contains(&kernel) && host_has("avx512f") {
+        let detected = if int8_activations.contains(&kernel) && vnni.iter().all(|f| host_has(f)) {
+            "avx512vnni"
+        } else if avx512.contains(&kernel) && host_has("avx512f") {
             "avx512f"
         } else {
             best
@@ -90,6 +123,8 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         assert_eq!(MicrokernelSet::detect().isa(kernel), detected);
         let only_avx512 = MicrokernelSet::for_features(&["avx512f"]).isa(kernel);
         assert_eq!(only_avx512 == "avx512f", detected == "avx512f");
+        let with_vnni = MicrokernelSet::for_features(&vnni).isa(kernel);
+        assert_eq!(with_vnni == "avx512vnni", detected == "avx512vnni");
         if f16_weights.contains(&kernel) {
             let no_f16c = MicrokernelSet::for_features(&["avx2", "fma"]);
             assert_eq!(no_f16c.isa(kernel), "scalar");
@@ -103,7 +138,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
 #[test]
 fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
     let mut rng = StdRng::seed_from_u64(0x5EED_6E33);
-    for imp in implementations().filter(|imp| imp.kernel.gemm_block().is_some()) {
+    for imp in implementations().filter(|imp| f32_gemm(imp.kernel)) {
         let name = imp.kernel.name();
         if !imp.features.iter().all(|f| host_has(f)) {
             println!("note: skipping {name} ({}): host lacks it", imp.isa);
@@ -134,7 +169,7 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
 #[test]
 fn no_implementation_reads_past_what_it_is_lent() {
     let mut rng = StdRng::seed_from_u64(0x0DD0_000C);
-    for imp in implementations().filter(|imp| imp.kernel.gemm_block().is_some()) {
+    for imp in implementations().filter(|imp| f32_gemm(imp.kernel)) {
         if !imp.features.iter().all(|f| host_has(f)) {
             continue;
         }
@@ -177,7 +212,18 @@ fn block_shapes(block: GemmBlock, kc: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
+/// Whether `kernel` is a block GEMM of f32 activations (the int8-activation ones are
+/// tested in `tests_qgemm`).
+fn f32_gemm(kernel: Microkernel) -> bool {
+    let int8_activations = matches!(
+        scalar_twin(kernel).func,
+        MicrokernelFn::QGemmW8(_) | MicrokernelFn::QGemmW4(_)
+    );
+    kernel.gemm_block().is_some() && !int8_activations
+}
+
+/// The scalar implementation of `kernel`.
+pub(super) fn scalar_twin(kernel: Microkernel) -> &'static Implementation {
     implementations()
         .find(|imp| imp.kernel == kernel && imp.isa == "scalar")
         .unwrap_or_else(|| panic!("{} has no scalar twin", kernel.name()))
@@ -224,7 +270,7 @@ impl std::fmt::Debug for Case {
 
 /// Where [`Case::run_placed`] puts the operands `a`, `b` and `scales` it lends a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Placement {
+pub(super) enum Placement {
     /// On the heap, from index 1 of a copy (so not 32-byte aligned).
     Heap,
     /// In a mapping whose next page is inaccessible, ending right before it (a read past
@@ -234,7 +280,7 @@ enum Placement {
 
 /// An operand lent to a kernel: the element at index 1 of `values` onwards, placed as a
 /// [`Placement`] says.
-enum Operand<T> {
+pub(super) enum Operand<T> {
     Heap(Vec<T>),
     Mapped {
         map: *mut libc::c_void,
@@ -244,7 +290,7 @@ enum Operand<T> {
 }
 
 impl<T: Copy> Operand<T> {
-    fn new(values: Vec<T>, placement: Placement) -> Operand<T> {
+    pub(super) fn new(values: Vec<T>, placement: Placement) -> Operand<T> {
         if placement == Placement::Heap {
             return Operand::Heap(values);
         }
@@ -281,7 +327,7 @@ impl<T: Copy> Operand<T> {
 
 impl<T> Operand<T> {
     /// The lent elements (index 1 of the values onwards).
-    fn ptr(&self) -> *const T {
+    pub(super) fn ptr(&self) -> *const T {
         match self {
             Operand::Heap(values) => values[1..].as_ptr(),
             Operand::Mapped { first, .. } => *first,
@@ -421,7 +467,9 @@ impl Case {
                 let scales = Operand::new(f16s(&self.scales), placement);
                 self.call_quant(f, &a, &b, &scales, &mut c)
             }
-            MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
+            MicrokernelFn::Attention(_) | MicrokernelFn::QGemmW8(_) | MicrokernelFn::QGemmW4(_) => {
+                panic!("{what}: not a block GEMM of f32 activations")
+            }
         }
         for (n, v) in c.iter().enumerate() {
             if !self.in_block(n) {

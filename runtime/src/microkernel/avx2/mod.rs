@@ -6,9 +6,10 @@
 //! two ymm registers. Besides the target's `6 x 16` block, the `12 x 32` block of the
 //! AVX-512 targets has an AVX2 version too (48 accumulators do not fit in 16 ymm
 //! registers, so it spills; it serves code compiled for AVX-512 on an AVX2 CPU, and tests
-//! the two-panel body on CPUs without AVX-512).
+//! the two-panel body on CPUs without AVX-512). The int8-activation GEMMs are in [`qgemm`].
 
 mod attention;
+mod qgemm;
 
 use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn, U4Pair};
@@ -121,6 +122,26 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         Microkernel::AttentionF32,
         false,
         MicrokernelFn::Attention(attention::attention_f32),
+    ),
+    row(
+        Microkernel::Qgemm4x16W8,
+        false,
+        MicrokernelFn::QGemmW8(qgemm::qgemm_4x16_w8),
+    ),
+    row(
+        Microkernel::Qgemm4x16W4,
+        false,
+        MicrokernelFn::QGemmW4(qgemm::qgemm_4x16_w4),
+    ),
+    row(
+        Microkernel::Qgemv1x64W8,
+        false,
+        MicrokernelFn::QGemmW8(qgemm::qgemv_1x64_w8),
+    ),
+    row(
+        Microkernel::Qgemv1x64W4,
+        false,
+        MicrokernelFn::QGemmW4(qgemm::qgemv_1x64_w4),
     ),
 ];
 

@@ -1,0 +1,301 @@
+//! The int8-activation GEMMs ([`crate::microkernel::QGemmFn`]) on AVX2: `vpmaddubsw`
+//! multiplies unsigned by signed bytes and adds adjacent pairs into int16 lanes (saturating),
+//! `vpmaddwd` by ones widens pairs of those into int32. A panel's 64-byte step (16 columns
+//! x 4 k) is two ymm registers of 8 columns each.
+//!
+//! One body serves both block shapes (`4 x 16` prefill, `1 x 64` decode GEMV streaming 4
+//! panels): per group of 32 k, int32 sums per row and 8 columns, converted to f32 and
+//! multiplied into the results by the group's scales (one FMA each); at the end, the
+//! epilogue through a stack tile for partial blocks. How a group's sums are formed
+//! depends on the weights ([`Avx2Panel`]):
+//! - int8: the product of an activation byte (`code + 128`, up to 255) by a weight (up to
+//!   127 in magnitude) overflows int16 in pairs, so the sums are of the codes, with
+//!   llama.cpp's sign trick: `maddubs(abs(code), sign(w, code))` (each pair at most
+//!   `2 * 128 * 127`), widened to int32 per quad; the corrections are not used.
+//! - 4-bit: the activation bytes themselves by `w` in `[-8, 7]` fit (a pair at most
+//!   `2 * 255 * 8`), and so does a whole group per int16 lane (16 products, at most 32640),
+//!   so the group accumulates in int16 and widens once; the corrections remove the
+//!   `128 * w` the bytes add.
+
+use super::super::qgemm::{QCall, QPanel};
+use super::super::{QPANEL, QUANT_GROUP};
+use std::arch::x86_64::{
+    __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_and_si256,
+    _mm256_cvtepi32_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_loadu_si256, _mm256_madd_epi16,
+    _mm256_maddubs_epi16, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi8,
+    _mm256_set1_ps, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_sign_epi8, _mm256_srli_epi16,
+    _mm256_storeu_ps, _mm256_sub_epi8, _mm256_sub_ps, _mm256_xor_si256,
+};
+
+/// Columns per ymm register (int32 or f32 lanes).
+const LANES: usize = 8;
+
+/// A row's values over `NQ` panels: two registers of 8 columns per panel.
+type Row<T, const NQ: usize> = [[T; 2]; NQ];
+
+/// How the int32 sums of one group are formed from a panel element's weights.
+pub(super) trait Avx2Panel: QPanel {
+    /// Whether the sums are of the activation bytes (`code + 128`), so the result needs the
+    /// column corrections; otherwise they are of the codes.
+    const BYTE_SUMS: bool;
+
+    /// The int32 sums of the group of depths `k0..k0 + 32`, per row of `a_rows` and per
+    /// 8 columns of each panel of `panels`.
+    ///
+    /// # Safety
+    /// Those depths of every row and panel are readable; inlined into a function enabling
+    /// AVX2 and FMA, which the CPU has.
+    unsafe fn group_sums<const EP: usize, const NQ: usize>(
+        a_rows: &[*const u8; EP],
+        panels: &[*const Self; NQ],
+        k0: usize,
+    ) -> [Row<__m256i, NQ>; EP];
+}
+
+impl Avx2Panel for i8 {
+    const BYTE_SUMS: bool = false;
+
+    /// Per quad: the two 32-byte halves of each panel's step; per row, the 4 codes
+    /// broadcast, their magnitudes, then per half `sign`, `maddubs`, `madd` by ones and an
+    /// add.
+    #[inline(always)]
+    unsafe fn group_sums<const EP: usize, const NQ: usize>(
+        a_rows: &[*const u8; EP],
+        panels: &[*const i8; NQ],
+        k0: usize,
+    ) -> [Row<__m256i, NQ>; EP] {
+        // SAFETY (all): AVX2 (the caller's contract); every depth read is in
+        // `k0..k0 + 32`, whose bytes are readable.
+        let (ones, bias) = unsafe { (_mm256_set1_epi16(1), _mm256_set1_epi8(-128)) };
+        let mut sums = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
+        for k in (k0..k0 + QUANT_GROUP).step_by(4) {
+            let w: Row<__m256i, NQ> = std::array::from_fn(|q| {
+                std::array::from_fn(|h| unsafe {
+                    _mm256_loadu_si256(panels[q].add(k * 16 + h * 32).cast())
+                })
+            });
+            for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
+                let quad = unsafe { a_i.add(k).cast::<i32>().read_unaligned() };
+                let code = unsafe { _mm256_xor_si256(_mm256_set1_epi32(quad), bias) };
+                let magnitude = unsafe { _mm256_abs_epi8(code) };
+                for (sum_q, w_q) in sums_i.iter_mut().zip(&w) {
+                    for (sum, &w_h) in sum_q.iter_mut().zip(w_q) {
+                        unsafe {
+                            let pairs =
+                                _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w_h, code));
+                            *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones));
+                        }
+                    }
+                }
+            }
+        }
+        sums
+    }
+}
+
+impl Avx2Panel for u8 {
+    const BYTE_SUMS: bool = true;
+
+    /// Per step of 8 k: each half of each panel's 64 bytes unpacked into its low and high
+    /// nibbles minus 8; per row, the two quads of activation bytes broadcast, two
+    /// `maddubs` per half added into int16 sums, widened at the end of the group.
+    #[inline(always)]
+    unsafe fn group_sums<const EP: usize, const NQ: usize>(
+        a_rows: &[*const u8; EP],
+        panels: &[*const u8; NQ],
+        k0: usize,
+    ) -> [Row<__m256i, NQ>; EP] {
+        // SAFETY (all): AVX2 (the caller's contract); every depth read is in
+        // `k0..k0 + 32`, whose bytes are readable.
+        let (ones, nibble, eight) = unsafe {
+            (
+                _mm256_set1_epi16(1),
+                _mm256_set1_epi8(0x0F),
+                _mm256_set1_epi8(8),
+            )
+        };
+        let mut sums16 = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
+        for k in (k0..k0 + QUANT_GROUP).step_by(8) {
+            let w: Row<[__m256i; 2], NQ> = std::array::from_fn(|q| {
+                std::array::from_fn(|h| unsafe {
+                    let bytes = _mm256_loadu_si256(panels[q].add(k * 8 + h * 32).cast());
+                    let low = _mm256_and_si256(bytes, nibble);
+                    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
+                    [_mm256_sub_epi8(low, eight), _mm256_sub_epi8(high, eight)]
+                })
+            });
+            for (sums_i, &a_i) in sums16.iter_mut().zip(a_rows) {
+                let quad = |at: usize| unsafe {
+                    _mm256_set1_epi32(a_i.add(at).cast::<i32>().read_unaligned())
+                };
+                let (first, second) = (quad(k), quad(k + 4));
+                for (sum_q, w_q) in sums_i.iter_mut().zip(&w) {
+                    for (sum, &[low, high]) in sum_q.iter_mut().zip(w_q) {
+                        unsafe {
+                            let both = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(first, low),
+                                _mm256_maddubs_epi16(second, high),
+                            );
+                            *sum = _mm256_add_epi16(*sum, both);
+                        }
+                    }
+                }
+            }
+        }
+        sums16.map(|row| row.map(|halves| halves.map(|s| unsafe { _mm256_madd_epi16(s, ones) })))
+    }
+}
+
+/// Defines `extern "C"` entry point `$name`, a [`crate::microkernel::QGemmFn`] over
+/// weights `$w`: the always-inlined [`qgemm_block`] of `$ep` rows by `$np` panels, with
+/// AVX2 and FMA enabled.
+macro_rules! qgemm_entry {
+    ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`crate::microkernel::QGemmFn`], and the CPU has AVX2 and FMA.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx2,fma")]
+        pub(in crate::microkernel) unsafe extern "C" fn $name(
+            a: *const u8,
+            a_scales: *const f32,
+            b: *const $w,
+            scales: *const f32,
+            corr: *const f32,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+        ) {
+            let operands = (a, a_scales, b, scales, corr, c);
+            let shape = ($ep, $np * QPANEL);
+            if let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], shape) {
+                // SAFETY: forwarded contract; the body's features are enabled here.
+                unsafe { qgemm_block::<$w, $ep, $np>(&call) }
+            }
+        }
+    };
+}
+
+qgemm_entry!(
+    /// [`crate::microkernel::Microkernel::Qgemm4x16W8`] on AVX2 (sums of the codes).
+    qgemm_4x16_w8, i8, 4 x 1
+);
+qgemm_entry!(
+    /// [`crate::microkernel::Microkernel::Qgemm4x16W4`] on AVX2 (int16 sums per group).
+    qgemm_4x16_w4, u8, 4 x 1
+);
+qgemm_entry!(
+    /// [`crate::microkernel::Microkernel::Qgemv1x64W8`] on AVX2 (sums of the codes).
+    qgemv_1x64_w8, i8, 1 x 4
+);
+qgemm_entry!(
+    /// [`crate::microkernel::Microkernel::Qgemv1x64W4`] on AVX2 (int16 sums per group).
+    qgemv_1x64_w4, u8, 1 x 4
+);
+
+/// The block of `EP` rows by `NP` panels for `call`, reading only the panels that hold
+/// one of its `cols` columns.
+///
+/// # Safety
+/// As [`crate::microkernel::QGemmFn`] for `call`'s operands; inlined into a function
+/// enabling AVX2 and FMA, which the CPU has.
+#[inline(always)]
+unsafe fn qgemm_block<W: Avx2Panel, const EP: usize, const NP: usize>(call: &QCall<W>) {
+    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
+    unsafe {
+        match call.panels().min(NP) {
+            4 => panels::<W, EP, 4>(call),
+            3 => panels::<W, EP, 3>(call),
+            2 => panels::<W, EP, 2>(call),
+            _ => panels::<W, EP, 1>(call),
+        }
+    }
+}
+
+/// `EP` rows by the first `NQ` panels: the f32 results of every group (the group's sums
+/// times its scales), then the epilogue ([`store_row`]).
+///
+/// # Safety
+/// As [`qgemm_block`], with at least one of the `cols` columns in panel `NQ - 1`.
+#[inline(always)]
+unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
+    let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
+    let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
+    // SAFETY (rest): the features (the caller's contract).
+    let mut acc = [[[unsafe { _mm256_setzero_ps() }; 2]; NQ]; EP];
+    for g in 0..call.groups {
+        // SAFETY: group `g < groups` of every lent row and panel.
+        let sums = unsafe { W::group_sums(&a_rows, &panels, g * QUANT_GROUP) };
+        for q in 0..NQ {
+            // SAFETY: the scales of group `g` of lent panel `q`.
+            let scale: [__m256; 2] = std::array::from_fn(|h| unsafe {
+                _mm256_loadu_ps(call.group_scales(q, g).add(h * LANES))
+            });
+            for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
+                for h in 0..2 {
+                    let sum = sums_i[q][h];
+                    acc_i[q][h] =
+                        unsafe { _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale[h], acc_i[q][h]) };
+                }
+            }
+        }
+    }
+    // The corrections of the `cols` columns (0 past them, never stored).
+    let mut corr = [0.0f32; 4 * QPANEL];
+    for (j, corr_j) in corr.iter_mut().enumerate().take(call.cols) {
+        // SAFETY: `j < cols` corrections are lent.
+        *corr_j = unsafe { *call.corr.add(j) };
+    }
+    for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
+        // SAFETY: row `i < rows`: forwarded contract.
+        unsafe { store_row(call, i, acc_i, &corr) }
+    }
+}
+
+/// Writes row `i` of the block, `acc * a_scale` (minus the corrections first when the sums
+/// are of the activation bytes), to the call's `cols` columns: straight to C for a full
+/// row, else through a stack tile.
+///
+/// # Safety
+/// As [`panels`]; `i < rows`.
+#[inline(always)]
+unsafe fn store_row<W: Avx2Panel, const NQ: usize>(
+    call: &QCall<W>,
+    i: usize,
+    acc_i: &Row<__m256, NQ>,
+    corr: &[f32; 4 * QPANEL],
+) {
+    let mut tile = [0.0f32; 4 * QPANEL];
+    let full = call.cols == NQ * QPANEL;
+    // SAFETY: the features; the scale of row `i < rows`; `tile` and `corr` hold every
+    // column of the block, and a full row of C is lent.
+    unsafe {
+        let a_scale = _mm256_set1_ps(call.a_scale(i));
+        for (q, acc_q) in acc_i.iter().enumerate() {
+            for (h, &sum) in acc_q.iter().enumerate() {
+                let j = q * QPANEL + h * LANES;
+                let sum = if W::BYTE_SUMS {
+                    _mm256_sub_ps(sum, _mm256_loadu_ps(corr[j..].as_ptr()))
+                } else {
+                    sum
+                };
+                let out = if full {
+                    call.out(i, j)
+                } else {
+                    tile[j..].as_mut_ptr()
+                };
+                _mm256_storeu_ps(out, _mm256_mul_ps(sum, a_scale));
+            }
+        }
+    }
+    if !full {
+        for (j, &v) in tile.iter().enumerate().take(call.cols) {
+            // SAFETY: `i < rows`, `j < cols`: inside the part of C lent.
+            unsafe { *call.out(i, j) = v };
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! x86-64 AVX-512 VNNI microkernels: the int8-activation GEMMs ([`super::QGemmFn`]) on
+//! `vpdpbusd`, which adds to each int32 lane the 4 products of 4 unsigned activation bytes
+//! by 4 signed weight bytes. A 64-byte step of a panel ([`super::QGemmW8Fn`]'s quad: 16
+//! columns x 4 k) is one such operand, the row's 4 activation bytes broadcast to every lane
+//! the other; so a zmm register sums 16 columns, exactly (no saturation), over a group.
+//!
+//! One body serves every block shape ([`qgemm_block`]): per group of 32 k, int32 sums of
+//! `EP` rows by `NQ` panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32
+//! results; `1 x 4` for the decode GEMV, which streams 4 panels at once, each weight load
+//! folded into its `vpdpbusd`), then each sum converted to f32 and multiplied into the
+//! result by the group's scales (one FMA). At the end, `(result - corr) * a_scale`, stored
+//! through a lane mask (partial blocks read only the `cols` corrections and write only
+//! their part of C).
+//!
+//! The activations stay bytes (`code + 128`, unsigned as `vpdpbusd` wants them) and the
+//! column corrections remove the `128 * w` they add. A 4-bit step's operands are unpacked
+//! as `16 * w`: `(nibble << 4) ^ 0x80` is `16 * (nibble - 8)` as a signed byte, one
+//! `vpternlogd` per operand (plus a shift for the low nibbles), where `nibble - 8` takes
+//! an `and` and a byte subtraction; the results are divided by 16 (exactly) at the end.
+
+use super::qgemm::{QCall, QPanel};
+use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
+use std::arch::x86_64::{
+    __m512, __m512i, __mmask16, _mm512_cvtepi32_ps, _mm512_dpbusd_epi32, _mm512_fmadd_ps,
+    _mm512_fmsub_ps, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_epi32, _mm512_set1_epi8, _mm512_set1_ps,
+    _mm512_setzero_ps, _mm512_setzero_si512, _mm512_slli_epi16, _mm512_ternarylogic_epi32,
+};
+
+/// The features every kernel here needs.
+const FEATURES: &[&str] = &["avx512f", "avx512bw", "avx512vnni"];
+
+/// One implementation row of this ISA.
+const fn row(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
+    Implementation {
+        kernel,
+        isa: "avx512vnni",
+        features: FEATURES,
+        func,
+    }
+}
+
+/// The AVX-512 VNNI implementations.
+pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
+    row(
+        Microkernel::Qgemm6x32W8,
+        MicrokernelFn::QGemmW8(qgemm_6x32_w8),
+    ),
+    row(
+        Microkernel::Qgemm6x32W4,
+        MicrokernelFn::QGemmW4(qgemm_6x32_w4),
+    ),
+    row(
+        Microkernel::Qgemm4x16W8,
+        MicrokernelFn::QGemmW8(qgemm_4x16_w8),
+    ),
+    row(
+        Microkernel::Qgemm4x16W4,
+        MicrokernelFn::QGemmW4(qgemm_4x16_w4),
+    ),
+    row(
+        Microkernel::Qgemv1x64W8,
+        MicrokernelFn::QGemmW8(qgemv_1x64_w8),
+    ),
+    row(
+        Microkernel::Qgemv1x64W4,
+        MicrokernelFn::QGemmW4(qgemv_1x64_w4),
+    ),
+];
+
+/// Depths per step of the k loop: two `vpdpbusd` operands per panel (two int8 quads, or
+/// the two nibbles of one 4-bit step).
+const STEP: usize = 8;
+
+/// A weight panel element as `vpdpbusd` operands.
+trait VnniPanel: QPanel {
+    /// The operands hold the weights times this (exact in f32; the sums are divided by it).
+    const MAGNIFY: f32;
+
+    /// The signed-byte operand of quad `half` (0: depths `k..k + 4`, 1: `k + 4..k + 8`) of
+    /// the step of [`STEP`] depths from `k` at `step` (its first element).
+    ///
+    /// # Safety
+    /// The step's elements are readable; inlined into a function enabling AVX-512F and
+    /// AVX-512BW, which the CPU has.
+    unsafe fn operand(step: *const Self, half: usize) -> __m512i;
+}
+
+impl VnniPanel for i8 {
+    const MAGNIFY: f32 = 1.0;
+
+    #[inline(always)]
+    unsafe fn operand(step: *const i8, half: usize) -> __m512i {
+        // SAFETY: the quad's 64 bytes are readable (the caller's contract).
+        unsafe { _mm512_loadu_si512(step.add(half * 64).cast()) }
+    }
+}
+
+impl VnniPanel for u8 {
+    const MAGNIFY: f32 = 16.0;
+
+    /// `(nibble << 4) ^ 0x80` per byte: `16 * (nibble - 8)` as a signed byte.
+    #[inline(always)]
+    unsafe fn operand(step: *const u8, half: usize) -> __m512i {
+        // SAFETY: the step's 64 bytes are readable; AVX-512F/BW (the caller's contract).
+        unsafe {
+            let bytes = _mm512_loadu_si512(step.cast());
+            // The low nibbles moved up (the high ones spill into the next byte's low nibble,
+            // which the mask drops).
+            let high = if half == 0 {
+                _mm512_slli_epi16::<4>(bytes)
+            } else {
+                bytes
+            };
+            let (mask, bias) = (_mm512_set1_epi8(0xF0u8 as i8), _mm512_set1_epi8(-128));
+            // 0x6A: (a & b) ^ c.
+            _mm512_ternarylogic_epi32::<0x6A>(high, mask, bias)
+        }
+    }
+}
+
+/// Defines `extern "C"` entry point `$name`, a [`super::QGemmFn`] over weights `$w`: the
+/// always-inlined [`qgemm_block`] of `$ep` rows by `$np` panels, with this file's features
+/// enabled.
+macro_rules! qgemm_entry {
+    ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`super::QGemmFn`], and the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        unsafe extern "C" fn $name(
+            a: *const u8,
+            a_scales: *const f32,
+            b: *const $w,
+            scales: *const f32,
+            corr: *const f32,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+        ) {
+            let operands = (a, a_scales, b, scales, corr, c);
+            let shape = ($ep, $np * QPANEL);
+            if let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], shape) {
+                // SAFETY: forwarded contract; the body's features are enabled here.
+                unsafe { qgemm_block::<$w, $ep, $np>(&call) }
+            }
+        }
+    };
+}
+
+qgemm_entry!(
+    /// [`Microkernel::Qgemm6x32W8`]: 12 zmm of int32 sums, 12 of f32 results.
+    qgemm_6x32_w8, i8, 6 x 2
+);
+qgemm_entry!(
+    /// [`Microkernel::Qgemm6x32W4`]: 4-bit steps unpacked once for the 6 rows.
+    qgemm_6x32_w4, u8, 6 x 2
+);
+qgemm_entry!(
+    /// [`Microkernel::Qgemm4x16W8`] (the AVX2 block, here for VNNI CPUs).
+    qgemm_4x16_w8, i8, 4 x 1
+);
+qgemm_entry!(
+    /// [`Microkernel::Qgemm4x16W4`] (the AVX2 block, here for VNNI CPUs).
+    qgemm_4x16_w4, u8, 4 x 1
+);
+qgemm_entry!(
+    /// [`Microkernel::Qgemv1x64W8`]: per quad, one broadcast and 4 `vpdpbusd` reading the
+    /// 4 panels' weights straight from memory.
+    qgemv_1x64_w8, i8, 1 x 4
+);
+qgemm_entry!(
+    /// [`Microkernel::Qgemv1x64W4`]: per 8 k and panel, one load, a shift and two
+    /// `vpternlogd` feed 2 `vpdpbusd`.
+    qgemv_1x64_w4, u8, 1 x 4
+);
+
+/// The block of `EP` rows by `NP` panels of [`super::QGemmFn`] for `call`, reading only the
+/// panels that hold one of its `cols` columns.
+///
+/// # Safety
+/// As [`super::QGemmFn`] for `call`'s operands; inlined into a function enabling this
+/// file's features, which the CPU has.
+#[inline(always)]
+unsafe fn qgemm_block<W: VnniPanel, const EP: usize, const NP: usize>(call: &QCall<W>) {
+    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
+    unsafe {
+        match call.panels().min(NP) {
+            4 => panels::<W, EP, 4>(call),
+            3 => panels::<W, EP, 3>(call),
+            2 => panels::<W, EP, 2>(call),
+            _ => panels::<W, EP, 1>(call),
+        }
+    }
+}
+
+/// `EP` rows by the first `NQ` panels: the f32 results of every group ([`group_sums`] scaled
+/// by the group's scales), then the epilogue ([`store_rows`]).
+///
+/// # Safety
+/// As [`qgemm_block`], with at least one of the `cols` columns in panel `NQ - 1`.
+#[inline(always)]
+unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
+    let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
+    let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
+    // SAFETY (rest): the features (the caller's contract).
+    let mut acc = [[unsafe { _mm512_setzero_ps() }; NQ]; EP];
+    for g in 0..call.groups {
+        // SAFETY: group `g < groups` of every lent row and panel.
+        let sums = unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };
+        for q in 0..NQ {
+            // SAFETY: the scales of group `g` of lent panel `q`.
+            let scale = unsafe { _mm512_loadu_ps(call.group_scales(q, g)) };
+            for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
+                // SAFETY: the features.
+                acc_i[q] =
+                    unsafe { _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums_i[q]), scale, acc_i[q]) };
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { store_rows(call, &acc) }
+}
+
+/// The int32 sums `sum_{k0 <= k < k0 + 32} a_rows[i][k] * w_q(k)` (times
+/// [`VnniPanel::MAGNIFY`]) per row `i` and panel `q`, 16 columns a register.
+///
+/// # Safety
+/// Depths `k0..k0 + 32` of every row of `a_rows` and every panel are readable; inlined
+/// into a function enabling this file's features, which the CPU has.
+#[inline(always)]
+unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
+    a_rows: &[*const u8; EP],
+    panels: &[*const W; NQ],
+    k0: usize,
+) -> [[__m512i; NQ]; EP] {
+    // SAFETY (rest): the features; every depth read is in `k0..k0 + 32`, readable.
+    let mut sums = [[unsafe { _mm512_setzero_si512() }; NQ]; EP];
+    for k in (k0..k0 + QUANT_GROUP).step_by(STEP) {
+        let at = k / STEP * W::panel_stride(STEP);
+        for half in 0..2 {
+            let w: [__m512i; NQ] =
+                std::array::from_fn(|q| unsafe { W::operand(panels[q].add(at), half) });
+            for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
+                let quad = unsafe { a_i.add(k + 4 * half).cast::<i32>().read_unaligned() };
+                let a4 = unsafe { _mm512_set1_epi32(quad) };
+                for (sum, &w_q) in sums_i.iter_mut().zip(&w) {
+                    *sum = unsafe { _mm512_dpbusd_epi32(*sum, a4, w_q) };
+                }
+            }
+        }
+    }
+    sums
+}
+
+/// Writes `c[i][j] = (acc[i][j] / MAGNIFY - corr[j]) * a_scale[i]` for the call's `rows x
+/// cols`, through lane masks (the corrections of the `cols` columns only are read).
+///
+/// # Safety
+/// As [`qgemm_block`]; `NQ` covers the call's columns.
+#[inline(always)]
+unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
+    call: &QCall<W>,
+    acc: &[[__m512; NQ]; EP],
+) {
+    let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * QPANEL));
+    // SAFETY (rest): the features; masked loads and stores touch only lanes `j < cols` of
+    // the lent `corr` and rows `i < rows` of `c`.
+    let corr: [__m512; NQ] = std::array::from_fn(|q| unsafe {
+        _mm512_maskz_loadu_ps(lanes[q], call.corr.add(q * QPANEL))
+    });
+    let unmagnify = unsafe { _mm512_set1_ps(1.0 / W::MAGNIFY) };
+    for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
+        let a_scale = unsafe { _mm512_set1_ps(call.a_scale(i)) };
+        for q in 0..NQ {
+            unsafe {
+                let v = _mm512_mul_ps(_mm512_fmsub_ps(acc_i[q], unmagnify, corr[q]), a_scale);
+                _mm512_mask_storeu_ps(call.out(i, q * QPANEL), lanes[q], v);
+            }
+        }
+    }
+}
+
+/// The mask of the first `min(n, 16)` lanes (`n >= 1`).
+#[inline(always)]
+fn lane_mask(n: usize) -> __mmask16 {
+    (u32::MAX >> (32 - n.min(QPANEL))) as __mmask16
+}

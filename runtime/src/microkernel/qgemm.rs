@@ -1,0 +1,151 @@
+//! What every implementation of the int8-activation GEMMs ([`super::QGemmFn`]) shares:
+//! the weight panel layouts ([`QPanel`]: int8, 4-bit) and one call's operands, clamped and
+//! addressed ([`QCall`]).
+
+use super::{QPANEL, QUANT_GROUP};
+
+/// Bytes of one step of a weight panel: the [`QPANEL`] columns by 4 consecutive k of one
+/// `vpdpbusd` operand (int8), or by 8 k (4-bit: two quads in the two nibbles).
+pub(super) const STEP_BYTES: usize = 64;
+
+/// The packed weight element of an int8-activation GEMM panel: `i8` (one weight per byte)
+/// or `u8` (two 4-bit weights per byte, of the same column, 4 k apart).
+pub(super) trait QPanel: Copy {
+    /// The depths one [`STEP_BYTES`] step of a panel holds (4 for int8, 8 for 4-bit).
+    const STEP_K: usize;
+
+    /// The weight of depth `k < kc` and panel column `j < 16` of `panel` (whose elements
+    /// are those of its first `kc` depths), as the layout of [`super::QGemmW8Fn`] or
+    /// [`super::QGemmW4Fn`] says.
+    fn weight(panel: &[Self], k: usize, j: usize) -> i32;
+
+    /// Elements from one panel to the next when the reduction is `kc` deep.
+    fn panel_stride(kc: usize) -> usize {
+        kc / Self::STEP_K * STEP_BYTES
+    }
+}
+
+impl QPanel for i8 {
+    const STEP_K: usize = 4;
+
+    fn weight(panel: &[i8], k: usize, j: usize) -> i32 {
+        i32::from(panel[k / 4 * STEP_BYTES + j * 4 + k % 4])
+    }
+}
+
+impl QPanel for u8 {
+    const STEP_K: usize = 8;
+
+    fn weight(panel: &[u8], k: usize, j: usize) -> i32 {
+        let byte = panel[k / 8 * STEP_BYTES + j * 4 + k % 4];
+        let nibble = if k % 8 < 4 { byte & 0x0F } else { byte >> 4 };
+        i32::from(nibble) - 8
+    }
+}
+
+/// The operands of one [`super::QGemmFn`] call of an `EP x HP` block, with `rows` and
+/// `cols` clamped to the block and `kc` rounded down to whole groups.
+pub(super) struct QCall<W> {
+    /// Activation row 0 (bytes, `code + 128`).
+    pub a: *const u8,
+    /// One scale per activation row.
+    pub a_scales: *const f32,
+    /// Weight panel 0.
+    pub b: *const W,
+    /// Group scales, `[panel][group][16]`.
+    pub scales: *const f32,
+    /// One correction per column.
+    pub corr: *const f32,
+    /// Output row 0.
+    pub c: *mut f32,
+    /// Elements from one panel to the next.
+    pub panel_stride: usize,
+    /// Groups of [`QUANT_GROUP`] k summed.
+    pub groups: usize,
+    /// Bytes from one activation row to the next.
+    pub lda: isize,
+    /// Floats from one output row to the next.
+    pub ldc: isize,
+    /// Rows of the block computed (`1..=EP`).
+    pub rows: usize,
+    /// Columns of the block computed (`1..=HP`).
+    pub cols: usize,
+}
+
+impl<W: QPanel> QCall<W> {
+    /// The call of an `ep x hp` block with the arguments of [`super::QGemmFn`] (`a`,
+    /// `a_scales`, `b`, `scales`, `corr`, `c`, then `kc, lda, ldc, rows, cols`), or `None`
+    /// when it computes nothing (`rows <= 0` or `cols <= 0`).
+    pub fn new(
+        (a, a_scales, b, scales, corr, c): (
+            *const u8,
+            *const f32,
+            *const W,
+            *const f32,
+            *const f32,
+            *mut f32,
+        ),
+        [kc, lda, ldc, rows, cols]: [i64; 5],
+        (ep, hp): (usize, usize),
+    ) -> Option<QCall<W>> {
+        if rows <= 0 || cols <= 0 {
+            return None;
+        }
+        let kc = kc.max(0) as usize;
+        Some(QCall {
+            a,
+            a_scales,
+            b,
+            scales,
+            corr,
+            c,
+            panel_stride: W::panel_stride(kc),
+            groups: kc / QUANT_GROUP,
+            lda: lda as isize,
+            ldc: ldc as isize,
+            rows: (rows as usize).min(ep),
+            cols: (cols as usize).min(hp),
+        })
+    }
+
+    /// The depths summed (whole groups).
+    pub fn depth(&self) -> usize {
+        self.groups * QUANT_GROUP
+    }
+
+    /// Panels holding one of the `cols` columns (the only ones read).
+    pub fn panels(&self) -> usize {
+        self.cols.div_ceil(QPANEL)
+    }
+
+    /// Activation row `i`, or the last computed row for `i >= rows` (so a block's spare
+    /// rows re-read it; never stored).
+    pub fn a_row(&self, i: usize) -> *const u8 {
+        let i = i.min(self.rows - 1) as isize;
+        self.a.wrapping_offset(i * self.lda)
+    }
+
+    /// The scale of activation row `i` (the last computed row's for `i >= rows`).
+    ///
+    /// # Safety
+    /// The call's `a_scales` are lent ([`super::QGemmFn`]).
+    pub unsafe fn a_scale(&self, i: usize) -> f32 {
+        // SAFETY: `min(i, rows - 1) < rows` scales are lent.
+        unsafe { *self.a_scales.add(i.min(self.rows - 1)) }
+    }
+
+    /// The start of panel `q`.
+    pub fn panel(&self, q: usize) -> *const W {
+        self.b.wrapping_add(q * self.panel_stride)
+    }
+
+    /// The 16 scales of group `g` of panel `q`.
+    pub fn group_scales(&self, q: usize, g: usize) -> *const f32 {
+        self.scales.wrapping_add((q * self.groups + g) * QPANEL)
+    }
+
+    /// Where output row `i`, column `j` goes.
+    pub fn out(&self, i: usize, j: usize) -> *mut f32 {
+        self.c.wrapping_offset(i as isize * self.ldc + j as isize)
+    }
+}

@@ -240,12 +240,15 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
     k0: usize,
 ) -> [[__m512i; NQ]; EP] {
     // SAFETY (rest): the features; every depth read is in `k0..k0 + 32`, readable.
-    let mut sums = [[unsafe { _mm512_setzero_si512() }; NQ]; EP];
+    let zero = unsafe { _mm512_setzero_si512() };
+    let mut sums = [[zero; NQ]; EP];
     for k in (k0..k0 + QUANT_GROUP).step_by(STEP) {
         let at = k / STEP * W::panel_stride(STEP);
         for half in 0..2 {
-            let w: [__m512i; NQ] =
-                std::array::from_fn(|q| unsafe { W::operand(panels[q].add(at), half) });
+            let mut w = [zero; NQ];
+            for (w_q, &panel) in w.iter_mut().zip(panels) {
+                *w_q = unsafe { W::operand(panel.add(at), half) };
+            }
             for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
                 let quad = unsafe { a_i.add(k + 4 * half).cast::<i32>().read_unaligned() };
                 let a4 = unsafe { _mm512_set1_epi32(quad) };
@@ -271,9 +274,10 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * QPANEL));
     // SAFETY (rest): the features; masked loads and stores touch only lanes `j < cols` of
     // the lent `corr` and rows `i < rows` of `c`.
-    let corr: [__m512; NQ] = std::array::from_fn(|q| unsafe {
-        _mm512_maskz_loadu_ps(lanes[q], call.corr.add(q * QPANEL))
-    });
+    let mut corr = [unsafe { _mm512_setzero_ps() }; NQ];
+    for (q, corr_q) in corr.iter_mut().enumerate() {
+        *corr_q = unsafe { _mm512_maskz_loadu_ps(lanes[q], call.corr.add(q * QPANEL)) };
+    }
     let unmagnify = unsafe { _mm512_set1_ps(1.0 / W::MAGNIFY) };
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
         let a_scale = unsafe { _mm512_set1_ps(call.a_scale(i)) };

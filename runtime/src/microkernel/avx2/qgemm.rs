@@ -55,9 +55,10 @@ pub(super) trait Avx2Panel: QPanel {
 impl Avx2Panel for i8 {
     const BYTE_SUMS: bool = false;
 
-    /// Per quad: the two 32-byte halves of each panel's step; per row, the 4 codes
-    /// broadcast, their magnitudes, then per half `sign`, `maddubs`, `madd` by ones and an
-    /// add.
+    /// Per quad and row: the 4 codes broadcast and their magnitudes; then per 8 columns of
+    /// each panel, the weights (loaded again for each row: L1 hits, where holding every
+    /// panel's would take the registers the sums need), `sign`, `maddubs`, `madd` by ones
+    /// and an add.
     #[inline(always)]
     unsafe fn group_sums<const EP: usize, const NQ: usize>(
         a_rows: &[*const u8; EP],
@@ -69,20 +70,15 @@ impl Avx2Panel for i8 {
         let (ones, bias) = unsafe { (_mm256_set1_epi16(1), _mm256_set1_epi8(-128)) };
         let mut sums = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
         for k in (k0..k0 + QUANT_GROUP).step_by(4) {
-            let w: Row<__m256i, NQ> = std::array::from_fn(|q| {
-                std::array::from_fn(|h| unsafe {
-                    _mm256_loadu_si256(panels[q].add(k * 16 + h * 32).cast())
-                })
-            });
             for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
                 let quad = unsafe { a_i.add(k).cast::<i32>().read_unaligned() };
                 let code = unsafe { _mm256_xor_si256(_mm256_set1_epi32(quad), bias) };
                 let magnitude = unsafe { _mm256_abs_epi8(code) };
-                for (sum_q, w_q) in sums_i.iter_mut().zip(&w) {
-                    for (sum, &w_h) in sum_q.iter_mut().zip(w_q) {
+                for (sum_q, &panel) in sums_i.iter_mut().zip(panels) {
+                    for (h, sum) in sum_q.iter_mut().enumerate() {
                         unsafe {
-                            let pairs =
-                                _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w_h, code));
+                            let w = _mm256_loadu_si256(panel.add(k * 16 + h * 32).cast());
+                            let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, code));
                             *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones));
                         }
                     }
@@ -96,9 +92,10 @@ impl Avx2Panel for i8 {
 impl Avx2Panel for u8 {
     const BYTE_SUMS: bool = true;
 
-    /// Per step of 8 k: each half of each panel's 64 bytes unpacked into its low and high
-    /// nibbles minus 8; per row, the two quads of activation bytes broadcast, two
-    /// `maddubs` per half added into int16 sums, widened at the end of the group.
+    /// Per step of 8 k and 8 columns of each panel: the 32 bytes unpacked into their low
+    /// and high nibbles minus 8; then per row, the two quads of activation bytes broadcast
+    /// (loaded again for each panel: L1 hits, the registers go to the sums) and two
+    /// `maddubs` added into int16 sums, widened at the end of the group.
     #[inline(always)]
     unsafe fn group_sums<const EP: usize, const NQ: usize>(
         a_rows: &[*const u8; EP],
@@ -116,33 +113,35 @@ impl Avx2Panel for u8 {
         };
         let mut sums16 = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
         for k in (k0..k0 + QUANT_GROUP).step_by(8) {
-            let w: Row<[__m256i; 2], NQ> = std::array::from_fn(|q| {
-                std::array::from_fn(|h| unsafe {
-                    let bytes = _mm256_loadu_si256(panels[q].add(k * 8 + h * 32).cast());
-                    let low = _mm256_and_si256(bytes, nibble);
-                    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
-                    [_mm256_sub_epi8(low, eight), _mm256_sub_epi8(high, eight)]
-                })
-            });
-            for (sums_i, &a_i) in sums16.iter_mut().zip(a_rows) {
-                let quad = |at: usize| unsafe {
-                    _mm256_set1_epi32(a_i.add(at).cast::<i32>().read_unaligned())
-                };
-                let (first, second) = (quad(k), quad(k + 4));
-                for (sum_q, w_q) in sums_i.iter_mut().zip(&w) {
-                    for (sum, &[low, high]) in sum_q.iter_mut().zip(w_q) {
+            for (q, &panel) in panels.iter().enumerate() {
+                for h in 0..2 {
+                    let (low, high) = unsafe {
+                        let bytes = _mm256_loadu_si256(panel.add(k * 8 + h * 32).cast());
+                        let low = _mm256_and_si256(bytes, nibble);
+                        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
+                        (_mm256_sub_epi8(low, eight), _mm256_sub_epi8(high, eight))
+                    };
+                    for (sums_i, &a_i) in sums16.iter_mut().zip(a_rows) {
                         unsafe {
+                            let quad = |at: usize| a_i.add(at).cast::<i32>().read_unaligned();
                             let both = _mm256_add_epi16(
-                                _mm256_maddubs_epi16(first, low),
-                                _mm256_maddubs_epi16(second, high),
+                                _mm256_maddubs_epi16(_mm256_set1_epi32(quad(k)), low),
+                                _mm256_maddubs_epi16(_mm256_set1_epi32(quad(k + 4)), high),
                             );
-                            *sum = _mm256_add_epi16(*sum, both);
+                            sums_i[q][h] = _mm256_add_epi16(sums_i[q][h], both);
                         }
                     }
                 }
             }
         }
-        sums16.map(|row| row.map(|halves| halves.map(|s| unsafe { _mm256_madd_epi16(s, ones) })))
+        for sums_i in sums16.iter_mut() {
+            for sum_q in sums_i.iter_mut() {
+                for sum in sum_q.iter_mut() {
+                    *sum = unsafe { _mm256_madd_epi16(*sum, ones) };
+                }
+            }
+        }
+        sums16
     }
 }
 
@@ -232,9 +231,10 @@ unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>
         let sums = unsafe { W::group_sums(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {
             // SAFETY: the scales of group `g` of lent panel `q`.
-            let scale: [__m256; 2] = std::array::from_fn(|h| unsafe {
-                _mm256_loadu_ps(call.group_scales(q, g).add(h * LANES))
-            });
+            let scale = unsafe {
+                let at = call.group_scales(q, g);
+                [_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(LANES))]
+            };
             for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
                 for h in 0..2 {
                     let sum = sums_i[q][h];

@@ -157,8 +157,9 @@ pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 ///   result is `a_scales[i] * sum_k s(k, j) * code(i, k) * w(k, j)`. An implementation may
 ///   compute that form directly and ignore `corr`; results agree up to f32 rounding.
 ///
-/// `c` is overwritten (never accumulated into). `kc` is the whole reduction, a positive
-/// multiple of [`QUANT_GROUP`] (kernels round it down to one); `lda >= kc`.
+/// `c` is overwritten (never accumulated into). `kc` is the whole reduction and must be a
+/// positive multiple of [`QUANT_GROUP`] (otherwise the result is unspecified: kernels sum
+/// its whole groups only, and touch nothing outside what a call lends); `lda >= kc`.
 ///
 /// # Safety
 /// `a` readable for `kc` bytes from `a + i*lda` for every `i < rows` (rows past `rows` are

@@ -10,7 +10,8 @@ use oxrelax_runtime::DType;
 
 pub use crate::passes::WEIGHT_QUANT_ATTR;
 
-/// A weight quantization scheme. Norms and biases stay f32, and activations are f32.
+/// A weight quantization scheme. Norms and biases stay f32, and activations are f32
+/// except the inputs of linear layers under `w8a8` / `w4a8`.
 /// The quantized formats are `PackMatmulWeights`' [`WEIGHT_FORMATS`](crate::passes::WEIGHT_FORMATS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
@@ -40,6 +41,15 @@ pub enum Quantization {
     /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations stay f32).
     #[value(name = "q4f16_1")]
     Q4f16_1,
+    /// MNN's dynamic quantization with int8 weights: weights as `q8f32` (groups of 32
+    /// along the reduction, f32 scales), and each activation row quantized to int8 at run
+    /// time with its own scale; the products accumulate in int32 (VNNI `vpdpbusd`, AVX2
+    /// `pmaddubsw`), scaled per group after.
+    #[value(name = "w8a8")]
+    W8a8,
+    /// As `w8a8` with int4 weights (the 4-bit scale search of `q4f32_1`).
+    #[value(name = "w4a8")]
+    W4a8,
 }
 
 /// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
@@ -47,12 +57,14 @@ const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
 
 impl Quantization {
     /// Every scheme a model can be compiled with (all but `Auto`).
-    pub const SCHEMES: [Quantization; 5] = [
+    pub const SCHEMES: [Quantization; 7] = [
         Quantization::Q0f32,
         Quantization::Q0f16,
         Quantization::Q8f32,
         Quantization::Q4f32_1,
         Quantization::Q4f16_1,
+        Quantization::W8a8,
+        Quantization::W4a8,
     ];
 
     /// The scheme's name (as `--quant` takes it and manifests record it).
@@ -64,6 +76,8 @@ impl Quantization {
             Quantization::Q8f32 => "q8f32",
             Quantization::Q4f32_1 => "q4f32_1",
             Quantization::Q4f16_1 => "q4f16_1",
+            Quantization::W8a8 => "w8a8",
+            Quantization::W4a8 => "w4a8",
         }
     }
 
@@ -113,6 +127,8 @@ impl Quantization {
             Quantization::Q8f32 => Some("q8"),
             Quantization::Q4f32_1 => Some("q4f32"),
             Quantization::Q4f16_1 => Some("q4f16"),
+            Quantization::W8a8 => Some("w8a8"),
+            Quantization::W4a8 => Some("w4a8"),
             _ => None,
         }
     }

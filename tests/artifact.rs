@@ -212,6 +212,8 @@ fn quantized_artifacts_store_their_panels_and_generate_as_the_folder_does() {
         ("q8f32", safetensors::Dtype::I8),
         ("q4f32_1", safetensors::Dtype::U8),
         ("q4f16_1", safetensors::Dtype::U8),
+        ("w8a8", safetensors::Dtype::I8),
+        ("w4a8", safetensors::Dtype::U8),
     ] {
         quantized_artifact_generates_as_the_folder_does(scheme, stored_as);
     }

@@ -28,4 +28,4 @@ pub use dtype::DataType;
 pub use ir::{Expr, Function, IRModule, Var};
 pub use struct_info::{StructInfo, TensorInfo, TensorShape};
 pub use sym::{SymExpr, SymVar};
-pub use target::{MatmulTiles, Target};
+pub use target::{IntMatmulTiles, MatmulTiles, Target};

@@ -84,6 +84,48 @@ const TILE_TABLE: &[TileRow] = &[
     },
 ];
 
+/// The int8 block GEMMs (dynamic int8 activations) of a target: the `(ep, hp)` blocks of
+/// the prefill and decode microkernels (named per weight format in the microkernel
+/// table, e.g. `qgemm_6x32_w8`). Their panels are the f32 tiles' `hp` wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntMatmulTiles {
+    /// The prefill block (rows, columns).
+    pub gemm: (i64, i64),
+    /// The decode block (one row, columns spanning whole panels).
+    pub gemv: (i64, i64),
+}
+
+/// One row of the int8 tile table: the architecture, the features it needs, its tiles.
+#[derive(Clone, Copy, Debug)]
+struct IntTileRow {
+    arch: &'static str,
+    features: &'static [&'static str],
+    tiles: IntMatmulTiles,
+}
+
+/// The int8 tile table, most specific rows first (as [`TILE_TABLE`]). With VNNI, the
+/// `6 x 32` block: per group of 32 k, 12 int32 accumulators take 8 `vpdpbusd` each, then
+/// are scaled into 12 f32 accumulators (about 29 zmm live). AVX2 (`pmaddubsw`, 16 ymm
+/// registers) keeps `4 x 16`.
+const INT_TILE_TABLE: &[IntTileRow] = &[
+    IntTileRow {
+        arch: "x86_64",
+        features: &["avx512f", "avx512bw", "avx512vnni"],
+        tiles: IntMatmulTiles {
+            gemm: (6, 32),
+            gemv: (1, 64),
+        },
+    },
+    IntTileRow {
+        arch: "*",
+        features: &[],
+        tiles: IntMatmulTiles {
+            gemm: (4, 16),
+            gemv: (1, 64),
+        },
+    },
+];
+
 /// The x86-64 features the host is probed for.
 #[cfg(target_arch = "x86_64")]
 fn detect_host_features() -> BTreeSet<String> {
@@ -205,6 +247,18 @@ impl Target {
         self.tile_row().matmul
     }
 
+    /// The int8 matmul tiles for this target.
+    pub fn int_matmul_tiles(&self) -> IntMatmulTiles {
+        let matches = |row: &&IntTileRow| {
+            (row.arch == "*" || row.arch == self.arch()) && row.features.iter().all(|f| self.has(f))
+        };
+        INT_TILE_TABLE
+            .iter()
+            .find(matches)
+            .expect("the int8 tile table ends with a row for every target")
+            .tiles
+    }
+
     /// The widest f32 vector the target's microkernels use, in bits.
     pub fn vector_bits(&self) -> u32 {
         self.tile_row().vector_bits
@@ -237,6 +291,10 @@ mod tests {
         assert_eq!(avx2.vector_bits(), 256);
         let generic = Target::new("aarch64-unknown-linux-gnu", &["avx512f"]);
         assert_eq!(generic.matmul_tiles().gemm_kernel, "sgemm_6x16");
+        let vnni = Target::new(x86, &["avx512f", "avx512bw", "avx512vnni"]);
+        assert_eq!(vnni.int_matmul_tiles().gemm, (6, 32));
+        assert_eq!(avx512.int_matmul_tiles().gemm, (4, 16));
+        assert_eq!(generic.int_matmul_tiles().gemv, (1, 64));
         // Every target packs weights the same way.
         for target in [&avx512, &avx2, &generic] {
             assert_eq!(target.matmul_tiles().hp, 16);

@@ -1,6 +1,9 @@
 //! The matmul rules: a legalized `packed_matmul` (activations `x [..., L]`, weights packed
-//! into panels `[P, L, HP]`, output `[..., H]`) or `packed_matmul_quant` (quantized
-//! panels and their group scales) tensorized onto the target's block microkernels.
+//! into panels `[P, L, HP]`, output `[..., H]`), `packed_matmul_quant` (quantized
+//! panels and their group scales) or `packed_matmul_int` (int8 activation codes and row
+//! scales, quads-layout panels, group scales and column correction) tensorized onto the
+//! target's block microkernels. An int8 call always covers the whole reduction (its
+//! correction and row scale apply once), so its reduction is one block.
 //!
 //! - [`GemvRule`] (decode, one row): each group of consecutive panels (as many as the GEMV
 //!   microkernel's block spans, e.g. 4 panels of 16 for `1 x 64`) is one call over the
@@ -39,8 +42,11 @@ struct PackedMatmul<'a> {
     func: &'a PrimFunc,
     x: &'a Buffer,
     packed: &'a Buffer,
-    /// Quantized panels' group scales (`packed_matmul_quant`).
+    /// Quantized panels' group scales (`packed_matmul_quant`, `packed_matmul_int`).
     scales: Option<&'a Buffer>,
+    /// The int8 activations' row scales and the panels' column correction
+    /// (`packed_matmul_int`).
+    int: Option<(&'a Buffer, &'a Buffer)>,
     out: &'a Buffer,
     /// Rows: the product of the batch dims.
     rows: SymExpr,
@@ -66,21 +72,34 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         Some(AttrValue::Str(s)) => s.as_str(),
         _ => return None,
     };
-    let (x, packed, scales, out) = match (op, func.params.as_slice()) {
-        ("packed_matmul", [x, packed, .., out]) => (x, packed, None, out),
-        ("packed_matmul_quant", [x, packed, scales, .., out]) => (x, packed, Some(scales), out),
+    let (x, packed, scales, int, out) = match (op, func.params.as_slice()) {
+        ("packed_matmul", [x, packed, .., out]) => (x, packed, None, None, out),
+        ("packed_matmul_quant", [x, packed, scales, .., out]) => {
+            (x, packed, Some(scales), None, out)
+        }
+        ("packed_matmul_int", [x, x_scales, packed, scales, corr, .., out]) => {
+            (x, packed, Some(scales), Some((x_scales, corr)), out)
+        }
         _ => return None,
     };
-    let all_f32 = [x, out].iter().all(|b| b.dtype == DataType::F32);
+    let x_dtype = if int.is_some() {
+        DataType::U8
+    } else {
+        DataType::F32
+    };
+    let int_f32 = int.is_none_or(|(s, c)| [s, c].iter().all(|b| b.dtype == DataType::F32));
+    let dtypes_ok = x.dtype == x_dtype && out.dtype == DataType::F32 && int_f32;
+    let int_buffers = int.map(|(s, c)| [s, c]);
     let dense = [Some(x), Some(packed), scales, Some(out)]
         .into_iter()
         .flatten()
+        .chain(int_buffers.into_iter().flatten())
         .all(|b| b.strides.is_none());
     let groups_whole = scales.is_none() || tiles.l_block % QUANT_GROUP == 0;
-    if !all_f32 || !dense || func.num_outputs != 1 || !groups_whole {
+    if !dtypes_ok || !dense || func.num_outputs != 1 || !groups_whole {
         return None;
     }
-    let inputs = 2 + usize::from(scales.is_some());
+    let inputs = 2 + usize::from(scales.is_some()) + 2 * usize::from(int.is_some());
     let epilogue = match split_epilogue(func) {
         Some((_, epilogue)) => Some(epilogue),
         None if func.attrs.contains_key(FUSED_ATTR) || func.params.len() != inputs + 1 => {
@@ -89,7 +108,7 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         None => None,
     };
     let (panels, block) = match packed.shape.as_slice() {
-        [panels, _, block] | [panels, _, block, _] => (panels, block),
+        [panels, _, block] | [panels, _, block, _] | [panels, _, block, _, _] => (panels, block),
         _ => return None,
     };
     if block.as_const() != Some(tiles.hp) {
@@ -102,6 +121,7 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         x,
         packed,
         scales,
+        int,
         out,
         rows: SymExpr::product(batch),
         batch: out.shape.split_last()?.1,
@@ -131,7 +151,7 @@ impl ScheduleRule for GemvRule {
         if m.rows.as_const() != Some(1) {
             return None;
         }
-        let kernel = m.kernel(tiles.gemv_kernel)?;
+        let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
         let width = block_width(kernel, tiles.hp)?;
         // Each task covers `calls` blocks: enough for whole epilogue windows.
         let calls = m.aligned(width) / width;
@@ -171,6 +191,9 @@ fn block_width(kernel: &str, hp: i64) -> Option<i64> {
     match MicrokernelSpec::lookup(kernel)?.kind {
         MicrokernelKind::Gemm {
             hp: width, panel, ..
+        }
+        | MicrokernelKind::IntGemm {
+            hp: width, panel, ..
         } if panel == hp && width % hp == 0 => Some(width),
         _ => None,
     }
@@ -187,16 +210,23 @@ impl ScheduleRule for MatmulRule {
         if m.rows.as_const() == Some(1) {
             return None;
         }
-        let kernel = m.kernel(tiles.gemm_kernel)?;
+        let kernel = m.kernel(tiles.gemm_kernel, target.int_matmul_tiles().gemm)?;
         let width = block_width(kernel, tiles.hp)?;
+        let ep = MicrokernelSpec::lookup(kernel)?.kind.block()?.0;
+        // An int8 call covers the whole reduction.
+        let l_block = if m.int.is_some() {
+            m.depth
+        } else {
+            tiles.l_block
+        };
         // Panels per task: whole kernel blocks, and whole epilogue windows.
         let group = (m.panels / 8).clamp(1, tiles.panels_per_task);
         let group = m.aligned(lcm(group * tiles.hp, width)) / tiles.hp;
         let per_call = width / tiles.hp;
         let groups = (m.panels + group - 1) / group;
-        let l_blocks = (m.depth + tiles.l_block - 1) / tiles.l_block;
+        let l_blocks = (m.depth + l_block - 1) / l_block;
         let rows = PrimExpr::from(&m.rows);
-        let row_blocks = ceil_div(rows.clone(), tiles.ep);
+        let row_blocks = ceil_div(rows.clone(), ep);
         // Blocks of this group: `p = t * group + q * per_call` for the `q` that start
         // before `min(group, P - t * group)` panels.
         let panel_count = min(
@@ -236,14 +266,14 @@ impl ScheduleRule for MatmulRule {
             Some(epilogue) => Stmt::Seq(vec![panels_loop, epilogue]),
             None => panels_loop,
         };
-        let per_rows = let_in("e0", index("eb") * PrimExpr::index(tiles.ep), {
-            let e_rows = min(PrimExpr::index(tiles.ep), rows.clone() - index("e0"));
+        let per_rows = let_in("e0", index("eb") * PrimExpr::index(ep), {
+            let e_rows = min(PrimExpr::index(ep), rows.clone() - index("e0"));
             let_in("e_rows", e_rows, tile_body)
         });
         let rows_loop = for_loop("eb", row_blocks, ForKind::Serial, per_rows);
-        let per_l = let_in("l0", index("lb") * PrimExpr::index(tiles.l_block), {
+        let per_l = let_in("l0", index("lb") * PrimExpr::index(l_block), {
             let kc = min(
-                PrimExpr::index(tiles.l_block),
+                PrimExpr::index(l_block),
                 PrimExpr::index(m.depth) - index("l0"),
             );
             let_in("kc", kc, rows_loop)
@@ -257,9 +287,14 @@ impl ScheduleRule for MatmulRule {
 }
 
 impl PackedMatmul<'_> {
-    /// The version of the target's f32-weight microkernel `kernel` over this matmul's
-    /// packed weights and scales (itself for f32, its f16 twin for f16, ...).
-    fn kernel(&self, kernel: &str) -> Option<&'static str> {
+    /// The microkernel for this matmul: the version of the target's f32-weight
+    /// microkernel `kernel` over its packed weights and scales (itself for f32, its f16
+    /// twin for f16, ...), or for int8 activations the int8 block `int_block` over its
+    /// weights.
+    fn kernel(&self, kernel: &str, (ep, hp): (i64, i64)) -> Option<&'static str> {
+        if self.int.is_some() {
+            return Some(MicrokernelSpec::int_gemm(ep, hp, self.packed.dtype)?.name);
+        }
         let weights = (self.packed.dtype, self.scales.map(|s| s.dtype));
         Some(MicrokernelSpec::gemm_over(kernel, weights)?.name)
     }
@@ -336,6 +371,23 @@ impl PackedMatmul<'_> {
             buffer: buffer.to_string(),
             offset,
         };
+        if let (Some((x_scales, corr)), Some(scales)) = (self.int, self.scales) {
+            let groups = self.depth / QUANT_GROUP;
+            let operands = vec![
+                region(&self.x.name, a_offset),
+                region(&x_scales.name, e0.clone()),
+                region(&self.packed.name, panel_start),
+                region(&scales.name, p.clone() * PrimExpr::index(groups) * hp),
+                region(&corr.name, first_col.clone()),
+                region(&self.out.name, e0 * h.clone() + first_col),
+            ];
+            let depth = PrimExpr::index(self.depth);
+            return Stmt::Microkernel(MicrokernelCall {
+                kernel: kernel.to_string(),
+                operands,
+                scalars: vec![depth.clone(), depth, h, rows, cols],
+            });
+        }
         let mut operands = vec![
             region(&self.x.name, a_offset),
             region(&self.packed.name, panel_start + l0.clone() * hp.clone()),

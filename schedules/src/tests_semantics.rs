@@ -103,10 +103,11 @@ fn random_inputs(
             let len = SymExpr::product(&b.shape).eval(dims).unwrap() as usize;
             // Int8 weights are small integers, so products keep f32 values' magnitudes
             // (the runtime's tests cover the whole int8 range); int4 weights are any
-            // nibble.
+            // nibble; int8 activation codes stay near their zero (128).
             (0..len)
                 .map(|_| match b.dtype {
                     DataType::I8 => f64::from(rng.gen_range(-2i8..=2)),
+                    DataType::U8 => f64::from(rng.gen_range(126u8..=130)),
                     DataType::U4 => f64::from(rng.gen_range(0u8..16)),
                     _ => f64::from(rng.gen_range(-2.0f32..2.0)),
                 })
@@ -197,7 +198,8 @@ fn matmul_rules_match_on(target: &Target) {
         let product = match scales {
             Some(scale_dtype) => {
                 let bits = if weights == DataType::U4 { 4 } else { 8 };
-                let (shape, _) = op::packed_quant_layout(features, depth, hp, bits);
+                let layout = (bits, op::QuantLayout::Rows);
+                let (shape, _) = op::packed_quant_layout(features, depth, hp, layout);
                 let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), weights);
                 let groups = op::quant_groups(depth);
                 let shape = vec![panels.into(), groups.into(), hp.into()];
@@ -224,6 +226,52 @@ fn matmul_rules_match_on(target: &Target) {
             rule.name()
         );
         assert_rule_keeps_results(rule, &func, target, &mut rng, &what);
+    }
+}
+
+#[test]
+fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
+    let vnni = Target::new(
+        "x86_64-unknown-linux-gnu",
+        &["avx512f", "avx512bw", "avx512vnni"],
+    );
+    let targets = [vnni, Target::new("aarch64-unknown-linux-gnu", &[])];
+    let mut rng = StdRng::seed_from_u64(19);
+    // (rows: None for the symbolic n, reduction L, output features H)
+    let shapes = [(None, 100, 37), (Some(1), 33, 130), (Some(1), 17, 64)];
+    for target in &targets {
+        let hp = target.matmul_tiles().hp;
+        for (bits, (rows, depth, features)) in
+            [8, 4].into_iter().flat_map(|b| shapes.map(|s| (b, s)))
+        {
+            let rows_dim = rows.map_or(n().expr(), SymExpr::int);
+            let padded = op::padded_depth(depth);
+            let xq = tensor("xq", vec![rows_dim.clone(), padded.into()], DataType::U8);
+            let xs = tensor("xs", vec![rows_dim], DataType::F32);
+            let layout = (bits, op::QuantLayout::Quads);
+            let (shape, dtype) = op::packed_quant_layout(features, depth, hp, layout);
+            let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), dtype);
+            let panels = (features + hp - 1) / hp;
+            let groups = op::quant_groups(depth);
+            let scales = vec![panels.into(), groups.into(), hp.into()];
+            let scales = tensor("s", scales, DataType::F32);
+            let correction = tensor("c", vec![panels.into(), hp.into()], DataType::F32);
+            let product =
+                op::packed_matmul_int((&xq, &xs), (&packed, &scales, &correction), features);
+            let func = legalized(product.unwrap());
+            let rule: &dyn ScheduleRule = if rows.is_some() {
+                &GemvRule
+            } else {
+                &MatmulRule
+            };
+            let what = format!(
+                "int8 {} w{bits} rows {rows:?} L {depth} H {features}",
+                rule.name()
+            );
+            // The legalized sum of unsigned codes cancels the correction in f32.
+            let checked = (&mut rng, 2e-3);
+            assert_rule_keeps_results_within(rule, &func, target, checked, &what);
+        }
     }
 }
 
@@ -299,6 +347,17 @@ fn assert_rule_keeps_results(
     rng: &mut StdRng,
     what: &str,
 ) {
+    assert_rule_keeps_results_within(rule, func, target, (rng, 1e-4), what);
+}
+
+/// [`assert_rule_keeps_results`] with a relative `tolerance`.
+fn assert_rule_keeps_results_within(
+    rule: &dyn ScheduleRule,
+    func: &oxrelax_dsl::tir::PrimFunc,
+    target: &Target,
+    (rng, tolerance): (&mut StdRng, f64),
+    what: &str,
+) {
     let scheduled = rule.apply(func, target).expect("the rule applies");
     for value in [1, 7, 13, 15] {
         let dims = SymBindings::from([("n".to_string(), value)]);
@@ -307,7 +366,7 @@ fn assert_rule_keeps_results(
         let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
         assert_eq!(before[0].len(), after[0].len(), "{what} n {value}");
         for (b, a) in before[0].iter().zip(&after[0]) {
-            let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+            let close = (a - b).abs() <= tolerance * (1.0 + b.abs());
             assert!(close, "{what} n {value}: {a} vs {b}");
         }
     }

@@ -8,11 +8,19 @@
 //! `take(w, ids)` of an f32 weight reads a quantized table too: `take_quant(q, s, ids)`
 //! with the table quantized exactly as a linear weight of the same shape, so a tied
 //! embedding and output head share one quantized copy (the lift computes it once).
+//!
+//! A format with int8 activations (w8a8, w4a8) packs the weight in the quads layout and
+//! quantizes each activation at run time, once per activation however many linear layers
+//! read it (q/k/v, gate/up): `xs = activation_scales(x)`, `xq = quantize_activations(x,
+//! xs)`, `y = packed_matmul_int(xq, xs, packed, scales, weight_correction(packed,
+//! scales))`.
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Call, Callee, Function};
 use oxrelax_dsl::op::{
-    pack_weight, pack_weight_quant, packed_matmul, packed_matmul_quant, quantize_scales, take_quant,
+    activation_scales, pack_weight, pack_weight_quant, packed_matmul, packed_matmul_int,
+    packed_matmul_quant, quantize_activations, quantize_scales, take_quant, weight_correction,
+    QuantLayout,
 };
 use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -30,25 +38,44 @@ pub struct WeightFormat {
     pub bits: i64,
     /// The dtype the group scales are stored in.
     pub scales: DataType,
+    /// The panels' layout: `Quads` for int8 activations (the dot-product microkernels).
+    pub layout: QuantLayout,
+}
+
+impl WeightFormat {
+    /// Whether linear layers quantize their activations to int8 at run time.
+    fn int8_activations(&self) -> bool {
+        self.layout == QuantLayout::Quads
+    }
+}
+
+/// A format of f32-activation panels.
+const fn float_activations(name: &'static str, bits: i64, scales: DataType) -> WeightFormat {
+    WeightFormat {
+        name,
+        bits,
+        scales,
+        layout: QuantLayout::Rows,
+    }
+}
+
+/// A format of int8-activation panels (f32 group scales).
+const fn int8_activations(name: &'static str, bits: i64) -> WeightFormat {
+    WeightFormat {
+        name,
+        bits,
+        scales: DataType::F32,
+        layout: QuantLayout::Quads,
+    }
 }
 
 /// Every quantized weight format.
-pub const WEIGHT_FORMATS: [WeightFormat; 3] = [
-    WeightFormat {
-        name: "q8",
-        bits: 8,
-        scales: DataType::F32,
-    },
-    WeightFormat {
-        name: "q4f32",
-        bits: 4,
-        scales: DataType::F32,
-    },
-    WeightFormat {
-        name: "q4f16",
-        bits: 4,
-        scales: DataType::F16,
-    },
+pub const WEIGHT_FORMATS: [WeightFormat; 5] = [
+    float_activations("q8", 8, DataType::F32),
+    float_activations("q4f32", 4, DataType::F32),
+    float_activations("q4f16", 4, DataType::F16),
+    int8_activations("w8a8", 8),
+    int8_activations("w4a8", 4),
 ];
 
 /// Rewrites linear layers of weighted functions (those with a `num_input` attribute) to
@@ -120,6 +147,7 @@ fn pack_function(function: &mut Function, block: i64) {
         .collect();
     let mut transposed: HashMap<String, Var> = HashMap::new();
     for binding_block in &mut function.blocks {
+        let mut quantized_activations = HashMap::new();
         let mut rewritten = Vec::with_capacity(binding_block.bindings.len());
         for binding in binding_block.bindings.drain(..) {
             let value = binding.value.expr();
@@ -134,7 +162,13 @@ fn pack_function(function: &mut Function, block: i64) {
                 rewritten.extend(bindings);
                 continue;
             }
-            match packed_bindings(&binding, &transposed, (block, format)) {
+            let rewrite = Rewrite {
+                transposed: &transposed,
+                activations: &mut quantized_activations,
+                block,
+                format,
+            };
+            match rewrite.packed_bindings(&binding) {
                 Some(bindings) => rewritten.extend(bindings),
                 None => rewritten.push(binding),
             }
@@ -165,36 +199,77 @@ fn quantized_take(
     finish(bindings, binding, rows)
 }
 
-/// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
-/// `[packed = pack_weight(w), y = packed_matmul(x, packed)]`, or with a quantized
-/// `format` (and an f32 weight) `[scales = quantize_scales(w), packed =
-/// pack_weight_quant(w, scales), y = packed_matmul_quant(x, packed, scales)]`.
-fn packed_bindings(
-    binding: &Binding,
-    transposed: &HashMap<String, Var>,
-    (block, format): (i64, Option<&WeightFormat>),
-) -> Option<Vec<Binding>> {
-    let call = op_call(binding.value.expr(), "matmul")?;
-    let [x, Expr::Var(wt)] = call.args.as_slice() else {
-        return None;
-    };
-    let w = transposed.get(&wt.name)?;
-    let w_sinfo = w.sinfo.as_tensor()?;
-    let features = w_sinfo.dims()?[0].as_const()?;
-    let weight = Expr::Var(w.clone());
-    let mut bindings = Vec::new();
-    let product = match format.filter(|_| w_sinfo.dtype == DataType::F32) {
-        Some(format) => {
-            let (packed, scales) = quantized(&mut bindings, binding, &weight, (block, format))?;
-            packed_matmul_quant(x, &packed, &scales, features).ok()?
+/// What rewriting a matmul needs: the transposed weights seen so far, the int8
+/// activations already quantized in this block (by variable), the panel width and format.
+struct Rewrite<'a> {
+    transposed: &'a HashMap<String, Var>,
+    activations: &'a mut HashMap<String, (Expr, Expr)>,
+    block: i64,
+    format: Option<&'a WeightFormat>,
+}
+
+impl Rewrite<'_> {
+    /// The bindings replacing `y = matmul(x, wt)` where `wt` transposes weight `w`:
+    /// `[packed = pack_weight(w), y = packed_matmul(x, packed)]`, or with a quantized
+    /// `format` (and an f32 weight) `[scales = quantize_scales(w), packed =
+    /// pack_weight_quant(w, scales), y = packed_matmul_quant(x, packed, scales)]` (int8
+    /// activations: [`Rewrite::int8_product`]).
+    fn packed_bindings(self, binding: &Binding) -> Option<Vec<Binding>> {
+        let call = op_call(binding.value.expr(), "matmul")?;
+        let [x, Expr::Var(wt)] = call.args.as_slice() else {
+            return None;
+        };
+        let w = self.transposed.get(&wt.name)?;
+        let w_sinfo = w.sinfo.as_tensor()?;
+        let features = w_sinfo.dims()?[0].as_const()?;
+        let weight = Expr::Var(w.clone());
+        let mut bindings = Vec::new();
+        let product = match self.format.filter(|_| w_sinfo.dtype == DataType::F32) {
+            Some(format) if format.int8_activations() => {
+                let (packed, scales) =
+                    quantized(&mut bindings, binding, &weight, (self.block, format))?;
+                let correction = weight_correction(&packed, &scales).ok()?;
+                let correction = bind(&mut bindings, binding, "correction", correction);
+                let (xq, xs) = self.quantized_activation(&mut bindings, binding, x)?;
+                packed_matmul_int((&xq, &xs), (&packed, &scales, &correction), features).ok()?
+            }
+            Some(format) => {
+                let (packed, scales) =
+                    quantized(&mut bindings, binding, &weight, (self.block, format))?;
+                packed_matmul_quant(x, &packed, &scales, features).ok()?
+            }
+            None => {
+                let packed = pack_weight(&weight, self.block).ok()?;
+                let packed = bind(&mut bindings, binding, "packed", packed);
+                packed_matmul(x, &packed, features).ok()?
+            }
+        };
+        finish(bindings, binding, product)
+    }
+
+    /// `x`'s int8 codes and row scales: bound (after `bindings`) the first time a
+    /// variable `x` is multiplied in this block, reused after.
+    fn quantized_activation(
+        self,
+        bindings: &mut Vec<Binding>,
+        binding: &Binding,
+        x: &Expr,
+    ) -> Option<(Expr, Expr)> {
+        let key = match x {
+            Expr::Var(var) => Some(var.name.clone()),
+            _ => None,
+        };
+        if let Some(found) = key.as_ref().and_then(|k| self.activations.get(k)) {
+            return Some(found.clone());
         }
-        None => {
-            let packed = pack_weight(&weight, block).ok()?;
-            let packed = bind(&mut bindings, binding, "packed", packed);
-            packed_matmul(x, &packed, features).ok()?
+        let scales = bind(bindings, binding, "x_scales", activation_scales(x).ok()?);
+        let codes = quantize_activations(x, &scales).ok()?;
+        let quantized = (bind(bindings, binding, "xq", codes), scales);
+        if let Some(key) = key {
+            self.activations.insert(key, quantized.clone());
         }
-    };
-    finish(bindings, binding, product)
+        Some(quantized)
+    }
 }
 
 /// Binds `weight`'s quantized panels `block` wide and their scales (after `bindings`),
@@ -207,7 +282,7 @@ fn quantized(
 ) -> Option<(Expr, Expr)> {
     let scales = quantize_scales(weight, block, format.bits, format.scales).ok()?;
     let scales = bind(bindings, binding, "scales", scales);
-    let packed = pack_weight_quant(weight, &scales, format.bits).ok()?;
+    let packed = pack_weight_quant(weight, &scales, (format.bits, format.layout)).ok()?;
     Some((bind(bindings, binding, "packed", packed), scales))
 }
 

@@ -222,22 +222,27 @@ pub fn greedy(
     prompt: &[u32],
     tokens: usize,
 ) -> oxrelax_runtime::engine::Generation {
-    use oxrelax_runtime::engine::{Engine, EngineConfig, GenerateOptions, Step};
+    use oxrelax_runtime::engine::{GenerateOptions, Step};
     use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
-    let config = EngineConfig {
-        context_window: model.context_window as usize,
-        prefill_chunk: model.prefill_chunk as usize,
-        vocab_size: model.config.vocab_size as usize,
-        eos_ids: Vec::new(),
-    };
-    let mut engine = Engine::new(model.built.vm, model.weights, config).unwrap();
     let options = GenerateOptions {
         max_new_tokens: tokens,
         ignore_eos: true,
         keep_logits: true,
     };
     let mut sampler = Sampler::new(SamplingConfig::default());
-    engine
+    engine(model)
         .generate(prompt, options, &mut sampler, |_| Ok(Step::Continue))
         .unwrap()
+}
+
+/// An engine over `model` (no end-of-sequence ids).
+pub fn engine(model: oxrelax::model::LoadedModel) -> oxrelax_runtime::engine::Engine {
+    use oxrelax_runtime::engine::{Engine, EngineConfig};
+    let config = EngineConfig {
+        context_window: model.context_window as usize,
+        prefill_chunk: model.prefill_chunk as usize,
+        vocab_size: model.config.vocab_size as usize,
+        eos_ids: Vec::new(),
+    };
+    Engine::new(model.built.vm, model.weights, config).unwrap()
 }

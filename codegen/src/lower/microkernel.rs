@@ -82,7 +82,8 @@ mod tests {
             let kernel = Microkernel::from_name(spec.name)
                 .unwrap_or_else(|| panic!("{} is not in the runtime's table", spec.name));
             let block = match spec.kind {
-                MicrokernelKind::Gemm { ep, hp, panel, .. } => {
+                MicrokernelKind::Gemm { ep, hp, panel, .. }
+                | MicrokernelKind::IntGemm { ep, hp, panel, .. } => {
                     Some((ep as usize, hp as usize, panel as usize))
                 }
                 MicrokernelKind::Attention => None,

@@ -16,6 +16,7 @@ mod create;
 mod elementwise;
 mod error;
 mod index;
+mod int_quant;
 mod kernel;
 mod layout;
 mod matmul;
@@ -95,6 +96,9 @@ const FAMILIES: &[(&[&str], Legalizer)] = &[
     (packed::OPS, |c| packed::legalize(c).map(Legalized::from)),
     (quantize::OPS, |c| {
         quantize::legalize(c).map(Legalized::from)
+    }),
+    (int_quant::OPS, |c| {
+        int_quant::legalize(c).map(Legalized::from)
     }),
     (layout::OPS, |c| layout::legalize(c).map(Legalized::from)),
     (concat::OPS, concat::legalize),

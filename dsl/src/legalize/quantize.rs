@@ -6,6 +6,7 @@ use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{load, Kernel, OpPattern};
 use super::packed::matmul_kernel;
+use crate::op::{QuantLayout, QuantPanels};
 use crate::te::{self, Expr, Tensor};
 use crate::tir::QUANT_GROUP;
 use crate::{DataType, SymExpr};
@@ -28,18 +29,9 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     }
 }
 
-/// The quantized panels' format: their bits per weight, read from the dtype.
-fn bits_of(packed: &Tensor) -> i64 {
-    if packed.dtype() == DataType::U4 {
-        4
-    } else {
-        8
-    }
-}
-
 /// `weight[row, l]` for panel `p`, lane `j` (row `p*HP + j`), 0 outside the weight (the
 /// clamped indices keep the unused read inside it).
-fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block: &Expr) -> Expr {
+pub(super) fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block: &Expr) -> Expr {
     let rows = Expr::from(weight.shape()[0].clone());
     let depth = Expr::from(weight.shape()[1].clone());
     let row = p.clone() * block.clone() + j.clone();
@@ -181,9 +173,9 @@ fn least_squares_scales(group: &Tensor, shape: &[SymExpr], dtype: DataType) -> T
     })
 }
 
-/// 8 bits: `out[p, l, j] = q(p, l, j)`; 4 bits: `out[p, t, j, e] = q(p, 2t + e, j) + 8`;
-/// with `q(p, l, j) = floor(w(p*HP + j, l) / scale + 0.5)` clamped to the format's
-/// range (`-127..=127`, `-8..=7`), 0 where the scale is 0 (and past the weight).
+/// `out[p, .., j, ..] = q(p, l, j)` at the element holding `l` ([`panel_depth`]), plus 8
+/// for 4 bits; `q(p, l, j) = floor(w(p*HP + j, l) / scale + 0.5)` clamped to the
+/// format's range (`-127..=127`, `-8..=7`), 0 where the scale is 0 (and past the weight).
 ///
 /// One loop nest per panel: its scales are widened to f32 once (an infinite divisor for a
 /// zero scale), then its values divided.
@@ -191,8 +183,9 @@ fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["weight", "scales"])?;
     let (weight, scales) = (&inputs[0], &inputs[1]);
     let (shape, dtype) = call.output()?;
+    let quant = QuantPanels::of(dtype, &shape).ok_or_else(|| call.bad_output("panels"))?;
     let block = Expr::from(shape[2].clone());
-    let four_bits = dtype == DataType::U4;
+    let four_bits = quant.bits == 4;
     let (lowest, highest) = if four_bits {
         (-8.0, 7.0)
     } else {
@@ -203,13 +196,9 @@ fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let zero = scale.equal(Expr::constant(0.0, DataType::F32));
         te::select(zero, Expr::inf(DataType::F32), scale)
     });
-    let out = te::compute("packed", shape, |i| {
+    let out = te::compute("packed", shape.clone(), |i| {
         let (p, j) = (&i[0], &i[2]);
-        let l = if four_bits {
-            i[1].clone() * Expr::int(2) + i[3].clone()
-        } else {
-            i[1].clone()
-        };
+        let l = panel_depth(quant.layout, quant.bits, i);
         let divisor = divisor.at(&[p.clone(), l.floordiv(Expr::int(QUANT_GROUP)), j.clone()]);
         let ratio = weight_at(weight, (p, j, &l), &block) / divisor;
         let q = (ratio + Expr::f32(0.5)).floor().clamp(lowest, highest);
@@ -220,24 +209,55 @@ fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
     Ok(kernel.sharing_outer_loops(1))
 }
 
-/// Weight `(h, l)` of quantized panels, dequantized: the stored value (minus 8 for u4)
-/// times its group scale.
+/// The reduction index `l` held by element `i` of panels of `layout` and `bits`.
+fn panel_depth(layout: QuantLayout, bits: i64, i: &[Expr]) -> Expr {
+    match (layout, bits) {
+        (QuantLayout::Rows, 4) => i[1].clone() * Expr::int(2) + i[3].clone(),
+        (QuantLayout::Rows, _) => i[1].clone(),
+        (QuantLayout::Quads, 4) => {
+            i[1].clone() * Expr::int(8) + i[4].clone() * Expr::int(4) + i[3].clone()
+        }
+        (QuantLayout::Quads, _) => i[1].clone() * Expr::int(4) + i[3].clone(),
+    }
+}
+
+/// The index of the element of panels of `layout` and `bits` holding weight `(panel,
+/// lane)`'s value `l` (the inverse of [`panel_depth`]).
+fn panel_index(
+    layout: QuantLayout,
+    bits: i64,
+    (panel, lane): (&Expr, &Expr),
+    l: &Expr,
+) -> Vec<Expr> {
+    let (p, j) = (panel.clone(), lane.clone());
+    let div = |n: i64| l.floordiv(Expr::int(n));
+    let rem = |n: i64| l.floormod(Expr::int(n));
+    match (layout, bits) {
+        (QuantLayout::Rows, 4) => vec![p, div(2), j, rem(2)],
+        (QuantLayout::Rows, _) => vec![p, l.clone(), j],
+        (QuantLayout::Quads, 4) => vec![p, div(8), j, rem(4), div(4).floormod(Expr::int(2))],
+        (QuantLayout::Quads, _) => vec![p, div(4), j, rem(4)],
+    }
+}
+
+/// The integer value (minus 8 for u4) of weight `(panel, lane)` at `l` in quantized
+/// panels, as f32.
+pub(super) fn code(packed: &Tensor, (panel, lane): (&Expr, &Expr), l: &Expr) -> Expr {
+    let quant = QuantPanels::of(packed.dtype(), packed.shape()).expect("quantized panels");
+    let at = panel_index(quant.layout, quant.bits, (panel, lane), l);
+    let value = load(packed, &at).cast(DataType::F32);
+    if quant.bits == 4 {
+        value - Expr::f32(8.0)
+    } else {
+        value
+    }
+}
+
+/// Weight `(h, l)` of quantized panels, dequantized: its [`code`] times its group scale.
 fn dequantized(packed: &Tensor, scales: &Tensor, (h, l): (&Expr, &Expr)) -> Expr {
     let block = Expr::from(packed.shape()[2].clone());
     let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block));
-    let value = if bits_of(packed) == 4 {
-        let pair = [l.floordiv(Expr::int(2)), l.floormod(Expr::int(2))];
-        let at = [
-            panel.clone(),
-            pair[0].clone(),
-            lane.clone(),
-            pair[1].clone(),
-        ];
-        load(packed, &at).cast(DataType::F32) - Expr::f32(8.0)
-    } else {
-        let at = [panel.clone(), l.clone(), lane.clone()];
-        load(packed, &at).cast(DataType::F32)
-    };
+    let value = code(packed, (&panel, &lane), l);
     let group = l.floordiv(Expr::int(QUANT_GROUP));
     value * load(scales, &[panel, group, lane]).cast(DataType::F32)
 }

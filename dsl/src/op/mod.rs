@@ -13,6 +13,7 @@ mod broadcast;
 mod create;
 mod ctx;
 pub mod error;
+mod int_quant;
 mod join;
 mod manipulate;
 mod matmul;
@@ -30,6 +31,7 @@ pub use binary::*;
 pub use create::*;
 pub use ctx::InferCtx;
 pub use error::{ArgRef, Dims, InferError};
+pub use int_quant::*;
 pub use join::*;
 pub use manipulate::*;
 pub use matmul::*;
@@ -115,6 +117,7 @@ const FAMILIES: &[&[OpDef]] = &[
     matmul::OPS,
     packed::OPS,
     quantize::OPS,
+    int_quant::OPS,
     manipulate::OPS,
     join::OPS,
     reduce::OPS,

@@ -11,16 +11,26 @@
 //!   `n - 8`); scale `-m / 8` with `m` the group's value of largest magnitude (as
 //!   llama.cpp's q4_0: `m` becomes exactly -8, the other values use all 16 levels).
 //!
+//! With `layout = "quads"` (the dynamic-int8 schemes' panels, [`int_quant`](super::int_quant)),
+//! the reduction is zero-padded to whole groups (`Lp = ceil(L/32)*32`) and each column
+//! keeps 4 consecutive values of `l` together, the operand layout of 4-way int8 dot
+//! products (`vpdpbusd`, `sdot`):
+//! - 8: `[P, Lp/4, HP, 4]` i8 (`packed[p, l/4, j, l%4]`);
+//! - 4: `[P, Lp/8, HP, 4, 2]` u4 (`packed[p, l/8, j, l%4, (l/4)%2]`, plus 8): one byte
+//!   per column and `l%4` whose low nibble is a value of the first 4 of 8 consecutive `l`
+//!   and whose high nibble is the matching value of the last 4.
+//!
 //! The ops:
 //! - `quantize_scales(weight [H, L] f32, block = HP, bits, dtype) -> [ceil(H/HP),
 //!   ceil(L/32), HP]` of `dtype` (f32 or f16): each group's scale (a tail group has
 //!   fewer values); 0 for padding rows and all-zero groups.
-//! - `pack_weight_quant(weight [H, L] f32, scales, bits) -> panels`: `weight / scale`
-//!   rounded half up (`floor(x + 0.5)`), clamped to the format's range; 0 where the
-//!   scale is 0 or the row is padding.
+//! - `pack_weight_quant(weight [H, L] f32, scales, bits, layout = "rows" | "quads") ->
+//!   panels`: `weight / scale` rounded half up (`floor(x + 0.5)`), clamped to the
+//!   format's range; 0 where the scale is 0, the row is padding or `l >= L`.
 //! - `packed_matmul_quant(x [..., L] f32, packed, scales, out_features = H) -> [..., H]`
 //!   f32: `x @ weight^T` with weight `(h, l)` dequantized from the panels as read.
-//! - `take_quant(packed, scales, ids [...], rows = V, width = L) -> [..., L]` f32: rows `ids`
+//! - `take_quant(packed, scales, ids [...], rows = V, width = L) -> [..., L]` f32 (panels of
+//!   either layout): rows `ids`
 //!   (clamped into `0..V`) of a `[V, L]` table quantized like a linear weight (row `v`
 //!   is output column `v` of the panels), dequantized as they are gathered. A tied
 //!   embedding shares one quantized copy between the lookup and the output head.
@@ -47,7 +57,10 @@ pub(super) const OPS: &[OpDef] = &[
     OpDef {
         name: "pack_weight_quant",
         args: &["weight", "scales"],
-        attrs: &[AttrSpec::new("bits", AttrKind::Int, AttrDefault::Required)],
+        attrs: &[
+            AttrSpec::new("bits", AttrKind::Int, AttrDefault::Required),
+            AttrSpec::new("layout", AttrKind::Str(LAYOUTS), AttrDefault::Optional),
+        ],
         infer: infer_pack,
     },
     OpDef {
@@ -77,36 +90,111 @@ pub const QUANT_BITS: [i64; 2] = [4, 8];
 /// The dtypes group scales can be stored in.
 const SCALE_DTYPES: [DataType; 2] = [DataType::F32, DataType::F16];
 
+/// The values of `pack_weight_quant`'s `layout` attribute.
+const LAYOUTS: &[&str] = &["rows", "quads"];
+
 /// The number of scale groups along a reduction of `depth` values.
 pub fn quant_groups(depth: i64) -> i64 {
     (depth + QUANT_GROUP - 1) / QUANT_GROUP
 }
 
+/// How quantized panels order the reduction (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantLayout {
+    /// One `l` after another (two per byte for 4 bits): the f32-activation microkernels'.
+    Rows,
+    /// Groups of 4 consecutive `l` per column, the reduction padded to whole groups: the
+    /// int8 dot-product microkernels'.
+    Quads,
+}
+
+impl QuantLayout {
+    /// The layout named by `pack_weight_quant`'s `layout` attribute (absent: rows).
+    pub fn from_attr(name: Option<&str>) -> Option<QuantLayout> {
+        match name {
+            None | Some("rows") => Some(QuantLayout::Rows),
+            Some("quads") => Some(QuantLayout::Quads),
+            Some(_) => None,
+        }
+    }
+
+    /// The attribute value naming this layout.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantLayout::Rows => "rows",
+            QuantLayout::Quads => "quads",
+        }
+    }
+
+    /// The panels' second dim for a reduction of `depth` values of `bits` bits.
+    fn stored_depth(self, depth: i64, bits: i64) -> i64 {
+        match (self, bits) {
+            (QuantLayout::Rows, 4) => (depth + 1) / 2,
+            (QuantLayout::Rows, _) => depth,
+            (QuantLayout::Quads, 4) => quant_groups(depth) * QUANT_GROUP / 8,
+            (QuantLayout::Quads, _) => quant_groups(depth) * QUANT_GROUP / 4,
+        }
+    }
+}
+
 /// The shape and dtype of the `bits`-bit panels of an `[H, L]` weight in `block`-wide
-/// panels (see the module docs).
+/// panels of `layout` (see the module docs).
 pub fn packed_quant_layout(
     features: i64,
     depth: i64,
     block: i64,
-    bits: i64,
+    (bits, layout): (i64, QuantLayout),
 ) -> (Vec<i64>, DataType) {
     let panels = panel_count(features, block);
-    if bits == 4 {
-        (vec![panels, (depth + 1) / 2, block, 2], DataType::U4)
-    } else {
-        (vec![panels, depth, block], DataType::I8)
+    let stored = layout.stored_depth(depth, bits);
+    match (layout, bits) {
+        (QuantLayout::Rows, 4) => (vec![panels, stored, block, 2], DataType::U4),
+        (QuantLayout::Rows, _) => (vec![panels, stored, block], DataType::I8),
+        (QuantLayout::Quads, 4) => (vec![panels, stored, block, 4, 2], DataType::U4),
+        (QuantLayout::Quads, _) => (vec![panels, stored, block, 4], DataType::I8),
     }
 }
 
-/// A quantized weight's panels, read from their struct info: `(bits, panels, the
-/// reduction dim as stored, panel width)`.
-pub(crate) fn packed_quant_dims<'a>(
-    packed: &Tensor<'a>,
-) -> Option<(i64, &'a SymExpr, &'a SymExpr, &'a SymExpr)> {
-    match (packed.dtype, packed.dims) {
-        (DataType::I8, [p, l, b]) => Some((8, p, l, b)),
-        (DataType::U4, [p, l, b, two]) if two.as_const() == Some(2) => Some((4, p, l, b)),
-        _ => None,
+/// Quantized panels as their struct info describes them.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantPanels<'a> {
+    /// Bits per weight (8 or 4).
+    pub bits: i64,
+    /// How the reduction is ordered.
+    pub layout: QuantLayout,
+    /// The number of panels.
+    pub panels: &'a SymExpr,
+    /// The second dim: the reduction as stored.
+    pub stored: &'a SymExpr,
+    /// The panel width.
+    pub block: &'a SymExpr,
+}
+
+impl<'a> QuantPanels<'a> {
+    /// The panels of shape `dims` and `dtype`, if they are quantized panels.
+    pub fn of(dtype: DataType, dims: &'a [SymExpr]) -> Option<QuantPanels<'a>> {
+        let is = |d: &SymExpr, n: i64| d.as_const() == Some(n);
+        let (bits, layout, p, l, b) = match (dtype, dims) {
+            (DataType::I8, [p, l, b]) => (8, QuantLayout::Rows, p, l, b),
+            (DataType::U4, [p, l, b, two]) if is(two, 2) => (4, QuantLayout::Rows, p, l, b),
+            (DataType::I8, [p, l, b, four]) if is(four, 4) => (8, QuantLayout::Quads, p, l, b),
+            (DataType::U4, [p, l, b, four, two]) if is(four, 4) && is(two, 2) => {
+                (4, QuantLayout::Quads, p, l, b)
+            }
+            _ => return None,
+        };
+        Some(QuantPanels {
+            bits,
+            layout,
+            panels: p,
+            stored: l,
+            block: b,
+        })
+    }
+
+    /// Whether they store a reduction of `depth` values.
+    pub fn holds_depth(&self, depth: i64) -> bool {
+        self.stored.as_const() == Some(self.layout.stored_depth(depth, self.bits))
     }
 }
 
@@ -184,22 +272,25 @@ fn infer_pack(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     };
     let panels = SymExpr::int(panel_count(h, block));
     check_scales(ctx, 1, &scales, (&panels, l, &SymExpr::int(block)))?;
-    let (shape, dtype) = packed_quant_layout(h, l, block, bits);
+    let layout = QuantLayout::from_attr(ctx.attr("layout", attr::string))
+        .ok_or_else(|| ctx.invalid_attr("layout", "must be rows or quads".to_string()))?;
+    let (shape, dtype) = packed_quant_layout(h, l, block, (bits, layout));
     Ok(StructInfo::tensor(
         shape.into_iter().map(SymExpr::int).collect(),
         dtype,
     ))
 }
 
-/// The quantized panels argument `index`: `(bits, panels, stored depth, block)`.
-fn quant_panels<'a>(
+/// The quantized panels argument `index`, of either layout.
+pub(super) fn quant_panels<'a>(
     ctx: &InferCtx<'_>,
     index: usize,
     packed: &Tensor<'a>,
-) -> Result<(i64, &'a SymExpr, &'a SymExpr, &'a SymExpr), InferError> {
-    packed_quant_dims(packed).ok_or_else(|| {
+) -> Result<QuantPanels<'a>, InferError> {
+    QuantPanels::of(packed.dtype, packed.dims).ok_or_else(|| {
         let reason = format!(
-            "must be i8 [P, L, HP] or u4 [P, ceil(L/2), HP, 2] panels, got {} {}",
+            "must be i8 [P, L, HP] or u4 [P, ceil(L/2), HP, 2] panels, or their quads \
+             (i8 [P, Lp/4, HP, 4], u4 [P, Lp/8, HP, 4, 2]), got {} {}",
             packed.dtype,
             packed.shape()
         );
@@ -208,18 +299,20 @@ fn quant_panels<'a>(
 }
 
 /// Checks that quantized panels store a reduction of `depth` (static).
-fn check_depth(
+pub(super) fn check_depth(
     ctx: &InferCtx<'_>,
     index: usize,
-    (bits, stored): (i64, &SymExpr),
+    panels: &QuantPanels,
     depth: &SymExpr,
 ) -> Result<i64, InferError> {
-    let units = |l: i64| if bits == 4 { (l + 1) / 2 } else { l };
     match depth.as_const() {
-        Some(l) if stored.as_const() == Some(units(l)) => Ok(l),
+        Some(l) if panels.holds_depth(l) => Ok(l),
         _ => Err(ctx.invalid_arg(
             index,
-            format!("panels of depth {stored} do not hold a reduction of {depth} (static)"),
+            format!(
+                "panels of depth {} do not hold a reduction of {depth} (static)",
+                panels.stored
+            ),
         )),
     }
 }
@@ -229,19 +322,24 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     if x.dtype != DataType::F32 {
         return Err(ctx.invalid_arg(0, format!("must be f32, got {}", x.dtype)));
     }
-    let (bits, panels, stored, block) = quant_panels(ctx, 1, &packed)?;
+    let panels = quant_panels(ctx, 1, &packed)?;
+    if panels.layout != QuantLayout::Rows {
+        let reason = "must be panels of the rows layout (quads are packed_matmul_int's)";
+        return Err(ctx.invalid_arg(1, reason.to_string()));
+    }
     let Some(depth) = x.dims.last() else {
         return Err(ctx.invalid_arg(0, "must have at least one dim".to_string()));
     };
-    let depth = check_depth(ctx, 1, (bits, stored), depth)?;
-    check_scales(ctx, 2, &scales, (panels, depth, block))?;
-    let shape = product_shape(ctx, &x, (panels, block))?;
+    let depth = check_depth(ctx, 1, &panels, depth)?;
+    check_scales(ctx, 2, &scales, (panels.panels, depth, panels.block))?;
+    let shape = product_shape(ctx, &x, (panels.panels, panels.block))?;
     Ok(StructInfo::tensor(shape, DataType::F32))
 }
 
 fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (packed, scales, ids) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    let (bits, panels, stored, block) = quant_panels(ctx, 0, &packed)?;
+    let quant = quant_panels(ctx, 0, &packed)?;
+    let (panels, block) = (quant.panels, quant.block);
     let rows = positive_attr(ctx, "rows")?;
     let covered = match (panels.as_const(), block.as_const()) {
         (Some(p), Some(b)) => p == panel_count(rows, b),
@@ -252,7 +350,7 @@ fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
         return Err(ctx.invalid_arg(0, reason));
     }
     let width = positive_attr(ctx, "width")?;
-    check_depth(ctx, 0, (bits, stored), &SymExpr::int(width))?;
+    check_depth(ctx, 0, &quant, &SymExpr::int(width))?;
     check_scales(ctx, 1, &scales, (panels, width, block))?;
     if !matches!(ids.dtype, DataType::I32 | DataType::I64) {
         return Err(ctx.invalid_arg(2, format!("must be i32 or i64, got {}", ids.dtype)));
@@ -278,9 +376,19 @@ pub fn quantize_scales(
     call("quantize_scales", vec![weight.clone()], attrs)
 }
 
-/// `weight` quantized with `scales` into `bits`-bit panels.
-pub fn pack_weight_quant(weight: &Expr, scales: &Expr, bits: i64) -> Result<Expr, InferError> {
-    let attrs = Attrs::from([("bits".to_string(), AttrValue::Int(bits))]);
+/// `weight` quantized with `scales` into `bits`-bit panels of `layout`.
+pub fn pack_weight_quant(
+    weight: &Expr,
+    scales: &Expr,
+    (bits, layout): (i64, QuantLayout),
+) -> Result<Expr, InferError> {
+    let mut attrs = Attrs::from([("bits".to_string(), AttrValue::Int(bits))]);
+    if layout != QuantLayout::Rows {
+        attrs.insert(
+            "layout".to_string(),
+            AttrValue::Str(layout.name().to_string()),
+        );
+    }
     call(
         "pack_weight_quant",
         vec![weight.clone(), scales.clone()],

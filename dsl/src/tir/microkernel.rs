@@ -18,6 +18,17 @@
 //!   weights `w(k, j)` is the element above, and for u4 weights (value pairs: panels
 //!   `ceil(lda/2) * 2 * PANEL` elements apart, two consecutive k of a column side by side)
 //!   `w(k, j) = b[(j / PANEL)*ceil(lda/2)*2*PANEL + (k/2)*2*PANEL + (j % PANEL)*2 + k % 2] - 8`;
+//! - int8 block GEMMs (dynamic int8 activations, MNN's w8a8 / w4a8): u8 activation codes
+//!   with one f32 scale per row, int8 or int4 weight panels of the quads layout (see
+//!   [`crate::op::QuantLayout`]) with f32 group scales and a per-column correction;
+//!   operands `(a, a_scales, b, scales, corr, c; kc, lda, ldc, rows, cols)`: for
+//!   `i < rows`, `j < cols`,
+//!   `c[i*ldc + j] = a_scales[i] * (sum_{k < kc} s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`
+//!   with `kc` the whole (padded) reduction, a multiple of [`QUANT_GROUP`];
+//!   `s(k, j) = scales[((j / PANEL)*(kc / G) + k / G)*PANEL + j % PANEL]`, and `w(k, j)`
+//!   element `(j / PANEL)*kc*PANEL + (k/4)*4*PANEL + (j % PANEL)*4 + k % 4` of i8 panels, or
+//!   `(j / PANEL)*kc*PANEL + (k/8)*8*PANEL + (j % PANEL)*8 + (k % 4)*2 + (k/4) % 2` of u4
+//!   panels minus 8;
 //! - the f32 attention of one query row over a strided run of key/value rows.
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
@@ -71,6 +82,19 @@ pub enum MicrokernelKind {
         /// Width of one packed weight panel (`hp` is a multiple of it).
         panel: i64,
     },
+    /// An int8 block GEMM of block shape `ep x hp`: operands
+    /// `(a, a_scales, b, scales, corr, c)`, scalars `(kc, lda, ldc, rows, cols)` (see the
+    /// module docs).
+    IntGemm {
+        /// The element type of the packed weights: i8 or u4 (quads layout).
+        weights: DataType,
+        /// Rows of the register block.
+        ep: i64,
+        /// Columns of the register block.
+        hp: i64,
+        /// Width of one packed weight panel.
+        panel: i64,
+    },
     /// The f32 attention of one query row: operands `(q, k, v, out)`, scalars
     /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
     /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
@@ -86,6 +110,7 @@ impl MicrokernelKind {
                 scales: Some(_), ..
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
+            MicrokernelKind::IntGemm { .. } => &["a", "a_scales", "b", "scales", "corr", "c"],
             MicrokernelKind::Attention => &["q", "k", "v", "out"],
         }
     }
@@ -99,7 +124,25 @@ impl MicrokernelKind {
                 ..
             } => vec![DataType::F32, weights, scales, DataType::F32],
             MicrokernelKind::Gemm { weights, .. } => vec![DataType::F32, weights, DataType::F32],
+            MicrokernelKind::IntGemm { weights, .. } => vec![
+                DataType::U8,
+                DataType::F32,
+                weights,
+                DataType::F32,
+                DataType::F32,
+                DataType::F32,
+            ],
             MicrokernelKind::Attention => vec![DataType::F32; 4],
+        }
+    }
+
+    /// The register block `(ep, hp)` of a block GEMM (f32 or int8 activations).
+    pub fn block(self) -> Option<(i64, i64)> {
+        match self {
+            MicrokernelKind::Gemm { ep, hp, .. } | MicrokernelKind::IntGemm { ep, hp, .. } => {
+                Some((ep, hp))
+            }
+            MicrokernelKind::Attention => None,
         }
     }
 
@@ -113,6 +156,13 @@ impl MicrokernelKind {
                 ("rows", DataType::I64),
                 ("cols", DataType::I64),
                 ("accumulate", DataType::I64),
+            ],
+            MicrokernelKind::IntGemm { .. } => &[
+                ("kc", DataType::I64),
+                ("lda", DataType::I64),
+                ("ldc", DataType::I64),
+                ("rows", DataType::I64),
+                ("cols", DataType::I64),
             ],
             MicrokernelKind::Attention => &[
                 ("keys", DataType::I64),
@@ -179,7 +229,27 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         12,
         32,
     ),
+    int_gemm("qgemm_6x32_w8", DataType::I8, 6, 32),
+    int_gemm("qgemm_6x32_w4", DataType::U4, 6, 32),
+    int_gemm("qgemm_4x16_w8", DataType::I8, 4, 16),
+    int_gemm("qgemm_4x16_w4", DataType::U4, 4, 16),
+    int_gemm("qgemv_1x64_w8", DataType::I8, 1, 64),
+    int_gemm("qgemv_1x64_w4", DataType::U4, 1, 64),
 ];
+
+/// The table row of int8 block GEMM `name` over `weights` (i8 or u4), block `ep x hp`,
+/// panels 16 wide.
+const fn int_gemm(name: &'static str, weights: DataType, ep: i64, hp: i64) -> MicrokernelSpec {
+    MicrokernelSpec {
+        name,
+        kind: MicrokernelKind::IntGemm {
+            weights,
+            ep,
+            hp,
+            panel: 16,
+        },
+    }
+}
 
 /// The table row of block GEMM `name` over `(weights, scales)`, block `ep x hp`, panels
 /// 16 wide.
@@ -299,6 +369,91 @@ impl GemmScalars {
     }
 }
 
+/// The scalar operands of one int8 block GEMM call, evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntGemmScalars {
+    /// The (padded) reduction length, a multiple of [`QUANT_GROUP`].
+    pub kc: i64,
+    /// Row stride of `a`.
+    pub lda: i64,
+    /// Row stride of `c`.
+    pub ldc: i64,
+    /// Valid rows (`<= ep`).
+    pub rows: i64,
+    /// Valid columns (`<= hp`).
+    pub cols: i64,
+}
+
+impl IntGemmScalars {
+    /// Whether the scalars are valid for a block `ep x hp`.
+    pub fn valid(&self, (ep, hp): (i64, i64)) -> bool {
+        (0..=ep).contains(&self.rows)
+            && (0..=hp).contains(&self.cols)
+            && self.kc > 0
+            && self.kc % QUANT_GROUP == 0
+            && self.lda >= self.kc
+            && self.ldc >= self.cols
+    }
+
+    /// The elements of `(a, a_scales, b, scales, corr, c)` one call on panels `panel` wide
+    /// may touch.
+    pub fn footprint(&self, panel: i64) -> [i64; 6] {
+        let rows = |stride: i64, len: i64| {
+            if self.rows > 0 && self.cols > 0 {
+                (self.rows - 1) * stride + len
+            } else {
+                0
+            }
+        };
+        let panels = if self.rows > 0 {
+            (self.cols.max(0) + panel - 1) / panel
+        } else {
+            0
+        };
+        [
+            rows(self.lda, self.kc),
+            rows(1, 1),
+            panels * self.kc * panel,
+            panels * (self.kc / QUANT_GROUP) * panel,
+            if panels > 0 { self.cols } else { 0 },
+            rows(self.ldc, self.cols),
+        ]
+    }
+
+    /// The reference semantics (f64 arithmetic) on slices starting at each operand's
+    /// offset, for panels `panel` wide of `weights` (i8 or u4 element values); the slices
+    /// must hold [`IntGemmScalars::footprint`] elements.
+    pub fn reference(
+        &self,
+        (panel, weights): (i64, DataType),
+        [a, a_scales, b, scales, corr]: [&[f64]; 5],
+        c: &mut [f64],
+    ) {
+        let groups = self.kc / QUANT_GROUP;
+        let weight = |k: i64, j: i64| {
+            let (q, lane) = (j / panel, j % panel);
+            let start = q * self.kc * panel;
+            if weights == DataType::U4 {
+                let at = start + (k / 8) * 8 * panel + lane * 8 + (k % 4) * 2 + (k / 4) % 2;
+                b[at as usize] - 8.0
+            } else {
+                b[(start + (k / 4) * 4 * panel + lane * 4 + k % 4) as usize]
+            }
+        };
+        let scale = |k: i64, j: i64| {
+            scales[(((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel) as usize]
+        };
+        for i in 0..self.rows.max(0) {
+            for j in 0..self.cols.max(0) {
+                let dot: f64 = (0..self.kc)
+                    .map(|k| scale(k, j) * a[(i * self.lda + k) as usize] * weight(k, j))
+                    .sum();
+                c[(i * self.ldc + j) as usize] = a_scales[i as usize] * (dot - corr[j as usize]);
+            }
+        }
+    }
+}
+
 /// The scalar operands of one attention call, evaluated.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionScalars {
@@ -351,6 +506,18 @@ impl MicrokernelSpec {
     /// The microkernel named `name`.
     pub fn lookup(name: &str) -> Option<&'static MicrokernelSpec> {
         MICROKERNELS.iter().find(|k| k.name == name)
+    }
+
+    /// The int8 block GEMM of block `(ep, hp)` over `weights` (i8 or u4), if the table
+    /// has one.
+    pub fn int_gemm(ep: i64, hp: i64, weights: DataType) -> Option<&'static MicrokernelSpec> {
+        let wanted = MicrokernelKind::IntGemm {
+            weights,
+            ep,
+            hp,
+            panel: 16,
+        };
+        MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 
     /// The block GEMM with the block shape of GEMM `name` over weights of `weights` with

@@ -10,7 +10,7 @@ mod visit;
 pub use eval::{run_prim_func, run_with_inputs, EvalError};
 pub use expr::{BinOp, Intrinsic, PrimCmp, PrimExpr, TVar};
 pub use microkernel::{
-    AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
-    MICROKERNELS, QUANT_GROUP,
+    AttentionScalars, BufferRegion, GemmScalars, IntGemmScalars, MicrokernelCall, MicrokernelKind,
+    MicrokernelSpec, MICROKERNELS, QUANT_GROUP,
 };
 pub use stmt::{Buffer, ForKind, PrimFunc, Stmt};

@@ -2,6 +2,7 @@
 //! pseudo-random inputs and compared with a direct computation.
 
 mod elementwise;
+mod int_quant;
 mod layout;
 mod matmul;
 mod quantize;
@@ -138,6 +139,17 @@ const ALL_OPS: &[&str] = &[
     "zeros",
     "ones",
     "triu",
+    "pack_weight",
+    "packed_matmul",
+    "quantize_scales",
+    "pack_weight_quant",
+    "packed_matmul_quant",
+    "take_quant",
+    "activation_scales",
+    "quantize_activations",
+    "weight_correction",
+    "packed_matmul_int",
+    "attention",
 ];
 
 #[test]

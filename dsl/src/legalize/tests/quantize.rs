@@ -6,6 +6,7 @@
 //! and `packed_matmul_quant` against the weights the panels stand for.
 
 use super::*;
+use crate::op::QuantLayout;
 use crate::tir::QUANT_GROUP;
 
 const GROUP: usize = QUANT_GROUP as usize;
@@ -149,7 +150,8 @@ fn quantization_matches_on(bits: i64, (h, l): (usize, usize)) {
     let (want_scales, want_packed) = quantize(&w, (h, l), bits);
     assert_close(&scales, &want_scales, 1e-6);
     let s = tensor("s", scales_shape, DataType::F32);
-    let (shape, dtype) = crate::op::packed_quant_layout(h as i64, l as i64, 16, bits);
+    let (shape, dtype) =
+        crate::op::packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Rows));
     let pack_call = op(
         "pack_weight_quant",
         vec![weight, s],
@@ -177,7 +179,8 @@ fn quantization_matches_on(bits: i64, (h, l): (usize, usize)) {
 
 /// Random panels of `bits` for an `[h, l]` weight: `(packed, scales, their shapes)`.
 fn random_panels(bits: i64, (h, l): (usize, usize)) -> (Vec<f64>, Vec<f64>, [Expr; 2]) {
-    let (shape, dtype) = crate::op::packed_quant_layout(h as i64, l as i64, 16, bits);
+    let (shape, dtype) =
+        crate::op::packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Rows));
     let len = shape.iter().product::<i64>() as usize;
     let packed: Vec<f64> = pseudo_random(5, len)
         .iter()

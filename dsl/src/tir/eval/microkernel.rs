@@ -5,7 +5,8 @@
 use super::scalar::{self, Scalar};
 use super::{EvalError, Machine};
 use crate::tir::{
-    AttentionScalars, BufferRegion, GemmScalars, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
+    AttentionScalars, BufferRegion, GemmScalars, IntGemmScalars, MicrokernelCall, MicrokernelKind,
+    MicrokernelSpec,
 };
 use crate::DataType;
 
@@ -47,8 +48,50 @@ impl Machine<'_> {
                 weights,
                 ..
             } => self.gemm(call, (ep, hp, (panel, weights)), &values, &error),
+            MicrokernelKind::IntGemm {
+                ep,
+                hp,
+                panel,
+                weights,
+            } => self.int_gemm(call, ((ep, hp), (panel, weights)), &values, &error),
             MicrokernelKind::Attention => self.attention(call, &values, &error),
         }
+    }
+
+    fn int_gemm(
+        &mut self,
+        call: &MicrokernelCall,
+        (block, (panel, weights)): ((i64, i64), (i64, DataType)),
+        values: &[Scalar],
+        error: &dyn Fn(String) -> EvalError,
+    ) -> Result<(), EvalError> {
+        let ints: Vec<i64> = values.iter().map(|v| v.as_i64()).collect();
+        let &[kc, lda, ldc, rows, cols] = ints.as_slice() else {
+            unreachable!("the scalar count was checked");
+        };
+        let scalars = IntGemmScalars {
+            kc,
+            lda,
+            ldc,
+            rows,
+            cols,
+        };
+        if !scalars.valid(block) {
+            return Err(error(format!("bad scalars {ints:?}")));
+        }
+        let lens = scalars.footprint(panel);
+        let (c, inputs) = call
+            .operands
+            .split_last()
+            .expect("the operand count was checked");
+        let mut read = Vec::with_capacity(inputs.len());
+        for (operand, &len) in inputs.iter().zip(&lens) {
+            read.push(self.region(&operand.buffer, &operand.offset, len, error)?);
+        }
+        let [a, a_scales, b, scales, corr] = [0, 1, 2, 3, 4].map(|i| read[i].as_slice());
+        self.write_region(c, lens[5], error, |out| {
+            scalars.reference((panel, weights), [a, a_scales, b, scales, corr], out)
+        })
     }
 
     fn gemm(

@@ -1,0 +1,197 @@
+//! The dynamic int8 ops against direct computations: activation rows quantized to
+//! unsigned codes (padding rows to whole groups), weights packed in the quads layout, the
+//! weight correction, and the int8 matmul against the product of the dequantized
+//! activations and weights.
+
+use super::*;
+use crate::op::{packed_quant_layout, QuantLayout};
+use crate::tir::QUANT_GROUP;
+
+const GROUP: usize = QUANT_GROUP as usize;
+
+/// Flat element of weight `(row, k)` in 16-wide quads panels of a reduction padded to
+/// `lp`.
+fn quads_index(bits: i64, lp: usize, (row, k): (usize, usize)) -> usize {
+    let (p, j) = (row / 16, row % 16);
+    if bits == 4 {
+        p * lp * 16 + (k / 8) * 128 + j * 8 + (k % 4) * 2 + (k / 4) % 2
+    } else {
+        p * lp * 16 + (k / 4) * 64 + j * 4 + k % 4
+    }
+}
+
+#[test]
+fn activation_rows_become_codes_around_128_with_their_scale() {
+    let (rows, l) = (3usize, 40usize);
+    let lp = l.div_ceil(GROUP) * GROUP;
+    let mut x = pseudo_random(21, rows * l);
+    x[l..2 * l].fill(0.0); // a row of zeros: scale 0, every code 128
+    let xe = tensor("x", vec![n(), c(l as i64)], DataType::F32);
+    let scales_call = op(
+        "activation_scales",
+        vec![xe.clone()],
+        vec![],
+        out(vec![n()], DataType::F32),
+    );
+    let scales = run(&scales_call, rows, vec![x.clone()]).remove(0);
+    let s = tensor("s", vec![n()], DataType::F32);
+    let codes_call = op(
+        "quantize_activations",
+        vec![xe, s],
+        vec![],
+        out(vec![n(), c(lp as i64)], DataType::U8),
+    );
+    let codes = run(&codes_call, rows, vec![x.clone(), scales.clone()]).remove(0);
+    for r in 0..rows {
+        let peak = x[r * l..(r + 1) * l]
+            .iter()
+            .map(|v| v.abs())
+            .fold(0.0, f64::max);
+        assert!((scales[r] - peak / 127.0).abs() <= 1e-6 * peak, "row {r}");
+        for k in 0..lp {
+            let want = match k < l && scales[r] != 0.0 {
+                true => {
+                    (x[r * l + k] / scales[r] + 0.5)
+                        .floor()
+                        .clamp(-127.0, 127.0)
+                        + 128.0
+                }
+                false => 128.0,
+            };
+            assert_eq!(codes[r * lp + k], want, "row {r} k {k}");
+        }
+    }
+}
+
+/// `(packed, scales, correction)` of weight `w` (`[h, l]`) packed by the legalized ops
+/// in the quads layout.
+fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 3] {
+    let (panels, groups) = (h.div_ceil(16) as i64, l.div_ceil(GROUP) as i64);
+    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DataType::F32);
+    let scales_shape = vec![c(panels), c(groups), c(16)];
+    let attrs = vec![
+        ("block", AttrValue::Int(16)),
+        ("bits", AttrValue::Int(bits)),
+        ("dtype", AttrValue::DType(DataType::F32)),
+    ];
+    let scales_call = op(
+        "quantize_scales",
+        vec![weight.clone()],
+        attrs,
+        out(scales_shape.clone(), DataType::F32),
+    );
+    let scales = run(&scales_call, 1, vec![w.to_vec()]).remove(0);
+    let s = tensor("s", scales_shape, DataType::F32);
+    let (shape, dtype) = packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
+    let packed_shape: Vec<SymExpr> = shape.into_iter().map(c).collect();
+    let attrs = vec![
+        ("bits", AttrValue::Int(bits)),
+        ("layout", AttrValue::Str("quads".into())),
+    ];
+    let pack_call = op(
+        "pack_weight_quant",
+        vec![weight, s.clone()],
+        attrs,
+        out(packed_shape.clone(), dtype),
+    );
+    let packed = run(&pack_call, 1, vec![w.to_vec(), scales.clone()]).remove(0);
+    let q = tensor("q", packed_shape, dtype);
+    let correction_call = op(
+        "weight_correction",
+        vec![q, s],
+        vec![],
+        out(vec![c(panels), c(16)], DataType::F32),
+    );
+    let correction = run(&correction_call, 1, vec![packed.clone(), scales.clone()]).remove(0);
+    [packed, scales, correction]
+}
+
+#[test]
+fn quads_panels_hold_the_codes_of_the_rows_layout_and_their_correction() {
+    for bits in [8, 4] {
+        let (h, l) = (37usize, 70usize);
+        let lp = l.div_ceil(GROUP) * GROUP;
+        let w = pseudo_random(22, h * l);
+        let [packed, scales, correction] = packed_quads(&w, (h, l), bits);
+        let groups = lp / GROUP;
+        let offset = if bits == 4 { 8.0 } else { 0.0 };
+        for row in 0..h.div_ceil(16) * 16 {
+            let mut sum = 0.0;
+            for k in 0..lp {
+                let scale = scales[((row / 16) * groups + k / GROUP) * 16 + row % 16];
+                let code = packed[quads_index(bits, lp, (row, k))] - offset;
+                if row >= h || k >= l {
+                    assert_eq!(code, 0.0, "padding ({row}, {k})");
+                } else {
+                    let steps = if bits == 4 { 1.5 } else { 0.5 };
+                    let err = (code * scale - w[row * l + k]).abs();
+                    assert!(
+                        err <= steps * scale.abs() + 1e-9,
+                        "bits {bits} ({row}, {k})"
+                    );
+                }
+                sum += scale * code;
+            }
+            let got = correction[row];
+            assert!(
+                (got - 128.0 * sum).abs() <= 1e-4 * (1.0 + got.abs()),
+                "bits {bits} row {row}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
+    for bits in [8, 4] {
+        let (rows, h, l) = (3usize, 20usize, 45usize);
+        let lp = l.div_ceil(GROUP) * GROUP;
+        let w = pseudo_random(23, h * l);
+        let [packed, scales, correction] = packed_quads(&w, (h, l), bits);
+        let codes: Vec<f64> = pseudo_random(24, rows * lp)
+            .iter()
+            .map(|v| (v * 127.0).round() + 128.0)
+            .collect();
+        let x_scales = vec![0.01, 0.5, 2.0];
+        let (shape, dtype) =
+            packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
+        let groups = l.div_ceil(GROUP) as i64;
+        let panels = h.div_ceil(16) as i64;
+        let args = vec![
+            tensor("xq", vec![n(), c(lp as i64)], DataType::U8),
+            tensor("xs", vec![n()], DataType::F32),
+            tensor("q", shape.into_iter().map(c).collect(), dtype),
+            tensor("s", vec![c(panels), c(groups), c(16)], DataType::F32),
+            tensor("corr", vec![c(panels), c(16)], DataType::F32),
+        ];
+        let attrs = vec![("out_features", AttrValue::Int(h as i64))];
+        let call = op(
+            "packed_matmul_int",
+            args,
+            attrs,
+            out(vec![n(), c(h as i64)], DataType::F32),
+        );
+        let inputs = vec![
+            codes.clone(),
+            x_scales.clone(),
+            packed.clone(),
+            scales.clone(),
+            correction,
+        ];
+        let got = run(&call, rows, inputs).remove(0);
+        let offset = if bits == 4 { 8.0 } else { 0.0 };
+        let mut want = vec![0.0; rows * h];
+        for r in 0..rows {
+            for row in 0..h {
+                want[r * h + row] = (0..lp)
+                    .map(|k| {
+                        let scale = scales[((row / 16) * lp / GROUP + k / GROUP) * 16 + row % 16];
+                        let weight = (packed[quads_index(bits, lp, (row, k))] - offset) * scale;
+                        (codes[r * lp + k] - 128.0) * x_scales[r] * weight
+                    })
+                    .sum();
+            }
+        }
+        assert_close(&got, &want, 1e-3);
+    }
+}

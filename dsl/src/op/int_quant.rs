@@ -1,0 +1,230 @@
+//! Dynamic int8 activations (MNN's w8a8 / w4a8): each activation row is quantized to
+//! int8 at run time with its own scale, and multiplies weights quantized at compile time
+//! (int8 or int4 panels of the `quads` layout, see [`quantize`](super::quantize)) in
+//! integer dot products; the scales and a per-column correction are applied after.
+//!
+//! - `activation_scales(x [..., L] f32) -> [...]` f32: each row's `max |x| / 127`.
+//! - `quantize_activations(x [..., L] f32, scales [...]) -> [..., Lp]` u8 with
+//!   `Lp = ceil(L/32)*32`: `clamp(floor(x / scale + 0.5), -127, 127) + 128` (0 for a zero
+//!   scale), and 128 (zero) past `L`: the unsigned operand of `vpdpbusd`.
+//! - `weight_correction(packed, scales) -> [P, HP]` f32: per output column `h`,
+//!   `128 * sum_l scale(h, l) * w(h, l)` (the offset the `+ 128` of the activations adds,
+//!   computed once at compile time).
+//! - `packed_matmul_int(xq [..., Lp] u8, x_scales [...] f32, packed, scales, correction,
+//!   out_features = H) -> [..., H]` f32:
+//!   `out[..., h] = x_scales[...] * (sum_l scale(h, l) * xq[..., l] * w(h, l) - correction[h])`,
+//!   which is `x_scales * sum_l scale * (xq - 128) * w`: the product of the dequantized
+//!   activations and weights.
+
+use super::ctx::{InferCtx, Tensor};
+use super::packed::product_shape;
+use super::quantize::{check_depth, quant_panels, QuantLayout, QuantPanels};
+use super::{call, InferError, OpDef};
+use super::{AttrDefault, AttrKind, AttrSpec};
+use crate::tir::QUANT_GROUP;
+use crate::{AttrValue, Attrs, DataType, Expr, StructInfo, SymExpr};
+
+/// The dynamic int8 activation ops.
+pub(super) const OPS: &[OpDef] = &[
+    OpDef {
+        name: "activation_scales",
+        args: &["x"],
+        attrs: &[],
+        infer: infer_scales,
+    },
+    OpDef {
+        name: "quantize_activations",
+        args: &["x", "scales"],
+        attrs: &[],
+        infer: infer_quantize,
+    },
+    OpDef {
+        name: "weight_correction",
+        args: &["packed", "scales"],
+        attrs: &[],
+        infer: infer_correction,
+    },
+    OpDef {
+        name: "packed_matmul_int",
+        args: &["xq", "x_scales", "packed", "scales", "correction"],
+        attrs: &[AttrSpec::new(
+            "out_features",
+            AttrKind::Int,
+            AttrDefault::Required,
+        )],
+        infer: infer_matmul,
+    },
+];
+
+/// The activation row length after padding `depth` to whole groups (`Lp`).
+pub fn padded_depth(depth: i64) -> i64 {
+    (depth + QUANT_GROUP - 1) / QUANT_GROUP * QUANT_GROUP
+}
+
+/// Argument `index`: an f32 tensor of at least one dim.
+fn activations<'a>(ctx: &InferCtx<'a>, index: usize) -> Result<Tensor<'a>, InferError> {
+    let x = ctx.tensor(index)?;
+    if x.dtype != DataType::F32 || x.dims.is_empty() {
+        let reason = format!("must be f32 [..., L], got {} {}", x.dtype, x.shape());
+        return Err(ctx.invalid_arg(index, reason));
+    }
+    Ok(x)
+}
+
+fn infer_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let x = activations(ctx, 0)?;
+    let (_, rows) = x.dims.split_last().expect("checked non-empty");
+    Ok(StructInfo::tensor(rows.to_vec(), DataType::F32))
+}
+
+/// Checks that argument `index` holds one f32 scale per row of `rows`.
+fn check_row_scales(ctx: &InferCtx<'_>, index: usize, rows: &[SymExpr]) -> Result<(), InferError> {
+    let scales = ctx.tensor(index)?;
+    let same = scales.dims.len() == rows.len()
+        && scales.dims.iter().zip(rows).all(|(a, b)| a.prove_equal(b));
+    if scales.dtype == DataType::F32 && same {
+        return Ok(());
+    }
+    let reason = format!(
+        "must be one f32 scale per row [{}], got {} {}",
+        rows.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        scales.dtype,
+        scales.shape()
+    );
+    Err(ctx.invalid_arg(index, reason))
+}
+
+fn infer_quantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let x = activations(ctx, 0)?;
+    let (depth, rows) = x.dims.split_last().expect("checked non-empty");
+    check_row_scales(ctx, 1, rows)?;
+    let Some(depth) = depth.as_const() else {
+        return Err(ctx.invalid_arg(0, format!("L must be static, got {depth}")));
+    };
+    let mut shape = rows.to_vec();
+    shape.push(SymExpr::int(padded_depth(depth)));
+    Ok(StructInfo::tensor(shape, DataType::U8))
+}
+
+/// Argument `index`: quantized panels of the quads layout.
+fn quad_panels<'a>(
+    ctx: &InferCtx<'_>,
+    index: usize,
+    packed: &Tensor<'a>,
+) -> Result<QuantPanels<'a>, InferError> {
+    let panels = quant_panels(ctx, index, packed)?;
+    if panels.layout != QuantLayout::Quads {
+        let reason = "must be panels of the quads layout".to_string();
+        return Err(ctx.invalid_arg(index, reason));
+    }
+    Ok(panels)
+}
+
+/// Checks that argument `index` holds the f32 group scales of `panels` (`[P, Lp/32, HP]`).
+fn check_group_scales(
+    ctx: &InferCtx<'_>,
+    index: usize,
+    panels: &QuantPanels,
+) -> Result<i64, InferError> {
+    let scales = ctx.tensor(index)?;
+    if let (DataType::F32, [p, g, b]) = (scales.dtype, scales.dims) {
+        let depth = g.as_const().map(|g| g * QUANT_GROUP);
+        if p == panels.panels && b == panels.block {
+            if let Some(depth) = depth.filter(|&l| panels.holds_depth(l)) {
+                return Ok(depth);
+            }
+        }
+    }
+    let reason = format!(
+        "must be the f32 group scales [{}, G, {}] of the panels, got {} {}",
+        panels.panels,
+        panels.block,
+        scales.dtype,
+        scales.shape()
+    );
+    Err(ctx.invalid_arg(index, reason))
+}
+
+fn infer_correction(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let packed = ctx.tensor(0)?;
+    let panels = quad_panels(ctx, 0, &packed)?;
+    check_group_scales(ctx, 1, &panels)?;
+    let shape = vec![panels.panels.clone(), panels.block.clone()];
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
+fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let xq = ctx.tensor(0)?;
+    let Some((depth, rows)) = xq.dims.split_last().filter(|_| xq.dtype == DataType::U8) else {
+        let reason = format!("must be u8 [..., Lp], got {} {}", xq.dtype, xq.shape());
+        return Err(ctx.invalid_arg(0, reason));
+    };
+    check_row_scales(ctx, 1, rows)?;
+    let packed = ctx.tensor(2)?;
+    let panels = quad_panels(ctx, 2, &packed)?;
+    let depth = check_depth(ctx, 2, &panels, depth)?;
+    if depth % QUANT_GROUP != 0 {
+        let reason = format!("must be padded to whole groups of {QUANT_GROUP}, got {depth}");
+        return Err(ctx.invalid_arg(0, reason));
+    }
+    check_group_scales(ctx, 3, &panels)?;
+    let correction = ctx.tensor(4)?;
+    let fits = matches!(correction.dims, [p, b] if p == panels.panels && b == panels.block);
+    if correction.dtype != DataType::F32 || !fits {
+        let reason = format!(
+            "must be the f32 correction [{}, {}] of the panels, got {} {}",
+            panels.panels,
+            panels.block,
+            correction.dtype,
+            correction.shape()
+        );
+        return Err(ctx.invalid_arg(4, reason));
+    }
+    let shape = product_shape(ctx, &xq, (panels.panels, panels.block))?;
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
+/// Each row's int8 scale of `x` (`[..., L]` f32).
+pub fn activation_scales(x: &Expr) -> Result<Expr, InferError> {
+    call("activation_scales", vec![x.clone()], Attrs::new())
+}
+
+/// `x` quantized per row with `scales` ([`activation_scales`]) to u8 codes, rows padded
+/// to whole groups.
+pub fn quantize_activations(x: &Expr, scales: &Expr) -> Result<Expr, InferError> {
+    call(
+        "quantize_activations",
+        vec![x.clone(), scales.clone()],
+        Attrs::new(),
+    )
+}
+
+/// The per-column correction of quads-layout `packed` panels with group `scales`.
+pub fn weight_correction(packed: &Expr, scales: &Expr) -> Result<Expr, InferError> {
+    call(
+        "weight_correction",
+        vec![packed.clone(), scales.clone()],
+        Attrs::new(),
+    )
+}
+
+/// `x @ weight^T` (`[..., out_features]`) from `x`'s int8 codes `xq` and row scales and
+/// the weight's quads-layout panels, group scales and correction.
+pub fn packed_matmul_int(
+    (xq, x_scales): (&Expr, &Expr),
+    (packed, scales, correction): (&Expr, &Expr, &Expr),
+    out_features: i64,
+) -> Result<Expr, InferError> {
+    let attrs = Attrs::from([("out_features".to_string(), AttrValue::Int(out_features))]);
+    let args = vec![
+        xq.clone(),
+        x_scales.clone(),
+        packed.clone(),
+        scales.clone(),
+        correction.clone(),
+    ];
+    call("packed_matmul_int", args, attrs)
+}

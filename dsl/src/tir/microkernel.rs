@@ -18,7 +18,8 @@
 //!   weights `w(k, j)` is the element above, and for u4 weights (value pairs: panels
 //!   `ceil(lda/2) * 2 * PANEL` elements apart, two consecutive k of a column side by side)
 //!   `w(k, j) = b[(j / PANEL)*ceil(lda/2)*2*PANEL + (k/2)*2*PANEL + (j % PANEL)*2 + k % 2] - 8`;
-//! - the f32 attention of one query row over a strided run of key/value rows.
+//! - the attention of one query row (f32) over a strided run of key/value rows (f32, or
+//!   f16 widened as loaded: an f16 KV cache).
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
 //! twin.
@@ -71,11 +72,14 @@ pub enum MicrokernelKind {
         /// Width of one packed weight panel (`hp` is a multiple of it).
         panel: i64,
     },
-    /// The f32 attention of one query row: operands `(q, k, v, out)`, scalars
+    /// The attention of one query row: operands `(q, k, v, out)`, scalars
     /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
     /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
-    /// over `head_dim` elements; zeros when `keys <= 0`.
-    Attention,
+    /// over `head_dim` elements; zeros when `keys <= 0`. `q` and `out` are f32.
+    Attention {
+        /// The element type of `k` and `v` (f32, or f16 widened to f32 as loaded).
+        kv: DataType,
+    },
 }
 
 impl MicrokernelKind {
@@ -86,7 +90,7 @@ impl MicrokernelKind {
                 scales: Some(_), ..
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
-            MicrokernelKind::Attention => &["q", "k", "v", "out"],
+            MicrokernelKind::Attention { .. } => &["q", "k", "v", "out"],
         }
     }
 
@@ -99,7 +103,7 @@ impl MicrokernelKind {
                 ..
             } => vec![DataType::F32, weights, scales, DataType::F32],
             MicrokernelKind::Gemm { weights, .. } => vec![DataType::F32, weights, DataType::F32],
-            MicrokernelKind::Attention => vec![DataType::F32; 4],
+            MicrokernelKind::Attention { kv } => vec![DataType::F32, kv, kv, DataType::F32],
         }
     }
 
@@ -114,7 +118,7 @@ impl MicrokernelKind {
                 ("cols", DataType::I64),
                 ("accumulate", DataType::I64),
             ],
-            MicrokernelKind::Attention => &[
+            MicrokernelKind::Attention { .. } => &[
                 ("keys", DataType::I64),
                 ("kv_stride", DataType::I64),
                 ("head_dim", DataType::I64),
@@ -141,10 +145,7 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     gemm("sgemv_1x64_f16", (DataType::F16, None), 1, 64),
     gemm("sgemm_12x32", (DataType::F32, None), 12, 32),
     gemm("sgemm_12x32_f16", (DataType::F16, None), 12, 32),
-    MicrokernelSpec {
-        name: "attention_f32",
-        kind: MicrokernelKind::Attention,
-    },
+    attention("attention_f32", DataType::F32),
     gemm("sgemm_6x16_q8", (DataType::I8, Some(DataType::F32)), 6, 16),
     gemm("sgemv_1x64_q8", (DataType::I8, Some(DataType::F32)), 1, 64),
     gemm(
@@ -179,7 +180,16 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         12,
         32,
     ),
+    attention("attention_f16kv", DataType::F16),
 ];
+
+/// The table row of attention kernel `name` over keys and values of `kv`.
+const fn attention(name: &'static str, kv: DataType) -> MicrokernelSpec {
+    MicrokernelSpec {
+        name,
+        kind: MicrokernelKind::Attention { kv },
+    }
+}
 
 /// The table row of block GEMM `name` over `(weights, scales)`, block `ep x hp`, panels
 /// 16 wide.
@@ -351,6 +361,13 @@ impl MicrokernelSpec {
     /// The microkernel named `name`.
     pub fn lookup(name: &str) -> Option<&'static MicrokernelSpec> {
         MICROKERNELS.iter().find(|k| k.name == name)
+    }
+
+    /// The attention kernel over keys and values of `kv` (`attention_f32` for f32,
+    /// `attention_f16kv` for f16).
+    pub fn attention_over(kv: DataType) -> Option<&'static MicrokernelSpec> {
+        let wanted = MicrokernelKind::Attention { kv };
+        MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 
     /// The block GEMM with the block shape of GEMM `name` over weights of `weights` with

@@ -1,7 +1,8 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
 //! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
-//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k.
+//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
+//! attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded).
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -135,23 +136,29 @@ pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
 /// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
-/// for `d < head_dim`. `keys <= 0` writes zeros.
+/// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
+/// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
 ///
 /// # Safety
 /// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
-/// floats when `keys > 0`; `out` writable for `head_dim` floats (the only memory written)
-/// and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`. Pointers need
-/// only the alignment of `f32`.
-pub type AttentionFn = unsafe extern "C" fn(
+/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
+/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
+/// Pointers need only the alignment of their element type.
+pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
     q: *const f32,
-    k: *const f32,
-    v: *const f32,
+    k: *const KV,
+    v: *const KV,
     out: *mut f32,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
 );
+
+/// The attention over f16 keys and values ([`AttentionFn`] with `k` and `v` holding f16
+/// values, each widened to f32 as it is loaded), so an f16 KV cache streams at half the
+/// bytes of an f32 one.
+pub type AttentionF16KvFn = AttentionFn<half::f16>;
 
 /// One microkernel implementation, typed by the kernel's signature.
 #[derive(Clone, Copy, Debug)]
@@ -168,6 +175,8 @@ pub enum MicrokernelFn {
     GemmQ4F16(GemmQ4F16Fn),
     /// The attention of one query row.
     Attention(AttentionFn),
+    /// The attention of one query row over f16 keys and values.
+    AttentionF16Kv(AttentionF16KvFn),
 }
 
 impl MicrokernelFn {
@@ -181,6 +190,7 @@ impl MicrokernelFn {
             MicrokernelFn::GemmQ4(f) => f as *const (),
             MicrokernelFn::GemmQ4F16(f) => f as *const (),
             MicrokernelFn::Attention(f) => f as *const (),
+            MicrokernelFn::AttentionF16Kv(f) => f as *const (),
         }
     }
 
@@ -212,6 +222,14 @@ impl MicrokernelFn {
     pub fn attention(self) -> Option<AttentionFn> {
         match self {
             MicrokernelFn::Attention(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The attention kernel over f16 keys and values, if this is one.
+    pub fn attention_f16kv(self) -> Option<AttentionF16KvFn> {
+        match self {
+            MicrokernelFn::AttentionF16Kv(f) => Some(f),
             _ => None,
         }
     }
@@ -260,6 +278,8 @@ pub enum Microkernel {
     Sgemv1x64Q4F16,
     /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
     Sgemm12x32Q4F16,
+    /// [`Microkernel::AttentionF32`] over f16 keys and values ([`AttentionF16KvFn`]).
+    AttentionF16Kv,
 }
 
 /// The shape of a block GEMM.
@@ -315,11 +335,16 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
     gemm(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
+    KernelSpec {
+        kernel: Microkernel::AttentionF16Kv,
+        name: "attention_f16kv",
+        gemm_block: None,
+    },
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -339,6 +364,7 @@ impl Microkernel {
         Microkernel::Sgemm6x16Q4F16,
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
+        Microkernel::AttentionF16Kv,
     ];
 
     fn spec(self) -> &'static KernelSpec {

@@ -50,7 +50,7 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 fn sets_pick_the_best_allowed_and_detected_isa() {
     let avx2 = host_has("avx2") && host_has("fma");
     let f16c = avx2 && host_has("f16c");
-    // The kernels widening f16 (weights or scales).
+    // The kernels widening f16 (weights, scales, or keys and values).
     let f16_weights = [
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
@@ -58,6 +58,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemm6x16Q4F16,
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
+        Microkernel::AttentionF16Kv,
     ];
     let avx512 = [
         Microkernel::Sgemm12x32,
@@ -421,7 +422,9 @@ impl Case {
                 let scales = Operand::new(f16s(&self.scales), placement);
                 self.call_quant(f, &a, &b, &scales, &mut c)
             }
-            MicrokernelFn::Attention(_) => panic!("{what}: not a block GEMM"),
+            MicrokernelFn::Attention(_) | MicrokernelFn::AttentionF16Kv(_) => {
+                panic!("{what}: not a block GEMM")
+            }
         }
         for (n, v) in c.iter().enumerate() {
             if !self.in_block(n) {

@@ -47,7 +47,7 @@ impl Machine<'_> {
                 weights,
                 ..
             } => self.gemm(call, (ep, hp, (panel, weights)), &values, &error),
-            MicrokernelKind::Attention => self.attention(call, &values, &error),
+            MicrokernelKind::Attention { .. } => self.attention(call, &values, &error),
         }
     }
 

@@ -1,12 +1,14 @@
-//! `oxrelax compare`: how far a quantized model's logits drift from the unquantized
-//! (`q0f32`) model's over one generation. The f32 model generates greedily from the
-//! prompt; the quantized model is fed the same tokens (teacher forcing), and every logit
-//! row (each prompt position, then each generated token) is compared: the largest
-//! absolute difference and how often the two agree on the most likely token.
+//! `oxrelax compare`: how far a quantized model's logits (weights as `--quant` says, KV
+//! cache as `--kv-dtype` does) drift from the unquantized model's (`q0f32`, f32 KV cache)
+//! over one generation. The f32 model generates greedily from the prompt; the quantized
+//! model is fed the same tokens (teacher forcing), and every logit row (each prompt
+//! position, then each generated token) is compared: the largest absolute difference and
+//! how often the two agree on the most likely token.
 
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::model::Quantization;
+use oxrelax_dsl::DataType;
 use oxrelax_runtime::engine::{GenerateOptions, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use serde::Serialize;
@@ -28,7 +30,8 @@ pub struct CompareArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
-    /// The scheme compared against `q0f32` (`--quant`), and how to load the model.
+    /// The scheme (`--quant`) and KV cache dtype (`--kv-dtype`) compared against `q0f32`
+    /// with an f32 KV cache, and how to load the model.
     #[command(flatten)]
     load: ModelArgs,
 }
@@ -76,6 +79,7 @@ fn argmax(row: &[f32]) -> Option<usize> {
 #[derive(Serialize)]
 struct CompareJson {
     quant: &'static str,
+    kv_dtype: &'static str,
     #[serde(flatten)]
     drift: LogitDrift,
     generated: usize,
@@ -93,6 +97,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,
+        kv_dtype: None,
         ..args.load.clone()
     };
     let mut reference = open_engine(&args.model, &reference_args)?;
@@ -127,10 +132,12 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     for (&id, a) in fed.zip(generation.token_logits.iter().skip(1)) {
         drift.add(a, &quantized.decode(id)?);
     }
+    let kv_dtype = args.load.kv_dtype.unwrap_or(DataType::F32);
     println!(
-        "{} against q0f32 over {} logit rows ({} prompt, {} generated): max |diff| {:.3e}, \
-         top-1 agreement {:.1}%",
+        "{} ({} KV cache) against q0f32 (f32 KV cache) over {} logit rows ({} prompt, {} \
+         generated): max |diff| {:.3e}, top-1 agreement {:.1}%",
         args.load.quant.name(),
+        kv_dtype,
         drift.rows,
         prompt.len(),
         generation.ids.len(),
@@ -140,6 +147,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     if args.json {
         let line = CompareJson {
             quant: args.load.quant.name(),
+            kv_dtype: kv_dtype.name(),
             drift,
             generated: generation.ids.len(),
         };

@@ -1,8 +1,10 @@
 //! `oxrelax compile`: a Hugging Face model folder in, an artifact folder out.
 
+use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep};
 use oxrelax::model::{LoadError, Quantization};
+use oxrelax_dsl::DataType;
 use std::path::PathBuf;
 
 /// Arguments of `oxrelax compile`.
@@ -17,6 +19,10 @@ pub struct CompileArgs {
     /// or else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
+    /// How the KV cache stores keys and values: f32, or f16 (half the memory, widened
+    /// in the attention kernel).
+    #[arg(long, value_parser = kv_dtype_parser(), default_value = "f32")]
+    kv_dtype: DataType,
     /// Tokens per `prefill` call at most.
     #[arg(long)]
     prefill_chunk: Option<i64>,
@@ -32,6 +38,7 @@ pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
         quantization: args.quant,
         max_context: args.context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
+        kv_dtype: args.kv_dtype,
     };
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(
@@ -48,11 +55,12 @@ pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
     bar.finish_and_clear();
     let manifest = result?;
     println!(
-        "wrote {} ({} functions, context {}, prefill chunk {}, target {}, kernels {})",
+        "wrote {} ({} functions, context {}, prefill chunk {}, kv {}, target {}, kernels {})",
         args.output.display(),
         manifest.functions.len(),
         manifest.context_window,
         manifest.prefill_chunk,
+        manifest.kv_dtype,
         manifest.target.triple,
         manifest.target.kernels
     );

@@ -1,10 +1,14 @@
 //! `oxrelax dump-ir`: a model's module after each pass of the compile pipeline.
 
-use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
+use crate::cli_generate::kv_dtype_parser;
+use oxrelax::artifact::{
+    extract_functions, is_artifact, modules_after_each_pass, source_module, Manifest,
+};
 use oxrelax::model::Quantization;
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
+use oxrelax_dsl::DataType;
 use oxrelax_models::ExportOptions;
 use std::path::PathBuf;
 
@@ -27,11 +31,23 @@ pub struct DumpIrArgs {
     /// How to store a model folder's projection weights (auto: as stored).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
+    /// How a model folder's KV cache stores keys and values (f32 when absent; an
+    /// artifact keeps its own, and asking it for another is an error).
+    #[arg(long, value_parser = kv_dtype_parser())]
+    kv_dtype: Option<DataType>,
 }
 
 /// Runs the pipeline on the model's exported module and prints or writes the IR.
 pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let module = source_module(&args.model, &ExportOptions::default(), args.quant)?;
+    if is_artifact(&args.model) {
+        Manifest::read(&args.model)?.check_kv_dtype(&args.model, args.kv_dtype)?;
+    }
+    let defaults = ExportOptions::default();
+    let options = ExportOptions {
+        kv_dtype: args.kv_dtype.unwrap_or(defaults.kv_dtype),
+        ..defaults
+    };
+    let module = source_module(&args.model, &options, args.quant)?;
     let stages = modules_after_each_pass(module, &Target::host(), Instrument::default())?;
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
     let shown = |module| {

@@ -2,8 +2,11 @@
 //! text; optionally dump every logit row as safetensors. Also the pieces `chat` and
 //! `bench` share: loading a model into an [`Engine`] and the sampling options.
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args};
 use oxrelax::model::{load, LoadOptions, Quantization};
+use oxrelax_dsl::DataType;
+use oxrelax_models::decoder::kv_cache::KV_DTYPES;
 use oxrelax_runtime::chat::{Message, Tokenizer};
 use oxrelax_runtime::engine::{
     Engine, EngineConfig, GenerateOptions, Generation, Step, StopReason,
@@ -30,6 +33,17 @@ pub struct ModelArgs {
     /// or else q0f32); a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
     pub quant: Quantization,
+    /// How the KV cache stores keys and values: f32, or f16 (half the memory, widened
+    /// in the attention kernel); f32 when absent. A compiled artifact keeps its own:
+    /// asking it for another is an error.
+    #[arg(long, value_parser = kv_dtype_parser())]
+    pub kv_dtype: Option<DataType>,
+}
+
+/// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`).
+pub fn kv_dtype_parser() -> impl TypedValueParser<Value = DataType> {
+    PossibleValuesParser::new(KV_DTYPES.map(DataType::name))
+        .try_map(|name| name.parse::<DataType>())
 }
 
 /// How to pick tokens (greedy unless a temperature is given).
@@ -146,6 +160,7 @@ pub fn open_engine_on(
         max_context: args.max_context,
         prefill_chunk: args.prefill_chunk,
         quantization: args.quant,
+        kv_dtype: args.kv_dtype,
         ..LoadOptions::default()
     };
     let model = load(dir, &options)?;

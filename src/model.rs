@@ -43,6 +43,10 @@ pub struct LoadOptions {
     pub prefill_chunk: i64,
     /// How to store the projection weights.
     pub quantization: Quantization,
+    /// The element type the KV cache stores (f32 or f16). `None`: f32 for a model folder,
+    /// and whatever an artifact was compiled with; an artifact compiled with another is an
+    /// error.
+    pub kv_dtype: Option<DataType>,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
 }
@@ -54,7 +58,20 @@ impl Default for LoadOptions {
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
             quantization: Quantization::Auto,
+            kv_dtype: None,
             instrument: Instrument::from_env(),
+        }
+    }
+}
+
+impl LoadOptions {
+    /// How a model folder is exported with these options.
+    fn export_options(&self) -> ExportOptions {
+        let defaults = ExportOptions::default();
+        ExportOptions {
+            max_context: self.max_context,
+            prefill_chunk: self.prefill_chunk,
+            kv_dtype: self.kv_dtype.unwrap_or(defaults.kv_dtype),
         }
     }
 }
@@ -80,10 +97,7 @@ pub struct LoadedModel {
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
     let store = WeightStore::open(dir)?;
-    let export = ExportOptions {
-        max_context: options.max_context,
-        prefill_chunk: options.prefill_chunk,
-    };
+    let export = options.export_options();
     let (model, exported) = export_for(&config, options.quantization.resolve(&store), &export)?;
     let weights = store.load_expected(&expected_weights(&model))?;
     let mut built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
@@ -184,11 +198,12 @@ pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
 }
 
 /// Loads the model at `path`: an artifact folder (one with `oxrelax-model.json`, loaded
-/// as compiled, after its checks; `options` do not apply), else a Hugging Face model
-/// folder (compiled now with `options`).
+/// as compiled, after its checks; `options` do not apply, but a `kv_dtype` given must be
+/// the one it was compiled with), else a Hugging Face model folder (compiled now with
+/// `options`).
 pub fn load(path: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     if is_artifact(path) {
-        return load_artifact(path);
+        return load_artifact(path, options.kv_dtype);
     }
     load_hf(path, options)
 }

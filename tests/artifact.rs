@@ -4,6 +4,7 @@
 
 use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE, PARAMS_FILE};
 use oxrelax::model::{load, LoadError, LoadOptions, LoadedModel};
+use oxrelax_dsl::DataType;
 use oxrelax_runtime::{Tensor, Value};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -94,6 +95,7 @@ fn a_compiled_artifact_matches_transformers_over_prefill() {
     let manifest = Manifest::read(&dir).unwrap();
     assert_eq!(manifest.context_window, 256);
     assert_eq!(manifest.prefill_chunk, 64);
+    assert_eq!(manifest.kv_dtype, "f32");
     assert_eq!(
         manifest.files.keys().collect::<Vec<_>>(),
         [
@@ -267,6 +269,107 @@ fn quantized_artifact_generates_as_the_folder_does(scheme: &str, stored_as: safe
     // An artifact keeps its scheme: comparing schemes needs the folder.
     let (ok, _, stderr) = oxrelax(&["compare", out_dir, "--prompt", "Hi", "--quant", scheme]);
     assert!(!ok && stderr.contains("compiled artifact"), "{stderr}");
+}
+
+/// The ids `oxrelax generate --model model --prompt Hi --json extra...` prints.
+fn generated_ids(model: &str, extra: &[&str]) -> serde_json::Value {
+    let args = [
+        &["generate", "--model", model, "--prompt", "Hi", "--json"],
+        extra,
+    ]
+    .concat();
+    let (ok, stdout, stderr) = oxrelax(&args);
+    assert!(ok, "{args:?}: {stderr}");
+    let line: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    line["ids"].clone()
+}
+
+/// The error of loading the artifact in `dir` with its KV cache asked to be `kv_dtype`.
+fn kv_dtype_error(dir: &Path, kv_dtype: DataType) -> LoadError {
+    let options = LoadOptions {
+        kv_dtype: Some(kv_dtype),
+        ..LoadOptions::default()
+    };
+    match load(dir, &options) {
+        Ok(_) => panic!("{} loaded with a {kv_dtype} KV cache", dir.display()),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn an_f16_kv_cache_artifact_records_its_kv_dtype_and_generates_as_the_folder_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("artifact");
+    let src = fixture();
+    let (src, out_dir) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let compile = ["compile", src, "-o", out_dir, "--context", "64"];
+    let (ok, stdout, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", "f16"]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("kv f16"), "{stdout}");
+    assert_eq!(Manifest::read(&out).unwrap().kv_dtype, "f16");
+    let folder = generated_ids(src, &["--kv-dtype", "f16", "--max-context", "64"]);
+    assert_eq!(generated_ids(out_dir, &[]), folder);
+    assert_eq!(generated_ids(out_dir, &["--kv-dtype", "f16"]), folder);
+    // The KV cache dtype is compiled in: asking the artifact for another is an error.
+    let (ok, _, stderr) = oxrelax(&[
+        "generate",
+        "--model",
+        out_dir,
+        "--prompt",
+        "Hi",
+        "--kv-dtype",
+        "f32",
+    ]);
+    let says = "stores its KV cache as f16, not f32";
+    assert!(!ok && stderr.contains(says), "{stderr}");
+    let err = kv_dtype_error(&out, DataType::F32);
+    assert!(
+        matches!(
+            err,
+            LoadError::Artifact(ArtifactError::KvDtypeMismatch {
+                compiled: DataType::F16,
+                requested: DataType::F32,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    // dump-ir rebuilds the artifact's module with its recorded KV cache dtype.
+    let dump = [
+        "dump-ir",
+        out_dir,
+        "--after",
+        "schedule-kernels",
+        "--function",
+        "decode",
+    ];
+    let (ok, stdout, stderr) = oxrelax(&dump);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("microkernel attention_f16kv("), "{stdout}");
+    let (ok, _, stderr) = oxrelax(&[&dump[..], &["--kv-dtype", "f32"]].concat());
+    assert!(!ok && stderr.contains(says), "{stderr}");
+    let (ok, _, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", "q8"]].concat());
+    assert!(!ok && stderr.contains("invalid value 'q8'"), "{stderr}");
+}
+
+#[test]
+fn a_manifest_without_kv_dtype_is_an_f32_kv_cache() {
+    let (_tmp, dir) = compiled();
+    edit_manifest(&dir, |json| {
+        json.as_object_mut().unwrap().remove("kv_dtype");
+    });
+    assert_eq!(Manifest::read(&dir).unwrap().kv_dtype, "f32");
+    let options = LoadOptions {
+        kv_dtype: Some(DataType::F32),
+        ..LoadOptions::default()
+    };
+    assert!(load(&dir, &options).is_ok());
+    let err = kv_dtype_error(&dir, DataType::F16);
+    assert!(
+        err.to_string()
+            .contains("stores its KV cache as f32, not f16"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -96,6 +96,33 @@ fn bench_json_reports_speed_and_memory_of_the_tiny_model() {
 }
 
 #[test]
+fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache() {
+    let model = tiny_llama();
+    let bench = |kv_dtype: &str| {
+        let stdout = stdout_of(&[
+            "bench",
+            model.to_str().unwrap(),
+            "--prompt-len",
+            "4",
+            "--gen",
+            "2",
+            "--runs",
+            "1",
+            "--max-context",
+            "64",
+            "--kv-dtype",
+            kv_dtype,
+            "--json",
+        ]);
+        last_json(&stdout)["kv_cache_bytes"].as_u64()
+    };
+    // 2 layers x (K, V) x 64 positions x 2 KV heads x 16, of 4 bytes and of 2.
+    let elements = 2 * 2 * 64 * 2 * 16;
+    assert_eq!(bench("f32"), Some(elements * 4));
+    assert_eq!(bench("f16"), Some(elements * 2));
+}
+
+#[test]
 fn bench_threads_sets_the_pool_size() {
     let model = tiny_llama();
     let stdout = stdout_of(&[

@@ -1,20 +1,31 @@
 //! Snapshots of the tiny Llama's `prefill` and `decode` (with the primitive functions
 //! they call) after each pass of the compile pipeline, from the embedded model in
-//! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; and, with
+//! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; with
 //! `--quant q8f32` and `q4f16_1`, its `decode` and `transform_params` (where the weights
-//! are quantized).
+//! are quantized); and with `--kv-dtype f16`, its `decode` (k and v cast as they are
+//! appended, attention over the f16 cache).
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::Quantization;
 use oxrelax::passes::{compile_pipeline_for, Instrument};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::{parse_module, print_module};
+use oxrelax_dsl::DataType;
 use oxrelax_models::ExportOptions;
 use std::path::Path;
 
 #[test]
 fn tiny_llama_prefill_and_decode_after_each_pass() {
     snapshot_passes(Quantization::Auto, "tiny-llama", &["prefill", "decode"]);
+}
+
+#[test]
+fn tiny_llama_f16_kv_cache_decode_after_each_pass() {
+    let options = ExportOptions {
+        kv_dtype: DataType::F16,
+        ..tiny_llama_options()
+    };
+    snapshot_passes_with(options, Quantization::Auto, "tiny-llama-f16kv", &["decode"]);
 }
 
 #[test]
@@ -29,14 +40,29 @@ fn tiny_llama_q4f16_1_decode_and_weight_transform_after_each_pass() {
     snapshot_passes(Quantization::Q4f16_1, "tiny-llama-q4f16_1", &functions);
 }
 
+/// The tiny Llama's export options: 256 positions, prefill chunks of 32, an f32 KV cache.
+fn tiny_llama_options() -> ExportOptions {
+    ExportOptions {
+        max_context: 256,
+        prefill_chunk: 32,
+        kv_dtype: DataType::F32,
+    }
+}
+
 /// Snapshots `functions` (those that exist at each stage) of the tiny Llama compiled with
 /// `quantization`, as `{prefix}.{function}.{stage}`.
 fn snapshot_passes(quantization: Quantization, prefix: &str, functions: &[&str]) {
+    snapshot_passes_with(tiny_llama_options(), quantization, prefix, functions);
+}
+
+/// [`snapshot_passes`] with the tiny Llama exported with `options`.
+fn snapshot_passes_with(
+    options: ExportOptions,
+    quantization: Quantization,
+    prefix: &str,
+    functions: &[&str],
+) {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama");
-    let options = ExportOptions {
-        max_context: 256,
-        prefill_chunk: 32,
-    };
     let module = source_module(&model, &options, quantization).unwrap();
     // A named target, so the scheduled functions are the same on every host.
     let target = Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);

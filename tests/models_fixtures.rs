@@ -47,6 +47,7 @@ impl Loaded {
         let options = ExportOptions {
             max_context: 256,
             prefill_chunk: 64,
+            ..ExportOptions::default()
         };
         let exported = model.export(&options).unwrap();
         assert_eq!(exported.context_window, 256);

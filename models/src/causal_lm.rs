@@ -3,7 +3,8 @@
 //! (`lm_head`, or the embedding itself when tied).
 
 use crate::config::ModelConfig;
-use crate::decoder::{emit, kv_cache, DecoderLayer, Dims, LayerOptions};
+use crate::decoder::kv_cache::{self, KvLayout};
+use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
 use oxrelax_dsl::nn::RotaryEmbedding;
 use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
@@ -118,8 +119,12 @@ impl CausalLM {
         let mut x = self.embed(bb, ids)?;
         // The view of layer 0's past positions binds `m`, the positions' offset; the
         // layers rotate q and k with one cos/sin table of the call's positions.
-        let kv_shape = (self.config.num_key_value_heads, self.config.head_dim);
-        kv_cache::view(bb, cache, 0, kv_shape, dims.past.expr())?;
+        let layout = KvLayout {
+            kv_heads: self.config.num_key_value_heads,
+            head_dim: self.config.head_dim,
+            dtype: dims.kv_dtype,
+        };
+        kv_cache::view(bb, cache, 0, layout, dims.past.expr())?;
         let rope_table = self.rope.table(bb, &dims.tokens, &dims.past.expr())?;
         for layer in &self.layers {
             x = layer.forward(bb, &x, cache, dims, &rope_table)?;

@@ -15,6 +15,10 @@ pub struct ExportOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most (the bound of `n`).
     pub prefill_chunk: i64,
+    /// The element type the KV cache stores: f32, or f16 (one of
+    /// [`kv_cache::KV_DTYPES`]; K and V are rounded to it as they are appended, and
+    /// widened back to f32 as attention reads them).
+    pub kv_dtype: DataType,
 }
 
 impl Default for ExportOptions {
@@ -22,7 +26,31 @@ impl Default for ExportOptions {
         ExportOptions {
             max_context: 4096,
             prefill_chunk: 128,
+            kv_dtype: DataType::F32,
         }
+    }
+}
+
+impl ExportOptions {
+    /// Checks the options: positive sizes and a KV dtype of [`kv_cache::KV_DTYPES`].
+    fn check(&self) -> Result<(), ModelError> {
+        let positive = [
+            ("max_context", self.max_context),
+            ("prefill_chunk", self.prefill_chunk),
+        ];
+        if let Some((option, value)) = positive.into_iter().find(|(_, v)| *v <= 0) {
+            return Err(ModelError::Options {
+                option,
+                reason: format!("must be positive, got {value}"),
+            });
+        }
+        if !kv_cache::KV_DTYPES.contains(&self.kv_dtype) {
+            return Err(ModelError::Options {
+                option: "kv_dtype",
+                reason: format!("must be f32 or f16, got {}", self.kv_dtype),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -37,6 +65,8 @@ pub struct Exported {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
+    /// The element type the KV cache stores.
+    pub kv_dtype: DataType,
 }
 
 fn ids_input(tokens: SymExpr) -> Var {
@@ -57,16 +87,7 @@ impl CausalLM {
     /// `n <= prefill_chunk`; `decode(ids: [1, 1] i32, cache) -> [1, 1, vocab]`;
     /// `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`.
     pub fn export(&self, options: &ExportOptions) -> Result<Exported, ModelError> {
-        let positive = [
-            ("max_context", options.max_context),
-            ("prefill_chunk", options.prefill_chunk),
-        ];
-        if let Some((option, value)) = positive.into_iter().find(|(_, v)| *v <= 0) {
-            return Err(ModelError::Options {
-                option,
-                reason: format!("must be positive, got {value}"),
-            });
-        }
+        options.check()?;
         let context_window = self.config().context_window(options.max_context);
         let n = SymVar::bounded("n", options.prefill_chunk);
         let past = SymVar::bounded("m", context_window);
@@ -74,6 +95,7 @@ impl CausalLM {
             let dims = Dims {
                 tokens,
                 past: past.clone(),
+                kv_dtype: options.kv_dtype,
             };
             move |model: &CausalLM, bb: &mut BlockBuilder, inputs: &[Expr]| {
                 model.forward(bb, &inputs[0], &inputs[1], &dims, positions)
@@ -102,23 +124,30 @@ impl CausalLM {
             );
         let mut bb = BlockBuilder::new();
         spec.export_into(self, &mut bb)?;
-        self.add_create_kv_cache(&mut bb, context_window)?;
+        self.add_create_kv_cache(&mut bb, context_window, options.kv_dtype)?;
         self.add_softmax_with_temperature(&mut bb)?;
         Ok(Exported {
             module: bb.finish().map_err(NnError::from)?,
             context_window,
             prefill_chunk: options.prefill_chunk,
+            kv_dtype: options.kv_dtype,
         })
     }
 
-    /// `create_kv_cache()`: a cache of every layer holding `capacity` positions.
-    fn add_create_kv_cache(&self, bb: &mut BlockBuilder, capacity: i64) -> Result<(), NnError> {
+    /// `create_kv_cache()`: a cache of every layer holding `capacity` positions of `dtype`.
+    fn add_create_kv_cache(
+        &self,
+        bb: &mut BlockBuilder,
+        capacity: i64,
+        dtype: DataType,
+    ) -> Result<(), NnError> {
         let c = self.config();
         let create = kv_cache::create(
             c.num_hidden_layers,
             c.num_key_value_heads,
             c.head_dim,
             capacity,
+            dtype,
         );
         bb.function("create_kv_cache", Vec::new(), true, |bb| {
             Ok::<_, NnError>(bb.emit_named(create, "cache")?.into())

@@ -165,6 +165,7 @@ fn export_builds_every_function_with_bounded_dims() {
     let options = ExportOptions {
         max_context: 512,
         prefill_chunk: 32,
+        ..ExportOptions::default()
     };
     let exported = model.export(&options).unwrap();
     assert_eq!((exported.context_window, exported.prefill_chunk), (512, 32));
@@ -218,4 +219,56 @@ fn export_rejects_non_positive_options() {
     };
     let err = model.export(&options).unwrap_err().to_string();
     assert!(err.contains("prefill_chunk") && err.contains('0'), "{err}");
+}
+
+#[test]
+fn export_rejects_a_kv_dtype_other_than_f32_or_f16() {
+    let model = causal_lm(&config("LlamaForCausalLM", false), DataType::F32).unwrap();
+    for dtype in [DataType::BF16, DataType::I8, DataType::U4] {
+        let options = ExportOptions {
+            kv_dtype: dtype,
+            ..ExportOptions::default()
+        };
+        let err = model.export(&options).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ModelError::Options {
+                    option: "kv_dtype",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(dtype.name()), "{err}");
+    }
+}
+
+#[test]
+fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
+    let model = causal_lm(&config("Qwen2ForCausalLM", true), DataType::F32).unwrap();
+    let options = ExportOptions {
+        kv_dtype: DataType::F16,
+        ..ExportOptions::default()
+    };
+    let exported = model.export(&options).unwrap();
+    assert_eq!(exported.kv_dtype, DataType::F16);
+    check_module(&exported.module).unwrap();
+    let text = oxrelax_dsl::text::print_module(&exported.module);
+    assert!(
+        text.contains(
+            r#"call_packed("kv_cache.create", [i64(2), i64(2), i64(16), i64(2048), "f16"]"#
+        ),
+        "{text}"
+    );
+    // Per layer and function: k and v cast before the append; views of f16.
+    assert!(text.contains("astype("), "{text}");
+    assert!(
+        text.contains("match_cast(kv_view[0], Tensor((m, 2, 16), f16))"),
+        "{text}"
+    );
+    assert!(!text.contains("Tensor((m, 2, 16), f32)"), "{text}");
+    let f32_text =
+        oxrelax_dsl::text::print_module(&model.export(&ExportOptions::default()).unwrap().module);
+    assert!(!f32_text.contains("astype("), "an f32 cache needs no cast");
 }

@@ -1,19 +1,19 @@
 //! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
-//! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one `attention_f32` microkernel call
-//! per query row and head, parallel over them. Each call reads its kv head's rows in place
-//! (stride `kv_heads * d`: heads are grouped by index, never broadcast) up to the causal
-//! limit computed from the row index, and keeps no score matrix.
+//! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one attention microkernel call per
+//! query row and head, parallel over them: `attention_f32`, or `attention_f16kv` when k
+//! and v are f16 (an f16 KV cache, widened as the kernel loads it). Each call reads its kv
+//! head's rows in place (stride `kv_heads * d`: heads are grouped by index, never
+//! broadcast) up to the causal limit computed from the row index, and keeps no score
+//! matrix.
 
 use crate::rule::ScheduleRule;
 use crate::tir_build::{for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
-    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, PrimExpr, PrimFunc, Stmt,
+    BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelSpec, PrimExpr, PrimFunc,
+    Stmt,
 };
 use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
-
-/// The microkernel the rule tensorizes onto.
-const KERNEL: &str = "attention_f32";
 
 /// Parallelize when the calls do at least this many multiply-adds (at the dims' upper
 /// bounds).
@@ -28,6 +28,8 @@ struct Attention<'a> {
     k: &'a Buffer,
     v: &'a Buffer,
     out: &'a Buffer,
+    /// The microkernel over k and v's element type.
+    kernel: &'static str,
     heads: i64,
     kv_heads: i64,
     dim: &'a SymExpr,
@@ -50,10 +52,12 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     };
     let plain = [q, k, v, out]
         .iter()
-        .all(|b| b.dtype == DataType::F32 && b.strides.is_none() && b.shape.len() == 3);
-    if !plain || func.num_outputs != 1 {
+        .all(|b| b.strides.is_none() && b.shape.len() == 3);
+    let f32_rows = q.dtype == DataType::F32 && out.dtype == DataType::F32;
+    if !plain || !f32_rows || k.dtype != v.dtype || func.num_outputs != 1 {
         return None;
     }
+    let kernel = MicrokernelSpec::attention_over(k.dtype)?.name;
     let (heads, kv_heads, dim) = (q.shape[1].as_const()?, k.shape[1].as_const()?, &q.shape[2]);
     if kv_heads <= 0 || heads % kv_heads != 0 {
         return None;
@@ -63,6 +67,7 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
         k,
         v,
         out,
+        kernel,
         heads,
         kv_heads,
         dim,
@@ -100,7 +105,7 @@ impl ScheduleRule for AttentionRule {
             offset,
         };
         let call = Stmt::Microkernel(MicrokernelCall {
-            kernel: KERNEL.to_string(),
+            kernel: a.kernel.to_string(),
             operands: vec![
                 region(a.q, index("r") * dim.clone()),
                 region(a.k, index("kv_row")),

@@ -120,7 +120,11 @@ fn random_inputs(
 fn the_attention_rule_computes_what_the_legalized_function_does() {
     let mut rng = StdRng::seed_from_u64(11);
     // (heads, kv_heads, head_dim, cached positions before the queries)
-    for (heads, kv_heads, dim, past) in [(4, 2, 8, 3), (3, 1, 5, 0), (2, 2, 3, 9)] {
+    let shapes = [(4, 2, 8, 3), (3, 1, 5, 0), (2, 2, 3, 9)];
+    let cases = shapes
+        .into_iter()
+        .flat_map(|shape| [DataType::F32, DataType::F16].map(|kv_dtype| (shape, kv_dtype)));
+    for ((heads, kv_heads, dim, past), kv_dtype) in cases {
         for causal in [true, false] {
             let q = tensor(
                 "q",
@@ -128,10 +132,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 DataType::F32,
             );
             let kv = vec![n().expr() + SymExpr::int(past), kv_heads.into(), dim.into()];
-            let (k, v) = (
-                tensor("k", kv.clone(), DataType::F32),
-                tensor("v", kv, DataType::F32),
-            );
+            let (k, v) = (tensor("k", kv.clone(), kv_dtype), tensor("v", kv, kv_dtype));
             let Expr::Call(call) = op::attention(&q, &k, &v, 0.3, causal).unwrap() else {
                 unreachable!("op constructors build calls")
             };
@@ -139,6 +140,16 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
             let scheduled = AttentionRule
                 .apply(&func, &Target::host())
                 .expect("the rule applies");
+            let kernel = format!(
+                "attention_{}",
+                if kv_dtype == DataType::F16 {
+                    "f16kv"
+                } else {
+                    "f32"
+                }
+            );
+            let text = oxrelax_dsl::text::print_prim_func("attention", &scheduled);
+            assert!(text.contains(&kernel), "{kv_dtype}: {text}");
             for value in [1, 2, 7] {
                 let dims = SymBindings::from([("n".to_string(), value)]);
                 let inputs = random_inputs(&func, &dims, &mut rng);
@@ -146,7 +157,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
                 for (b, a) in before[0].iter().zip(&after[0]) {
                     let what = format!(
-                        "heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value}"
+                        "{kv_dtype} heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value}"
                     );
                     assert!(
                         (a - b).abs() <= 1e-5 * (1.0 + b.abs()),

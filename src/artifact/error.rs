@@ -83,6 +83,24 @@ pub enum ArtifactError {
         /// What went wrong.
         reason: String,
     },
+    /// The manifest names a KV cache dtype this runtime does not load.
+    #[error("{}: kv_dtype {value:?} is not one of f32, f16", path.display())]
+    KvDtype {
+        /// The manifest.
+        path: PathBuf,
+        /// The dtype it names.
+        value: String,
+    },
+    /// A KV cache dtype was asked for an artifact compiled with another.
+    #[error("{}: the artifact stores its KV cache as {compiled}, not {requested} (the KV cache dtype is compiled in: drop --kv-dtype, or compile the Hugging Face folder with --kv-dtype {requested})", path.display())]
+    KvDtypeMismatch {
+        /// The manifest.
+        path: PathBuf,
+        /// The dtype the artifact was compiled with.
+        compiled: oxrelax_dsl::DataType,
+        /// The dtype asked for.
+        requested: oxrelax_dsl::DataType,
+    },
     /// The manifest names a weight dtype this runtime does not load.
     #[error("{}: quantization {value:?} is not one of q0f32, q0f16, q8f32", path.display())]
     Quantization {

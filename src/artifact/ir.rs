@@ -14,7 +14,8 @@ use std::path::Path;
 
 /// The exported module (before the compile pipeline) of a model folder or an artifact.
 /// A model folder is exported with `options`, its weights stored as `quantization` says; an
-/// artifact with its recorded context window, prefill chunk and weight dtype.
+/// artifact with its recorded context window, prefill chunk, KV cache dtype and weight
+/// dtype.
 pub fn source_module(
     path: &Path,
     options: &ExportOptions,
@@ -26,6 +27,7 @@ pub fn source_module(
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
+            kv_dtype: manifest.kv_dtype(path)?,
         };
         (config, options, manifest.quantization(path)?)
     } else {

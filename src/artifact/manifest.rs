@@ -2,7 +2,8 @@
 
 use super::error::ArtifactError;
 use crate::quantization::Quantization;
-use oxrelax_dsl::IRModule;
+use oxrelax_dsl::{DataType, IRModule};
+use oxrelax_models::decoder::kv_cache::KV_DTYPES;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,12 +37,21 @@ pub struct Manifest {
     /// The weight quantization scheme (`q0f32`, `q0f16`, `q8f32`; see
     /// [`Quantization`]).
     pub quantization: String,
+    /// The element type the KV cache stores (`f32` or `f16`); a manifest written before
+    /// it was recorded has none, which means `f32`.
+    #[serde(default = "f32_kv_dtype")]
+    pub kv_dtype: String,
     /// The tokenizer files copied from the model folder.
     pub tokenizer_files: Vec<String>,
     /// What the artifact was compiled for.
     pub target: Target,
     /// SHA-256 (hex) of every other file, by artifact-relative path.
     pub files: BTreeMap<String, String>,
+}
+
+/// The KV cache dtype of a manifest that records none.
+fn f32_kv_dtype() -> String {
+    DataType::F32.name().to_string()
 }
 
 /// The target an artifact was compiled for.
@@ -139,6 +149,35 @@ impl Manifest {
             path: dir.join(MANIFEST_FILE),
             value: self.quantization.clone(),
         })
+    }
+
+    /// The element type the KV cache of the artifact in `dir` stores (`kv_dtype`).
+    pub fn kv_dtype(&self, dir: &Path) -> Result<DataType, ArtifactError> {
+        let dtype = self.kv_dtype.parse().ok();
+        dtype
+            .filter(|d| KV_DTYPES.contains(d))
+            .ok_or_else(|| ArtifactError::KvDtype {
+                path: dir.join(MANIFEST_FILE),
+                value: self.kv_dtype.clone(),
+            })
+    }
+
+    /// Checks that the artifact in `dir` stores its KV cache as `requested`, when given
+    /// (its KV cache dtype is compiled in: another cannot be chosen at load).
+    pub fn check_kv_dtype(
+        &self,
+        dir: &Path,
+        requested: Option<DataType>,
+    ) -> Result<(), ArtifactError> {
+        let compiled = self.kv_dtype(dir)?;
+        match requested {
+            Some(requested) if requested != compiled => Err(ArtifactError::KvDtypeMismatch {
+                path: dir.join(MANIFEST_FILE),
+                compiled,
+                requested,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Writes the manifest into the artifact folder `dir`.

@@ -1,4 +1,5 @@
 use super::*;
+use oxrelax_dsl::DataType;
 use std::path::Path;
 
 #[test]
@@ -31,22 +32,57 @@ fn the_host_target_is_the_build_triple() {
     assert_eq!(host.kernels, KERNELS_JIT);
 }
 
-#[test]
-fn an_unlisted_required_file_is_an_error() {
-    let manifest = Manifest {
+/// A manifest of an f32 model with an f32 KV cache, listing no file.
+fn manifest() -> Manifest {
+    Manifest {
         format_version: FORMAT_VERSION,
         model_config: serde_json::json!({}),
         functions: Default::default(),
         context_window: 16,
         prefill_chunk: 8,
         quantization: "q0f32".into(),
+        kv_dtype: "f32".into(),
         tokenizer_files: vec![],
         target: Target::host(),
         files: Default::default(),
-    };
-    let err = manifest
+    }
+}
+
+#[test]
+fn an_unlisted_required_file_is_an_error() {
+    let err = manifest()
         .check_files(Path::new("."), &[VM_FILE])
         .unwrap_err();
     assert!(matches!(err, ArtifactError::Unlisted { .. }), "{err}");
     assert!(err.to_string().contains("vm.json"), "{err}");
+}
+
+#[test]
+fn a_manifest_without_kv_dtype_means_f32_and_another_dtype_is_a_mismatch() {
+    let mut json = serde_json::to_value(manifest()).unwrap();
+    json.as_object_mut().unwrap().remove("kv_dtype");
+    let old: Manifest = serde_json::from_value(json).unwrap();
+    let dir = Path::new("artifact");
+    assert_eq!(old.kv_dtype(dir).unwrap(), DataType::F32);
+    old.check_kv_dtype(dir, None).unwrap();
+    old.check_kv_dtype(dir, Some(DataType::F32)).unwrap();
+    let err = old.check_kv_dtype(dir, Some(DataType::F16)).unwrap_err();
+    assert!(
+        matches!(err, ArtifactError::KvDtypeMismatch { .. }),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("artifact/oxrelax-model.json")
+            && message.contains("as f32, not f16")
+            && message.contains("--kv-dtype f16"),
+        "{message}"
+    );
+    let bf16 = Manifest {
+        kv_dtype: "bf16".into(),
+        ..manifest()
+    };
+    let err = bf16.kv_dtype(dir).unwrap_err();
+    assert!(matches!(err, ArtifactError::KvDtype { .. }), "{err}");
+    assert!(err.to_string().contains("\"bf16\""), "{err}");
 }

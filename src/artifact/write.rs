@@ -10,6 +10,7 @@ use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
 use crate::passes::Instrument;
+use oxrelax_dsl::DataType;
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{stored_as, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
@@ -30,6 +31,8 @@ pub struct CompileOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
+    /// The element type the KV cache stores (f32 or f16).
+    pub kv_dtype: DataType,
 }
 
 impl Default for CompileOptions {
@@ -39,6 +42,7 @@ impl Default for CompileOptions {
             quantization: Quantization::Auto,
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
+            kv_dtype: export.kv_dtype,
         }
     }
 }
@@ -94,6 +98,7 @@ pub fn compile_artifact(
     let export = ExportOptions {
         max_context: options.max_context,
         prefill_chunk: options.prefill_chunk,
+        kv_dtype: options.kv_dtype,
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
     let mut built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
@@ -138,6 +143,7 @@ pub fn compile_artifact(
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
         quantization: scheme.name().into(),
+        kv_dtype: exported.kv_dtype.name().into(),
         tokenizer_files,
         target: Target::host(),
         files,

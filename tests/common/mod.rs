@@ -206,10 +206,20 @@ pub fn load_as(
     dir: &Path,
     quantization: oxrelax::model::Quantization,
 ) -> oxrelax::model::LoadedModel {
+    load_with_kv(dir, quantization, None)
+}
+
+/// [`load_as`] with the KV cache stored as `kv_dtype` (`None`: the default).
+pub fn load_with_kv(
+    dir: &Path,
+    quantization: oxrelax::model::Quantization,
+    kv_dtype: Option<DataType>,
+) -> oxrelax::model::LoadedModel {
     let options = oxrelax::model::LoadOptions {
         max_context: 64,
         prefill_chunk: 16,
         quantization,
+        kv_dtype,
         ..oxrelax::model::LoadOptions::default()
     };
     oxrelax::model::load(dir, &options).unwrap()

@@ -86,7 +86,7 @@ mod tests {
                 | MicrokernelKind::IntGemm { ep, hp, panel, .. } => {
                     Some((ep as usize, hp as usize, panel as usize))
                 }
-                MicrokernelKind::Attention => None,
+                MicrokernelKind::Attention { .. } => None,
             };
             let runtime = kernel.gemm_block().map(|b| (b.rows, b.cols, b.panel));
             assert_eq!(runtime, block, "{}", spec.name);

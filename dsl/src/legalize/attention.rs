@@ -1,6 +1,7 @@
 //! `attention` (see [`crate::op::attention`]) as four stages: the masked, scaled scores
 //! `[n, heads, t]`, their row maximum, the sum of exponentials, and the weighted sum of the
-//! values. This is the reference (and the fallback schedule); the attention schedule rule
+//! values. K and V of f16 (an f16 KV cache) are widened to f32 as each element is read.
+//! This is the reference (and the fallback schedule); the attention schedule rule
 //! replaces it with one microkernel call per query row and head, which reads K and V in
 //! place and keeps no score matrix.
 

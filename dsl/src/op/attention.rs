@@ -6,6 +6,9 @@
 //! With `causal`, query `i` sits at position `t - n + i` (the last `n` of the `t`
 //! positions) and sees keys `j <= t - n + i`; the mask is computed from the indices, never
 //! materialized. `out[i, h] = softmax_j(scale * q[i, h] . k[j, g(h)]) @ v[., g(h)]`.
+//!
+//! `q` and `out` are f32; `k` and `v` share one dtype of [`ATTENTION_KV_DTYPES`] (an f16 KV cache is
+//! widened to f32 as it is read).
 
 use super::ctx::InferCtx;
 use super::{attr, call, InferError, OpDef};
@@ -23,13 +26,16 @@ pub(super) const OPS: &[OpDef] = &[OpDef {
     infer: infer_attention,
 }];
 
+/// The dtypes `k` and `v` may have (`q` and the result are f32).
+pub const ATTENTION_KV_DTYPES: [DataType; 2] = [DataType::F32, DataType::F16];
+
 fn infer_attention(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (q, k, v) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    ctx.same_dtype(&q, &k)?;
-    let dtype = ctx.same_dtype(&q, &v)?;
-    if dtype != DataType::F32 {
-        return Err(ctx.invalid_arg(0, format!("must be f32, got {dtype}")));
-    }
+    let dtype = q.dtype;
+    ctx.check_dtype(q.arg.clone(), dtype, |d| d == DataType::F32, "f32")?;
+    let kv_dtype = ctx.same_dtype(&k, &v)?;
+    let kv_ok = |d| ATTENTION_KV_DTYPES.contains(&d);
+    ctx.check_dtype(k.arg.clone(), kv_dtype, kv_ok, "f32 or f16")?;
     ctx.require("scale", attr::float)?;
     let [_, heads, dim] = q.dims else {
         return Err(ctx.invalid_arg(

@@ -1,7 +1,7 @@
 use super::*;
 use crate::ir::Var;
 use crate::{AttrValue, DataType, SymExpr, SymVar};
-use DataType::{Bool, F16, F32, I32, I64};
+use DataType::{Bool, BF16, F16, F32, I32, I64};
 
 fn n() -> SymVar {
     SymVar::bounded("n", 2048)
@@ -630,4 +630,19 @@ fn attention_groups_heads_and_checks_its_operands() {
     assert!(err(attention(&q, &kv, &shorter, 0.25, true)).contains("positions must agree"));
     assert!(err(attention(&t("n, 64", F32), &kv, &kv, 0.25, true)).contains("[n, heads, head_dim]"));
     assert!(err(attention(&t("n, 4, 16", F16), &kv, &kv, 0.25, true)).contains("dtype"));
+}
+
+#[test]
+fn attention_reads_f16_keys_and_values_into_f32() {
+    let q = t("n, 4, 16", F32);
+    let kv16 = t("m + n, 2, 16", F16);
+    assert_eq!(
+        si(attention(&q, &kv16, &kv16, 0.25, true)),
+        "Tensor((n, 4, 16), f32)"
+    );
+    let kv32 = t("m + n, 2, 16", F32);
+    assert!(err(attention(&q, &kv16, &kv32, 0.25, true)).contains("dtype"));
+    let bf16 = t("m + n, 2, 16", BF16);
+    assert!(err(attention(&q, &bf16, &bf16, 0.25, true))
+        .contains("has dtype bf16, expected f32 or f16"));
 }

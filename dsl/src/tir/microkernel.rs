@@ -29,7 +29,8 @@
 //!   element `(j / PANEL)*kc*PANEL + (k/4)*4*PANEL + (j % PANEL)*4 + k % 4` of i8 panels, or
 //!   `(j / PANEL)*kc*PANEL + (k/8)*8*PANEL + (j % PANEL)*8 + (k % 4)*2 + (k/4) % 2` of u4
 //!   panels minus 8;
-//! - the f32 attention of one query row over a strided run of key/value rows.
+//! - the attention of one query row (f32) over a strided run of key/value rows (f32, or
+//!   f16 widened as loaded: an f16 KV cache).
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
 //! twin.
@@ -95,11 +96,14 @@ pub enum MicrokernelKind {
         /// Width of one packed weight panel.
         panel: i64,
     },
-    /// The f32 attention of one query row: operands `(q, k, v, out)`, scalars
+    /// The attention of one query row: operands `(q, k, v, out)`, scalars
     /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
     /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
-    /// over `head_dim` elements; zeros when `keys <= 0`.
-    Attention,
+    /// over `head_dim` elements; zeros when `keys <= 0`. `q` and `out` are f32.
+    Attention {
+        /// The element type of `k` and `v` (f32, or f16 widened to f32 as loaded).
+        kv: DataType,
+    },
 }
 
 impl MicrokernelKind {
@@ -111,7 +115,7 @@ impl MicrokernelKind {
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
             MicrokernelKind::IntGemm { .. } => &["a", "a_scales", "b", "scales", "corr", "c"],
-            MicrokernelKind::Attention => &["q", "k", "v", "out"],
+            MicrokernelKind::Attention { .. } => &["q", "k", "v", "out"],
         }
     }
 
@@ -132,7 +136,7 @@ impl MicrokernelKind {
                 DataType::F32,
                 DataType::F32,
             ],
-            MicrokernelKind::Attention => vec![DataType::F32; 4],
+            MicrokernelKind::Attention { kv } => vec![DataType::F32, kv, kv, DataType::F32],
         }
     }
 
@@ -142,7 +146,7 @@ impl MicrokernelKind {
             MicrokernelKind::Gemm { ep, hp, .. } | MicrokernelKind::IntGemm { ep, hp, .. } => {
                 Some((ep, hp))
             }
-            MicrokernelKind::Attention => None,
+            MicrokernelKind::Attention { .. } => None,
         }
     }
 
@@ -164,7 +168,7 @@ impl MicrokernelKind {
                 ("rows", DataType::I64),
                 ("cols", DataType::I64),
             ],
-            MicrokernelKind::Attention => &[
+            MicrokernelKind::Attention { .. } => &[
                 ("keys", DataType::I64),
                 ("kv_stride", DataType::I64),
                 ("head_dim", DataType::I64),
@@ -191,10 +195,7 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     gemm("sgemv_1x64_f16", (DataType::F16, None), 1, 64),
     gemm("sgemm_12x32", (DataType::F32, None), 12, 32),
     gemm("sgemm_12x32_f16", (DataType::F16, None), 12, 32),
-    MicrokernelSpec {
-        name: "attention_f32",
-        kind: MicrokernelKind::Attention,
-    },
+    attention("attention_f32", DataType::F32),
     gemm("sgemm_6x16_q8", (DataType::I8, Some(DataType::F32)), 6, 16),
     gemm("sgemv_1x64_q8", (DataType::I8, Some(DataType::F32)), 1, 64),
     gemm(
@@ -235,6 +236,7 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     int_gemm("qgemm_4x16_w4", DataType::U4, 4, 16),
     int_gemm("qgemv_1x64_w8", DataType::I8, 1, 64),
     int_gemm("qgemv_1x64_w4", DataType::U4, 1, 64),
+    attention("attention_f16kv", DataType::F16),
 ];
 
 /// The table row of int8 block GEMM `name` over `weights` (i8 or u4), block `ep x hp`,
@@ -248,6 +250,14 @@ const fn int_gemm(name: &'static str, weights: DataType, ep: i64, hp: i64) -> Mi
             hp,
             panel: 16,
         },
+    }
+}
+
+/// The table row of attention kernel `name` over keys and values of `kv`.
+const fn attention(name: &'static str, kv: DataType) -> MicrokernelSpec {
+    MicrokernelSpec {
+        name,
+        kind: MicrokernelKind::Attention { kv },
     }
 }
 
@@ -517,6 +527,13 @@ impl MicrokernelSpec {
             hp,
             panel: 16,
         };
+        MICROKERNELS.iter().find(|k| k.kind == wanted)
+    }
+
+    /// The attention kernel over keys and values of `kv` (`attention_f32` for f32,
+    /// `attention_f16kv` for f16).
+    pub fn attention_over(kv: DataType) -> Option<&'static MicrokernelSpec> {
+        let wanted = MicrokernelKind::Attention { kv };
         MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 

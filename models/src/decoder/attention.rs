@@ -1,7 +1,8 @@
 //! Grouped-query self-attention over the KV cache, Hugging Face names
 //! (`self_attn.{q,k,v,o}_proj`, Qwen3's `self_attn.{q,k}_norm`).
 
-use super::{emit, kv_cache, Dims, LayerOptions};
+use super::kv_cache::{self, KvLayout};
+use super::{emit, Dims, LayerOptions};
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
@@ -103,8 +104,9 @@ impl Attention {
     }
 
     /// Attends `x` (`[1, n, hidden]`, already normed) over this layer's cached positions
-    /// and itself, appending its K and V to `cache`; q and k are rotated by `rope_table`.
-    /// Returns `[1, n, hidden]`. `m` (`dims.past`) must be bound.
+    /// and itself, appending its K and V to `cache` (cast to the cache's dtype); q and k
+    /// are rotated by `rope_table`. Returns `[1, n, hidden]`. `m` (`dims.past`) must be
+    /// bound.
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
@@ -114,16 +116,20 @@ impl Attention {
         rope_table: &Expr,
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
-        let kv_shape = (self.kv_heads, self.head_dim);
+        let layout = KvLayout {
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            dtype: dims.kv_dtype,
+        };
         let q_spec = (&self.q_proj, self.q_norm.as_ref(), self.heads);
         let q = self.project(bb, q_spec, x, Some(rope_table), dims)?;
         let k_spec = (&self.k_proj, self.k_norm.as_ref(), self.kv_heads);
         let k = self.project(bb, k_spec, x, Some(rope_table), dims)?;
         let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, None, dims)?;
         // The view after the append covers past and new positions in place.
-        kv_cache::append(bb, cache, self.layer, &k, &v)?;
+        kv_cache::append(bb, cache, (self.layer, dims.kv_dtype), &k, &v)?;
         let total = dims.past.expr() + dims.tokens.clone();
-        let (keys, values) = kv_cache::view(bb, cache, self.layer, kv_shape, total)?;
+        let (keys, values) = kv_cache::view(bb, cache, self.layer, layout, total)?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let out = emit(bb, name, op::attention(&q, &keys, &values, scale, true))?;
         let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];

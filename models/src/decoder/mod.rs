@@ -29,13 +29,15 @@ pub struct LayerOptions {
 
 /// The dynamic dims of one exported function: `tokens` in this call (`n`, or 1 for
 /// decode) and `past`, the positions already in the KV cache (`m`, bounded by the context
-/// window).
+/// window); and the element type of that cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dims {
     /// Tokens in this call.
     pub tokens: SymExpr,
     /// Positions in the cache before this call; bound by the first `kv_cache.view`.
     pub past: SymVar,
+    /// The element type the KV cache stores (one of [`kv_cache::KV_DTYPES`]).
+    pub kv_dtype: DataType,
 }
 
 /// Emits an op call, naming module `module` in an inference error.

@@ -3,7 +3,8 @@
 //! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
 //! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
 //! dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8 activation rows by int8 or
-//! 4-bit panels in integers, group by group, and scale into f32 at the end of each group.
+//! 4-bit panels in integers, group by group, and scale into f32 at the end of each group;
+//! the attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded).
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -209,23 +210,29 @@ pub type QGemmW4Fn = QGemmFn<u8>;
 /// The attention of one query row over `keys` key/value rows (softmax computed online):
 /// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
 /// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
-/// for `d < head_dim`. `keys <= 0` writes zeros.
+/// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
+/// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
 ///
 /// # Safety
 /// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
-/// floats when `keys > 0`; `out` writable for `head_dim` floats (the only memory written)
-/// and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`. Pointers need
-/// only the alignment of `f32`.
-pub type AttentionFn = unsafe extern "C" fn(
+/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
+/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
+/// Pointers need only the alignment of their element type.
+pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
     q: *const f32,
-    k: *const f32,
-    v: *const f32,
+    k: *const KV,
+    v: *const KV,
     out: *mut f32,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
 );
+
+/// The attention over f16 keys and values ([`AttentionFn`] with `k` and `v` holding f16
+/// values, each widened to f32 as it is loaded), so an f16 KV cache streams at half the
+/// bytes of an f32 one.
+pub type AttentionF16KvFn = AttentionFn<half::f16>;
 
 /// One microkernel implementation, typed by the kernel's signature.
 #[derive(Clone, Copy, Debug)]
@@ -246,6 +253,8 @@ pub enum MicrokernelFn {
     QGemmW8(QGemmW8Fn),
     /// An int8-activation GEMM over 4-bit weights.
     QGemmW4(QGemmW4Fn),
+    /// The attention of one query row over f16 keys and values.
+    AttentionF16Kv(AttentionF16KvFn),
 }
 
 impl MicrokernelFn {
@@ -261,6 +270,7 @@ impl MicrokernelFn {
             MicrokernelFn::Attention(f) => f as *const (),
             MicrokernelFn::QGemmW8(f) => f as *const (),
             MicrokernelFn::QGemmW4(f) => f as *const (),
+            MicrokernelFn::AttentionF16Kv(f) => f as *const (),
         }
     }
 
@@ -292,6 +302,14 @@ impl MicrokernelFn {
     pub fn attention(self) -> Option<AttentionFn> {
         match self {
             MicrokernelFn::Attention(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The attention kernel over f16 keys and values, if this is one.
+    pub fn attention_f16kv(self) -> Option<AttentionF16KvFn> {
+        match self {
+            MicrokernelFn::AttentionF16Kv(f) => Some(f),
             _ => None,
         }
     }
@@ -356,6 +374,8 @@ pub enum Microkernel {
     Qgemv1x64W8,
     /// [`Microkernel::Qgemv1x64W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
     Qgemv1x64W4,
+    /// [`Microkernel::AttentionF32`] over f16 keys and values ([`AttentionF16KvFn`]).
+    AttentionF16Kv,
 }
 
 /// The shape of a block GEMM.
@@ -417,11 +437,16 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Qgemm4x16W4, "qgemm_4x16_w4", (4, 16)),
     gemm(Microkernel::Qgemv1x64W8, "qgemv_1x64_w8", (1, 64)),
     gemm(Microkernel::Qgemv1x64W4, "qgemv_1x64_w4", (1, 64)),
+    KernelSpec {
+        kernel: Microkernel::AttentionF16Kv,
+        name: "attention_f16kv",
+        gemm_block: None,
+    },
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -447,6 +472,7 @@ impl Microkernel {
         Microkernel::Qgemm4x16W4,
         Microkernel::Qgemv1x64W8,
         Microkernel::Qgemv1x64W4,
+        Microkernel::AttentionF16Kv,
     ];
 
     fn spec(self) -> &'static KernelSpec {

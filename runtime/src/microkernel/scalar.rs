@@ -83,7 +83,11 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     ),
     twin(
         Microkernel::AttentionF32,
-        MicrokernelFn::Attention(attention_f32),
+        MicrokernelFn::Attention(attention::<f32>),
+    ),
+    twin(
+        Microkernel::AttentionF16Kv,
+        MicrokernelFn::AttentionF16Kv(attention::<f16>),
     ),
     twin(
         Microkernel::Qgemm6x32W8,
@@ -352,17 +356,19 @@ unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
     sum
 }
 
-/// The scalar twin of [`Microkernel::AttentionF32`] (the [`super::AttentionFn`] contract),
-/// in two passes over the keys: the largest score, then the exponentials and the weighted
-/// sum of the values (scores are computed twice; nothing is allocated).
+/// The scalar twin of the attention kernels over keys and values of `KV`
+/// (`attention::<f32>` is [`Microkernel::AttentionF32`], `attention::<f16>`
+/// [`Microkernel::AttentionF16Kv`]; the [`super::AttentionFn`] contract), in two passes
+/// over the keys: the largest score, then the exponentials and the weighted sum of the
+/// values (scores are computed twice; nothing is allocated).
 ///
 /// # Safety
 /// As [`super::AttentionFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn attention_f32(
+unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     q: *const f32,
-    k: *const f32,
-    v: *const f32,
+    k: *const KV,
+    v: *const KV,
     out: *mut f32,
     keys: i64,
     kv_stride: i64,
@@ -375,18 +381,22 @@ unsafe extern "C" fn attention_f32(
         head_dim.max(0) as usize,
     );
     // SAFETY: the caller lends `head_dim` floats at `q` and `out` (not overlapping), and
-    // `(keys - 1) * kv_stride + head_dim` at `k` and `v`: row `j < keys` is in bounds.
+    // `(keys - 1) * kv_stride + head_dim` elements at `k` and `v`: row `j < keys` is in
+    // bounds.
     let (q, out) = unsafe {
         (
             std::slice::from_raw_parts(q, dim),
             std::slice::from_raw_parts_mut(out, dim),
         )
     };
-    // SAFETY (each call): `j < keys`, so `dim` floats from `base + j * stride` are lent.
-    let row = |base: *const f32, j: usize| unsafe {
+    // SAFETY (each call): `j < keys`, so `dim` elements from `base + j * stride` are lent.
+    let row = |base: *const KV, j: usize| unsafe {
         std::slice::from_raw_parts(base.add(j * stride), dim)
     };
-    let score = |j: usize| scale * q.iter().zip(row(k, j)).map(|(a, b)| a * b).sum::<f32>();
+    let score = |j: usize| {
+        let dot = q.iter().zip(row(k, j)).map(|(&a, &b)| a * b.into());
+        scale * dot.sum::<f32>()
+    };
     out.fill(0.0);
     let max = (0..keys).map(score).fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -394,7 +404,7 @@ unsafe extern "C" fn attention_f32(
         let p = (score(j) - max).exp();
         sum += p;
         for (o, &x) in out.iter_mut().zip(row(v, j)) {
-            *o += p * x;
+            *o += p * x.into();
         }
     }
     if keys > 0 {

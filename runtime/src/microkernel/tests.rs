@@ -69,7 +69,7 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 fn sets_pick_the_best_allowed_and_detected_isa() {
     let avx2 = host_has("avx2") && host_has("fma");
     let f16c = avx2 && host_has("f16c");
-    // The kernels widening f16 (weights or scales).
+    // The kernels widening f16 (weights, scales, or keys and values).
     let f16_weights = [
         Microkernel::Sgemm6x16F16,
         Microkernel::Sgemv1x64F16,
@@ -77,6 +77,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemm6x16Q4F16,
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
+        Microkernel::AttentionF16Kv,
     ];
     // The int8-activation kernels: all on AVX-512 VNNI, all but the 6 x 32 blocks on AVX2.
     let vnni = ["avx512f", "avx512bw", "avx512vnni"];
@@ -467,7 +468,10 @@ impl Case {
                 let scales = Operand::new(f16s(&self.scales), placement);
                 self.call_quant(f, &a, &b, &scales, &mut c)
             }
-            MicrokernelFn::Attention(_) | MicrokernelFn::QGemmW8(_) | MicrokernelFn::QGemmW4(_) => {
+            MicrokernelFn::Attention(_)
+            | MicrokernelFn::AttentionF16Kv(_)
+            | MicrokernelFn::QGemmW8(_)
+            | MicrokernelFn::QGemmW4(_) => {
                 panic!("{what}: not a block GEMM of f32 activations")
             }
         }

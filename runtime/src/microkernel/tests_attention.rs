@@ -1,7 +1,10 @@
-//! The attention microkernel against its scalar twin and an f64 reference, on random
-//! rows of odd lengths and strides, with guards around `out`.
+//! The attention microkernels (f32 and f16 keys and values) against their scalar twins
+//! and an f64 reference, on random rows of odd lengths and strides, with guards around
+//! `out`; over f16 keys and values each computes exactly what its f32 version computes on
+//! their widening.
 
 use super::*;
+use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -11,7 +14,24 @@ const GUARD: f32 = 7777.0;
 /// Floats of guard on each side of `out`.
 const GUARD_LEN: usize = 9;
 
-/// One call: a query row, `keys` key and value rows at `stride`, an `out` with guards.
+/// Key counts to test: none, fewer and more than a vector of lanes and a key block.
+const KEYS: [usize; 11] = [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100];
+
+/// Head dims to test: shorter and longer than a vector and than the registers `out` is
+/// accumulated in, with and without a tail.
+const DIMS: [usize; 7] = [1, 7, 8, 16, 23, 64, 67];
+
+/// A rounding of f32 values to a key/value element type (kept as f32).
+type Rounding = fn(f32) -> f32;
+
+/// The attention kernels, each with the rounding of its key/value element type.
+const KERNELS: [(Microkernel, Rounding); 2] = [
+    (Microkernel::AttentionF32, |x| x),
+    (Microkernel::AttentionF16Kv, |x| f16::from_f32(x).to_f32()),
+];
+
+/// One call: a query row, `keys` key and value rows at `stride`, an `out` with guards. The
+/// key and value elements are f32 values their kernel's element type holds exactly.
 struct Case {
     keys: usize,
     dim: usize,
@@ -23,7 +43,8 @@ struct Case {
 }
 
 impl Case {
-    fn random(rng: &mut StdRng, keys: usize, dim: usize) -> Case {
+    /// Random rows, keys and values rounded by `round` (to the kernel's element type).
+    fn random(rng: &mut StdRng, keys: usize, dim: usize, round: Rounding) -> Case {
         let stride = dim + rng.gen_range(0..=3) * 4;
         // Lanes between rows are NaN: the result must not depend on them.
         let row_major = |rng: &mut StdRng| -> Vec<f32> {
@@ -31,7 +52,7 @@ impl Case {
             (0..len)
                 .map(|n| {
                     if n % stride < dim {
-                        rng.gen_range(-2.0f32..2.0)
+                        round(rng.gen_range(-2.0f32..2.0))
                     } else {
                         f32::NAN
                     }
@@ -49,17 +70,32 @@ impl Case {
         }
     }
 
-    /// Runs `func`; asserts the guards are untouched; returns the row.
-    fn run(&self, func: AttentionFn, what: &str) -> Vec<f32> {
+    /// Runs attention kernel `func` (keys and values converted to its element type);
+    /// asserts the guards are untouched; returns the row.
+    fn run(&self, func: MicrokernelFn, what: &str) -> Vec<f32> {
+        match func {
+            MicrokernelFn::Attention(f) => self.call(f, (&self.k, &self.v), what),
+            MicrokernelFn::AttentionF16Kv(f) => {
+                let f16s = |x: &[f32]| x.iter().map(|&e| f16::from_f32(e)).collect::<Vec<_>>();
+                self.call(f, (&f16s(&self.k), &f16s(&self.v)), what)
+            }
+            _ => panic!("{what}: not an attention kernel"),
+        }
+    }
+
+    /// Calls `func` on `q`, keys and values `k` and `v` (as many elements as this case's)
+    /// and a guarded `out`; returns the row.
+    fn call<KV>(&self, func: AttentionFn<KV>, (k, v): (&[KV], &[KV]), what: &str) -> Vec<f32> {
+        assert_eq!((k.len(), v.len()), (self.k.len(), self.v.len()));
         let mut out = vec![GUARD; GUARD_LEN + self.dim + GUARD_LEN];
         out[GUARD_LEN..GUARD_LEN + self.dim].fill(f32::NAN);
-        // SAFETY: `q` holds dim floats, `k` and `v` (keys - 1) * stride + dim, and `out` dim
-        // floats after the guard.
+        // SAFETY: `q` holds dim floats, `k` and `v` (keys - 1) * stride + dim elements, and
+        // `out` dim floats after the guard.
         unsafe {
             func(
                 self.q.as_ptr(),
-                self.k.as_ptr(),
-                self.v.as_ptr(),
+                k.as_ptr(),
+                v.as_ptr(),
                 out.as_mut_ptr().add(GUARD_LEN),
                 self.keys as i64,
                 self.stride as i64,
@@ -110,51 +146,93 @@ impl Case {
             })
             .collect()
     }
-}
 
-#[test]
-fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
-    let mut rng = StdRng::seed_from_u64(0xA77E);
-    let kernel = Microkernel::AttentionF32;
-    let twin = implementations()
-        .find(|imp| imp.kernel == kernel && imp.isa == "scalar")
-        .and_then(|imp| imp.func.attention())
-        .expect("a scalar twin");
-    for imp in implementations().filter(|imp| imp.kernel == kernel) {
-        if !imp.features.iter().all(|f| host_has(f)) {
-            println!("note: skipping attention ({}): host lacks it", imp.isa);
-            continue;
-        }
-        let func = imp.func.attention().expect("an attention kernel");
-        for keys in [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100] {
-            for dim in [1, 7, 8, 16, 23, 64, 67] {
-                let case = Case::random(&mut rng, keys, dim);
-                let what = format!("attention ({}) keys={keys} dim={dim}", imp.isa);
-                let (got, want) = (case.run(func, &what), case.run(twin, &what));
-                for (d, exact) in case.reference().into_iter().enumerate() {
-                    for (who, value) in [("kernel", got[d]), ("twin", want[d])] {
-                        let err = (f64::from(value) - exact).abs();
-                        assert!(
-                            err <= 1e-5 * (1.0 + exact.abs()),
-                            "{what}: {who} out[{d}] = {value}, reference {exact}"
-                        );
-                    }
-                }
+    /// Runs `func` and `twin`; asserts both are within 1e-5 (relative) of the f64
+    /// reference.
+    fn check(&self, func: MicrokernelFn, twin: MicrokernelFn, what: &str) {
+        let (got, want) = (self.run(func, what), self.run(twin, what));
+        for (d, exact) in self.reference().into_iter().enumerate() {
+            for (who, value) in [("kernel", got[d]), ("twin", want[d])] {
+                let err = (f64::from(value) - exact).abs();
+                assert!(
+                    err <= 1e-5 * (1.0 + exact.abs()),
+                    "{what}: {who} out[{d}] = {value}, reference {exact}"
+                );
             }
         }
     }
 }
 
 #[test]
-fn attention_is_in_the_table_with_its_signature() {
-    let kernel = Microkernel::from_name("attention_f32");
-    assert_eq!(kernel, Some(Microkernel::AttentionF32));
-    assert_eq!(Microkernel::AttentionF32.gemm_block(), None);
-    let set = MicrokernelSet::detect();
-    let func = set.get(Microkernel::AttentionF32);
-    assert!(func.attention().is_some() && func.gemm().is_none());
-    assert_eq!(
-        set.table()[Microkernel::AttentionF32 as usize],
-        func.address()
-    );
+fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
+    let mut rng = StdRng::seed_from_u64(0xA77E);
+    for (kernel, round) in KERNELS {
+        let twin = implementations()
+            .find(|imp| imp.kernel == kernel && imp.isa == "scalar")
+            .expect("a scalar twin")
+            .func;
+        for imp in implementations().filter(|imp| imp.kernel == kernel) {
+            if !imp.features.iter().all(|f| host_has(f)) {
+                println!(
+                    "note: skipping {} ({}): host lacks it",
+                    kernel.name(),
+                    imp.isa
+                );
+                continue;
+            }
+            for (keys, dim) in KEYS.into_iter().flat_map(|k| DIMS.map(|d| (k, d))) {
+                let case = Case::random(&mut rng, keys, dim, round);
+                let what = format!("{} ({}) keys={keys} dim={dim}", kernel.name(), imp.isa);
+                case.check(imp.func, twin, &what);
+            }
+        }
+    }
+}
+
+/// Over f16 keys and values, the scalar twin and (on an AVX2+FMA+F16C host) the AVX2
+/// kernel give bit for bit what their f32 versions give on the widened rows.
+#[test]
+fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
+    let mut rng = StdRng::seed_from_u64(0xF16_CAC4E);
+    let round = KERNELS[1].1;
+    for set in [
+        MicrokernelSet::scalar(),
+        MicrokernelSet::for_features(&["avx2", "fma", "f16c"]),
+    ] {
+        let (f32_isa, f16_isa) = (
+            set.isa(Microkernel::AttentionF32),
+            set.isa(Microkernel::AttentionF16Kv),
+        );
+        // The F16C kernel is the AVX2+FMA one with F16C loads.
+        if f16_isa != f32_isa && f16_isa != format!("{f32_isa}+f16c") {
+            println!("note: skipping {f16_isa} against {f32_isa}: host lacks F16C");
+            continue;
+        }
+        for (keys, dim) in KEYS.into_iter().flat_map(|k| DIMS.map(|d| (k, d))) {
+            let case = Case::random(&mut rng, keys, dim, round);
+            let what = format!("{f16_isa} keys={keys} dim={dim}");
+            let wide = case.run(set.get(Microkernel::AttentionF32), &what);
+            let half = case.run(set.get(Microkernel::AttentionF16Kv), &what);
+            let bits = |row: &[f32]| row.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&half), bits(&wide), "{what}");
+        }
+    }
+}
+
+#[test]
+fn attention_kernels_are_in_the_table_with_their_signatures() {
+    for (name, kernel) in [
+        ("attention_f32", Microkernel::AttentionF32),
+        ("attention_f16kv", Microkernel::AttentionF16Kv),
+    ] {
+        assert_eq!(Microkernel::from_name(name), Some(kernel));
+        assert_eq!(kernel.gemm_block(), None);
+        let set = MicrokernelSet::detect();
+        let func = set.get(kernel);
+        assert!(func.gemm().is_none());
+        let f16kv = kernel == Microkernel::AttentionF16Kv;
+        assert_eq!(func.attention().is_some(), !f16kv, "{name}");
+        assert_eq!(func.attention_f16kv().is_some(), f16kv, "{name}");
+        assert_eq!(set.table()[kernel as usize], func.address());
+    }
 }

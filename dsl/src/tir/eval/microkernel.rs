@@ -54,7 +54,7 @@ impl Machine<'_> {
                 panel,
                 weights,
             } => self.int_gemm(call, ((ep, hp), (panel, weights)), &values, &error),
-            MicrokernelKind::Attention => self.attention(call, &values, &error),
+            MicrokernelKind::Attention { .. } => self.attention(call, &values, &error),
         }
     }
 

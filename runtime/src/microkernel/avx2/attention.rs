@@ -1,17 +1,23 @@
-//! [`Microkernel::AttentionF32`](super::Microkernel::AttentionF32) for AVX2 + FMA: one
-//! pass over the keys in blocks of [`KEY_BLOCK`] (online softmax). Per block: the scores,
-//! 8 keys at a time (8 dot products in 8 accumulators, reduced together), the block's
-//! largest score, a rescale of the running sum and of `out` when the maximum grew, the
-//! exponentials 8 lanes at a time, then `out += p_j * v_j` with a chunk of `out` held in
-//! registers across the block's keys. `out` itself is the accumulator between blocks, so
-//! any head dim works without a scratch buffer.
+//! [`Microkernel::AttentionF32`](super::Microkernel::AttentionF32) for AVX2 + FMA, and
+//! [`Microkernel::AttentionF16Kv`](super::Microkernel::AttentionF16Kv) (f16 keys and values
+//! widened with F16C as they are loaded): one body, generic over the key/value element
+//! ([`KvElement`]) and always inlined into the entry points, which enable their features
+//! ([`attention_entry!`]). One pass over the keys in blocks of [`KEY_BLOCK`] (online
+//! softmax). Per block: the scores, 8 keys at a time (8 dot products in 8 accumulators,
+//! reduced together), the block's largest score, a rescale of the running sum and of `out`
+//! when the maximum grew, the exponentials 8 lanes at a time, then `out += p_j * v_j` with
+//! a chunk of `out` held in registers across the block's keys. `out` itself is the
+//! accumulator between blocks, so any head dim works without a scratch buffer. Widened
+//! elements are the f32 values the f32 kernel would read, so over f16 keys and values the
+//! kernel computes exactly what the f32 one computes on their widening.
 
+use half::f16;
 use std::arch::x86_64::{
-    __m256, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps, _mm256_cvtps_epi32,
-    _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_hadd_ps, _mm256_loadu_ps, _mm256_max_ps,
-    _mm256_min_ps, _mm256_mul_ps, _mm256_permute2f128_ps, _mm256_round_ps, _mm256_set1_epi32,
-    _mm256_set1_ps, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps,
-    _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
+    __m256, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps, _mm256_cvtph_ps,
+    _mm256_cvtps_epi32, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_hadd_ps, _mm256_loadu_ps,
+    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_permute2f128_ps, _mm256_round_ps,
+    _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_storeu_ps,
+    _mm256_sub_ps, _mm_loadu_si128, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
 };
 
 /// Keys scored before their exponentials are folded into `out`.
@@ -23,20 +29,94 @@ const LANES: usize = 8;
 /// Registers of `out` kept live while a block's values are accumulated.
 const OUT_REGS: usize = 8;
 
-/// See [`super::super::AttentionFn`].
+/// A key or value element the kernel widens to f32 lanes as it loads it.
 ///
 /// # Safety
-/// As [`super::super::AttentionFn`], and the CPU has AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe extern "C" fn attention_f32(
+/// Every method needs AVX (and F16C for f16), enabled in the function it is inlined into.
+trait KvElement: Copy {
+    /// The 8 elements at `p` as f32 lanes (8 readable elements).
+    unsafe fn load8(p: *const Self) -> __m256;
+    /// The element as f32.
+    fn widen(self) -> f32;
+}
+
+impl KvElement for f32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        // SAFETY: 8 readable floats (caller's contract).
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl KvElement for f16 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f16) -> __m256 {
+        // SAFETY: 16 readable bytes, F16C available (caller's contract).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// Defines `extern "C"` entry point `$name`, an [`AttentionFn`](super::super::AttentionFn)
+/// over keys and values of `$kv`: the always-inlined generic [`attention_row`], compiled
+/// with `$features` enabled.
+macro_rules! attention_entry {
+    ($(#[$doc:meta])* $name:ident, $kv:ty, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`super::super::AttentionFn`] over its key/value type, and the CPU has the
+        /// enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe extern "C" fn $name(
+            q: *const f32,
+            k: *const $kv,
+            v: *const $kv,
+            out: *mut f32,
+            keys: i64,
+            kv_stride: i64,
+            head_dim: i64,
+            scale: f32,
+        ) {
+            // SAFETY: forwarded contract; the body's features are enabled here.
+            unsafe { attention_row::<$kv>(q, (k, v), out, (keys, kv_stride, head_dim), scale) }
+        }
+    };
+}
+
+attention_entry!(
+    /// [`Microkernel::AttentionF32`](super::Microkernel::AttentionF32) over f32 keys and
+    /// values.
+    attention_f32, f32, "avx2,fma"
+);
+attention_entry!(
+    /// [`Microkernel::AttentionF16Kv`](super::Microkernel::AttentionF16Kv): f16 keys and
+    /// values widened with F16C.
+    attention_f16kv, f16, "avx2,fma,f16c"
+);
+
+/// The attention of one query row over keys and values of `KV` (see
+/// [`super::super::AttentionFn`]); `(keys, kv_stride, head_dim)` are its scalars.
+///
+/// # Safety
+/// As [`super::super::AttentionFn`]; inlined into a function enabling AVX2 and FMA (and
+/// F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn attention_row<KV: KvElement>(
     q: *const f32,
-    k: *const f32,
-    v: *const f32,
+    (k, v): (*const KV, *const KV),
     out: *mut f32,
-    keys: i64,
-    kv_stride: i64,
-    head_dim: i64,
+    (keys, kv_stride, head_dim): (i64, i64, i64),
     scale: f32,
 ) {
     let (keys, stride, dim) = (
@@ -45,7 +125,8 @@ pub(super) unsafe extern "C" fn attention_f32(
         head_dim.max(0) as usize,
     );
     // SAFETY (every block below): the caller lends `dim` floats at `q` and `out`, and key or
-    // value row `j < keys` at `k + j * stride` / `v + j * stride`, `dim` floats each.
+    // value row `j < keys` at `k + j * stride` / `v + j * stride`, `dim` elements each; the
+    // features are enabled in the entry point this is inlined into.
     unsafe { scale_row(out, dim, 0.0) };
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut block = [0.0f32; KEY_BLOCK];
@@ -65,7 +146,7 @@ pub(super) unsafe extern "C" fn attention_f32(
             unsafe { scale_row(out, dim, correction) };
             max = block_max;
         }
-        sum += exp_shifted(scores, max);
+        sum += unsafe { exp_shifted(scores, max) };
         unsafe { accumulate_values(out, v, rows, scores) };
         start += scores.len();
     }
@@ -75,7 +156,7 @@ pub(super) unsafe extern "C" fn attention_f32(
 }
 
 /// Where a block's key or value rows are: row `first + j` at `base + (first + j) * stride`,
-/// `dim` floats each.
+/// `dim` elements each.
 #[derive(Clone, Copy)]
 struct Rows {
     first: usize,
@@ -88,7 +169,7 @@ impl Rows {
     ///
     /// # Safety
     /// Row `first + j` of `base` is lent.
-    unsafe fn row(self, base: *const f32, j: usize) -> *const f32 {
+    unsafe fn row<KV>(self, base: *const KV, j: usize) -> *const KV {
         // SAFETY: as the function's contract.
         unsafe { base.add((self.first + j) * self.stride) }
     }
@@ -97,10 +178,16 @@ impl Rows {
 /// `scores[j] = scale * q . k_j` for the block's rows, 8 keys at a time.
 ///
 /// # Safety
-/// `q` holds `rows.dim` floats and the block's `scores.len()` rows of `k` are lent; the
-/// CPU has AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn score_block(q: *const f32, k: *const f32, rows: Rows, scale: f32, scores: &mut [f32]) {
+/// `q` holds `rows.dim` floats and the block's `scores.len()` rows of `k` are lent;
+/// inlined into a function enabling AVX2 and FMA (and F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn score_block<KV: KvElement>(
+    q: *const f32,
+    k: *const KV,
+    rows: Rows,
+    scale: f32,
+    scores: &mut [f32],
+) {
     let mut j = 0;
     while j + LANES <= scores.len() {
         // SAFETY: rows `j..j + 8` of the block are lent; `scores[j..j + 8]` exists.
@@ -119,35 +206,34 @@ unsafe fn score_block(q: *const f32, k: *const f32, rows: Rows, scale: f32, scor
     }
 }
 
-/// The 8 dot products `q . row_r` over `n` floats, as one vector (lane `r`).
+/// The 8 dot products `q . row_r` over `n` elements, as one vector (lane `r`).
 ///
 /// # Safety
-/// `q` and every row readable for `n` floats; the CPU has AVX2 and FMA.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot8(q: *const f32, rows: [*const f32; LANES], n: usize) -> __m256 {
-    let mut acc = [_mm256_setzero_ps(); LANES];
-    let mut i = 0;
-    // SAFETY: every load reads `[i, i + LANES)` with `i + LANES <= n`.
+/// `q` readable for `n` floats and every row for `n` elements; inlined into a function
+/// enabling AVX2 and FMA (and F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn dot8<KV: KvElement>(q: *const f32, rows: [*const KV; LANES], n: usize) -> __m256 {
+    // SAFETY (whole body): the features (caller's contract); every load reads `[i, i +
+    // LANES)` with `i + LANES <= n`, and the tails `i..n`, inside `q` and both rows.
     unsafe {
+        let mut acc = [_mm256_setzero_ps(); LANES];
+        let mut i = 0;
         while i + LANES <= n {
             let qv = _mm256_loadu_ps(q.add(i));
             for (acc_r, row) in acc.iter_mut().zip(&rows) {
-                *acc_r = _mm256_fmadd_ps(qv, _mm256_loadu_ps(row.add(i)), *acc_r);
+                *acc_r = _mm256_fmadd_ps(qv, KV::load8(row.add(i)), *acc_r);
             }
             i += LANES;
         }
+        let mut sums = reduce8(acc);
+        if i < n {
+            let tails: [f32; LANES] = std::array::from_fn(|r| {
+                (i..n).map(|d| *q.add(d) * (*rows[r].add(d)).widen()).sum()
+            });
+            sums = _mm256_add_ps(sums, _mm256_loadu_ps(tails.as_ptr()));
+        }
+        sums
     }
-    let mut sums = reduce8(acc);
-    if i < n {
-        let tails: [f32; LANES] = std::array::from_fn(|r| {
-            // SAFETY: `i..n` is inside both rows.
-            (i..n).map(|d| unsafe { *q.add(d) * *rows[r].add(d) }).sum()
-        });
-        // SAFETY: `tails` holds 8 floats.
-        sums = _mm256_add_ps(sums, unsafe { _mm256_loadu_ps(tails.as_ptr()) });
-    }
-    sums
 }
 
 /// Lane `r` of the result is the sum of the 8 lanes of `acc[r]`.
@@ -232,26 +318,32 @@ fn exp8(x: __m256) -> __m256 {
 ///
 /// # Safety
 /// `out` readable and writable for `rows.dim` floats, the block's `weights.len()` rows of
-/// `v` lent, not overlapping `out`; the CPU has AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn accumulate_values(out: *mut f32, v: *const f32, rows: Rows, weights: &[f32]) {
+/// `v` lent, not overlapping `out`; inlined into a function enabling AVX2 and FMA (and
+/// F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn accumulate_values<KV: KvElement>(
+    out: *mut f32,
+    v: *const KV,
+    rows: Rows,
+    weights: &[f32],
+) {
     let dim = rows.dim;
     let mut d = 0;
     // SAFETY: every chunk lies inside `out[..dim]` and the lent value rows.
     unsafe {
         while d + OUT_REGS * LANES <= dim {
-            accumulate_chunk::<OUT_REGS>(out.add(d), v, rows, d, weights);
+            accumulate_chunk::<KV, OUT_REGS>(out.add(d), v, rows, d, weights);
             d += OUT_REGS * LANES;
         }
         while d + LANES <= dim {
-            accumulate_chunk::<1>(out.add(d), v, rows, d, weights);
+            accumulate_chunk::<KV, 1>(out.add(d), v, rows, d, weights);
             d += LANES;
         }
         for d in d..dim {
             let sum: f32 = weights
                 .iter()
                 .enumerate()
-                .map(|(j, &p)| p * *rows.row(v, j).add(d))
+                .map(|(j, &p)| p * (*rows.row(v, j).add(d)).widen())
                 .sum();
             *out.add(d) += sum;
         }
@@ -261,13 +353,12 @@ unsafe fn accumulate_values(out: *mut f32, v: *const f32, rows: Rows, weights: &
 /// `out[..R * 8] += sum_j p[j] * v_j[offset..offset + R * 8]` in `R` registers.
 ///
 /// # Safety
-/// `out` holds `R * 8` floats; the block's value rows hold `offset + R * 8` floats each;
-/// the CPU has AVX2 and FMA.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn accumulate_chunk<const R: usize>(
+/// `out` holds `R * 8` floats; the block's value rows hold `offset + R * 8` elements each;
+/// inlined into a function enabling AVX2 and FMA (and F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn accumulate_chunk<KV: KvElement, const R: usize>(
     out: *mut f32,
-    v: *const f32,
+    v: *const KV,
     rows: Rows,
     offset: usize,
     weights: &[f32],
@@ -278,7 +369,7 @@ unsafe fn accumulate_chunk<const R: usize>(
         for (j, &p) in weights.iter().enumerate() {
             let (pv, row) = (_mm256_set1_ps(p), rows.row(v, j).add(offset));
             for (r, acc_r) in acc.iter_mut().enumerate() {
-                *acc_r = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(r * LANES)), *acc_r);
+                *acc_r = _mm256_fmadd_ps(pv, KV::load8(row.add(r * LANES)), *acc_r);
             }
         }
         for (r, acc_r) in acc.iter().enumerate() {
@@ -287,34 +378,34 @@ unsafe fn accumulate_chunk<const R: usize>(
     }
 }
 
-/// `sum_i a[i] * b[i]` over `n` floats, two 8-lane accumulators.
+/// `sum_i a[i] * b[i]` over `n` elements, two 8-lane accumulators.
 ///
 /// # Safety
-/// `a` and `b` readable for `n` floats; the CPU has AVX2 and FMA.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot(a: *const f32, b: *const f32, n: usize) -> f32 {
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut i = 0;
-    // SAFETY: every load reads `a[i..i + LANES]` / `b[i..i + LANES]` with `i + LANES <= n`.
+/// `a` readable for `n` floats and `b` for `n` elements; inlined into a function enabling
+/// AVX2 and FMA (and F16C for f16), which the CPU has.
+#[inline(always)]
+unsafe fn dot<KV: KvElement>(a: *const f32, b: *const KV, n: usize) -> f32 {
+    // SAFETY (whole body): the features (caller's contract); every load reads
+    // `a[i..i + LANES]` / `b[i..i + LANES]` with `i + LANES <= n`, the tail `i < n`.
     unsafe {
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut i = 0;
         while i + 2 * LANES <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), _mm256_loadu_ps(b.add(i)), acc0);
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), KV::load8(b.add(i)), acc0);
             let (a1, b1) = (a.add(i + LANES), b.add(i + LANES));
-            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1), _mm256_loadu_ps(b1), acc1);
+            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1), KV::load8(b1), acc1);
             i += 2 * LANES;
         }
         if i + LANES <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), _mm256_loadu_ps(b.add(i)), acc0);
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.add(i)), KV::load8(b.add(i)), acc0);
             i += LANES;
         }
+        let mut total = horizontal_sum(_mm256_add_ps(acc0, acc1));
+        for i in i..n {
+            total += *a.add(i) * (*b.add(i)).widen();
+        }
+        total
     }
-    let mut total = horizontal_sum(_mm256_add_ps(acc0, acc1));
-    for i in i..n {
-        // SAFETY: `i < n`.
-        total += unsafe { *a.add(i) * *b.add(i) };
-    }
-    total
 }
 
 /// The sum of the 8 lanes of `x`.

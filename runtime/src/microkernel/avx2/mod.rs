@@ -23,10 +23,10 @@ use std::arch::x86_64::{
 /// The features every kernel here needs.
 const FEATURES: &[&str] = &["avx2", "fma"];
 
-/// The features of the kernels over f16 weights.
+/// The features of the kernels widening f16 (weights, scales, or keys and values).
 const F16_FEATURES: &[&str] = &["avx2", "fma", "f16c"];
 
-/// One implementation row of this ISA (`f16`: it widens f16 weights).
+/// One implementation row of this ISA (`f16`: it widens f16 elements).
 const fn row(kernel: Microkernel, f16: bool, func: MicrokernelFn) -> Implementation {
     let (isa, features) = if f16 {
         ("avx2+fma+f16c", F16_FEATURES)
@@ -142,6 +142,11 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         Microkernel::Qgemv1x64W4,
         false,
         MicrokernelFn::QGemmW4(qgemm::qgemv_1x64_w4),
+    ),
+    row(
+        Microkernel::AttentionF16Kv,
+        true,
+        MicrokernelFn::AttentionF16Kv(attention::attention_f16kv),
     ),
 ];
 

@@ -7,7 +7,7 @@ use crate::{isa, CodegenError};
 use cranelift_codegen::ir::{Signature, UserFuncName};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_runtime::abi::{KernelFn, KernelLibrary};
@@ -92,12 +92,19 @@ fn finish<M: Module>(
     Ok(())
 }
 
+/// Address space reserved for one library's code (reserved, not committed: only the
+/// pages code is written to are). One contiguous region keeps every call between a
+/// kernel and its outlined parallel bodies within the ±2 GiB of x86-64's PC-relative
+/// calls, wherever the weights' gigabytes of mappings put the allocations around it.
+const CODE_ARENA_BYTES: usize = 1 << 30;
+
 fn host_module() -> Result<JITModule, CodegenError> {
     let isa = isa::host_isa(false)?;
-    Ok(JITModule::new(JITBuilder::with_isa(
-        isa,
-        default_libcall_names(),
-    )))
+    let arena = ArenaMemoryProvider::new_with_size(CODE_ARENA_BYTES)
+        .map_err(|e| cranelift_error("<module>", format!("reserving code memory: {e}")))?;
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    builder.memory_provider(Box::new(arena));
+    Ok(JITModule::new(builder))
 }
 
 /// The Cranelift IR of one primitive function (and its outlined parallel bodies) as

@@ -53,7 +53,8 @@ fn specs_are_in_table_order_and_names_round_trip() {
         ));
     }
     assert_eq!(Microkernel::ALL[16], Microkernel::Qgemm6x32W8);
-    assert_eq!(Microkernel::COUNT, 22);
+    assert_eq!(Microkernel::ALL[22], Microkernel::AttentionF16Kv);
+    assert_eq!(Microkernel::COUNT, 23);
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! `EP` rows by `NQ` panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32
 //! results; `1 x 4` for the decode GEMV, which streams 4 panels at once, each weight load
 //! folded into its `vpdpbusd`), then each sum converted to f32 and multiplied into the
-//! result by the group's scales (one FMA). At the end, `(result - corr) * a_scale`, stored
+//! result by the group's scales (one FMA; the 16 f16 scales of a panel's group widened by
+//! one `vcvtph2ps`, AVX-512F). At the end, `(result - corr) * a_scale`, stored
 //! through a lane mask (partial blocks read only the `cols` corrections and write only
 //! their part of C).
 //!
@@ -20,11 +21,13 @@
 
 use super::qgemm::{QCall, QPanel};
 use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
+use half::f16;
 use std::arch::x86_64::{
-    __m512, __m512i, __mmask16, _mm512_cvtepi32_ps, _mm512_dpbusd_epi32, _mm512_fmadd_ps,
-    _mm512_fmsub_ps, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_epi32, _mm512_set1_epi8, _mm512_set1_ps,
-    _mm512_setzero_ps, _mm512_setzero_si512, _mm512_slli_epi16, _mm512_ternarylogic_epi32,
+    __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
+    _mm512_dpbusd_epi32, _mm512_fmadd_ps, _mm512_fmsub_ps, _mm512_loadu_si512,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_epi32,
+    _mm512_set1_epi8, _mm512_set1_ps, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_slli_epi16,
+    _mm512_ternarylogic_epi32,
 };
 
 /// The features every kernel here needs.
@@ -134,7 +137,7 @@ macro_rules! qgemm_entry {
             a: *const u8,
             a_scales: *const f32,
             b: *const $w,
-            scales: *const f32,
+            scales: *const f16,
             corr: *const f32,
             c: *mut f32,
             kc: i64,
@@ -214,8 +217,9 @@ unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {
-            // SAFETY: the scales of group `g` of lent panel `q`.
-            let scale = unsafe { _mm512_loadu_ps(call.group_scales(q, g)) };
+            // SAFETY: the 16 scales (32 bytes) of group `g` of lent panel `q`.
+            let scale =
+                unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(call.group_scales(q, g).cast())) };
             for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
                 // SAFETY: the features.
                 acc_i[q] =

@@ -150,8 +150,9 @@ pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 /// where
 /// - `a[i*lda + k]` is the activation byte, `code + 128` with the int8 code in
 ///   `[-127, 127]`, and `a_scales[i]` the scale of row `i`;
-/// - `s(k, j) = scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`: each panel's group
-///   scales are `[group][16]`;
+/// - `s(k, j) = scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`, an f16 widened to
+///   f32 as loaded (a 4-bit GEMV streams 18 bytes per 32 weights of a column, as q4_0);
+///   each panel's group scales are `[group][16]`;
 /// - `w(k, j)` the weight of depth `k` and column `j` as `W` lays it out ([`QGemmW8Fn`],
 ///   [`QGemmW4Fn`]), panel `j / 16` holding the whole reduction of its 16 columns;
 /// - `corr[j] = 128 * sum_k s(k, j) * w(k, j)` (computed with the weights), so that the
@@ -167,7 +168,7 @@ pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 /// never read), `a_scales` for `rows` floats, `corr` for `cols` floats; for every panel `q`
 /// holding one of the first `cols` columns (panels past them are never read), `b` readable
 /// for the panel's bytes from the start of panel `q` and `scales` for its `kc / 32` groups
-/// of 16 floats; `c` writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only
+/// of 16 halves; `c` writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only
 /// part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside
 /// are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need only the
 /// alignment of their element type.
@@ -175,7 +176,7 @@ pub type QGemmFn<W> = unsafe extern "C" fn(
     a: *const u8,
     a_scales: *const f32,
     b: *const W,
-    scales: *const f32,
+    scales: *const half::f16,
     corr: *const f32,
     c: *mut f32,
     kc: i64,

@@ -3,6 +3,7 @@
 //! addressed ([`QCall`]).
 
 use super::{QPANEL, QUANT_GROUP};
+use half::f16;
 
 /// Bytes of one step of a weight panel: the [`QPANEL`] columns by 4 consecutive k of one
 /// `vpdpbusd` operand (int8), or by 8 k (4-bit: two quads in the two nibbles).
@@ -52,8 +53,8 @@ pub(super) struct QCall<W> {
     pub a_scales: *const f32,
     /// Weight panel 0.
     pub b: *const W,
-    /// Group scales, `[panel][group][16]`.
-    pub scales: *const f32,
+    /// Group scales (f16), `[panel][group][16]`.
+    pub scales: *const f16,
     /// One correction per column.
     pub corr: *const f32,
     /// Output row 0.
@@ -81,7 +82,7 @@ impl<W: QPanel> QCall<W> {
             *const u8,
             *const f32,
             *const W,
-            *const f32,
+            *const f16,
             *const f32,
             *mut f32,
         ),
@@ -139,8 +140,8 @@ impl<W: QPanel> QCall<W> {
         self.b.wrapping_add(q * self.panel_stride)
     }
 
-    /// The 16 scales of group `g` of panel `q`.
-    pub fn group_scales(&self, q: usize, g: usize) -> *const f32 {
+    /// The 16 (f16) scales of group `g` of panel `q`.
+    pub fn group_scales(&self, q: usize, g: usize) -> *const f16 {
         self.scales.wrapping_add((q * self.groups + g) * QPANEL)
     }
 

@@ -295,8 +295,8 @@ unsafe fn scaled_sgemm<
 
 /// The scalar twin of every int8-activation GEMM block `EP x HP` over weight panels of `W`
 /// (`i8`: int8, `u8`: 4-bit), the [`super::QGemmFn`] contract in its own words: per
-/// element, the exact integer sum of each group's products, scaled by the group's scale and
-/// summed in f32, minus the column's correction, times the row's scale.
+/// element, the exact integer sum of each group's products, scaled by the group's (f16)
+/// scale widened to f32 and summed in f32, minus the column's correction, times the row's scale.
 ///
 /// # Safety
 /// As [`super::QGemmFn`].
@@ -305,7 +305,7 @@ unsafe extern "C" fn qgemm<W: QPanel, const EP: usize, const HP: usize>(
     a: *const u8,
     a_scales: *const f32,
     b: *const W,
-    scales: *const f32,
+    scales: *const f16,
     corr: *const f32,
     c: *mut f32,
     kc: i64,
@@ -351,7 +351,7 @@ unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
             .map(|(dk, &a_k)| i32::from(a_k) * W::weight(panel, k0 + dk, jq))
             .sum();
         // SAFETY: the scales of group `g` of panel `q` are lent (the caller's contract).
-        sum += dot as f32 * unsafe { *call.group_scales(q, g).add(jq) };
+        sum += dot as f32 * f32::from(unsafe { *call.group_scales(q, g).add(jq) });
     }
     sum
 }

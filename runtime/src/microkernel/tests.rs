@@ -79,8 +79,13 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemv1x64Q4F16,
         Microkernel::Sgemm12x32Q4F16,
         Microkernel::AttentionF16Kv,
+        Microkernel::Qgemm4x16W8,
+        Microkernel::Qgemm4x16W4,
+        Microkernel::Qgemv1x64W8,
+        Microkernel::Qgemv1x64W4,
     ];
-    // The int8-activation kernels: all on AVX-512 VNNI, all but the 6 x 32 blocks on AVX2.
+    // The int8-activation kernels (f16 group scales): all on AVX-512 VNNI, all but the
+    // 6 x 32 blocks on AVX2 (with F16C).
     let vnni = ["avx512f", "avx512bw", "avx512vnni"];
     let int8_activations = [
         Microkernel::Qgemm6x32W8,

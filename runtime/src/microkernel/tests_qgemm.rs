@@ -5,6 +5,7 @@
 
 use super::tests::{scalar_twin, Operand, Placement};
 use super::*;
+use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -103,8 +104,8 @@ struct QCase {
     a_scales: Vec<f32>,
     /// The weights `w[k][j]` of every column of the lent panels.
     w: Vec<Vec<i32>>,
-    /// `1 + panels * (kc / 32) * 16` group scales, `[panel][group][16]` from index 1.
-    scales: Vec<f32>,
+    /// `1 + panels * (kc / 32) * 16` group scales (f16), `[panel][group][16]` from index 1.
+    scales: Vec<f16>,
     /// `1 + cols` corrections `128 * sum_k s(k, j) * w(k, j)` (rounded to f32).
     corr: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`, NaN (it
@@ -150,7 +151,7 @@ impl QCase {
             .map(|_| (0..width).map(|_| rng.gen_range(range.clone())).collect())
             .collect();
         let scales = (0..1 + width * (kc / QUANT_GROUP))
-            .map(|_| random_scale(rng, 0.05))
+            .map(|_| f16::from_f32(random_scale(rng, 0.05)))
             .collect();
         let ldc = cols + rng.gen_range(1..=5);
         let mut c = vec![GUARD; GUARD_LEN + block.rows * ldc + GUARD_LEN];
@@ -186,7 +187,7 @@ impl QCase {
         matches!(scalar_twin(kernel).func, MicrokernelFn::QGemmW8(_))
     }
 
-    /// `s(k, j)`: `scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`.
+    /// `s(k, j)`: `scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`, widened (exactly).
     fn s(&self, k: usize, j: usize) -> f64 {
         let at = (j / 16) * (self.kc / 32) * 16 + (k / 32) * 16 + j % 16;
         f64::from(self.scales[1 + at])
@@ -240,7 +241,10 @@ impl QCase {
             Operand::new(self.a.clone(), placement),
             lend(&self.a_scales),
         );
-        let (scales, corr) = (lend(&self.scales), lend(&self.corr));
+        let (scales, corr) = (
+            Operand::new(self.scales.clone(), placement),
+            lend(&self.corr),
+        );
         let out = c[GUARD_LEN..].as_mut_ptr();
         let dims = [self.kc as i64, self.lda as i64, self.ldc as i64, rows, cols];
         // SAFETY: `a` holds `rows` rows of `kc` bytes at stride `lda`, `a_scales` `rows`
@@ -336,7 +340,7 @@ type Lent<'a, W> = (
     &'a Operand<u8>,
     &'a Operand<f32>,
     &'a Operand<W>,
-    &'a Operand<f32>,
+    &'a Operand<f16>,
     &'a Operand<f32>,
 );
 

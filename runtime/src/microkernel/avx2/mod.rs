@@ -1,6 +1,7 @@
 //! x86-64 AVX2 + FMA microkernels (256-bit ymm registers, 8 f32 lanes); the GEMMs also
 //! over f16 weight panels, widened as loaded with F16C, and over int8 and 4-bit panels
-//! with f32 or (F16C) f16 group scales.
+//! with f32 or (F16C) f16 group scales; the int8-activation GEMMs ([`qgemm`], f16 group
+//! scales) need F16C too.
 //!
 //! The GEMMs are the shared x86 bodies ([`super::x86_gemm`]) with a row of a block held in
 //! two ymm registers. Besides the target's `6 x 16` block, the `12 x 32` block of the
@@ -23,7 +24,8 @@ use std::arch::x86_64::{
 /// The features every kernel here needs.
 const FEATURES: &[&str] = &["avx2", "fma"];
 
-/// The features of the kernels widening f16 (weights, scales, or keys and values).
+/// The features of the kernels widening f16 (weights, scales, or keys and values), which
+/// include every int8-activation GEMM.
 const F16_FEATURES: &[&str] = &["avx2", "fma", "f16c"];
 
 /// One implementation row of this ISA (`f16`: it widens f16 elements).
@@ -125,22 +127,22 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     ),
     row(
         Microkernel::Qgemm4x16W8,
-        false,
+        true,
         MicrokernelFn::QGemmW8(qgemm::qgemm_4x16_w8),
     ),
     row(
         Microkernel::Qgemm4x16W4,
-        false,
+        true,
         MicrokernelFn::QGemmW4(qgemm::qgemm_4x16_w4),
     ),
     row(
         Microkernel::Qgemv1x64W8,
-        false,
+        true,
         MicrokernelFn::QGemmW8(qgemm::qgemv_1x64_w8),
     ),
     row(
         Microkernel::Qgemv1x64W4,
-        false,
+        true,
         MicrokernelFn::QGemmW4(qgemm::qgemv_1x64_w4),
     ),
     row(

@@ -5,7 +5,8 @@
 //!
 //! One body serves both block shapes (`4 x 16` prefill, `1 x 64` decode GEMV streaming 4
 //! panels): per group of 32 k, int32 sums per row and 8 columns, converted to f32 and
-//! multiplied into the results by the group's scales (one FMA each); at the end, the
+//! multiplied into the results by the group's scales (one FMA each; the f16 scales
+//! widened with F16C, one `vcvtph2ps` per 8 columns); at the end, the
 //! epilogue through a stack tile for partial blocks. How a group's sums are formed
 //! depends on the weights ([`Avx2Panel`]):
 //! - int8: the product of an activation byte (`code + 128`, up to 255) by a weight (up to
@@ -19,12 +20,14 @@
 
 use super::super::qgemm::{QCall, QPanel};
 use super::super::{QPANEL, QUANT_GROUP};
+use half::f16;
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_and_si256,
-    _mm256_cvtepi32_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_loadu_si256, _mm256_madd_epi16,
-    _mm256_maddubs_epi16, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_set1_epi8,
-    _mm256_set1_ps, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_sign_epi8, _mm256_srli_epi16,
-    _mm256_storeu_ps, _mm256_sub_epi8, _mm256_sub_ps, _mm256_xor_si256,
+    _mm256_cvtepi32_ps, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_loadu_si256,
+    _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32,
+    _mm256_set1_epi8, _mm256_set1_ps, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_sign_epi8,
+    _mm256_srli_epi16, _mm256_storeu_ps, _mm256_sub_epi8, _mm256_sub_ps, _mm256_xor_si256,
+    _mm_loadu_si128,
 };
 
 /// Columns per ymm register (int32 or f32 lanes).
@@ -147,20 +150,20 @@ impl Avx2Panel for u8 {
 
 /// Defines `extern "C"` entry point `$name`, a [`crate::microkernel::QGemmFn`] over
 /// weights `$w`: the always-inlined [`qgemm_block`] of `$ep` rows by `$np` panels, with
-/// AVX2 and FMA enabled.
+/// AVX2, FMA and F16C enabled.
 macro_rules! qgemm_entry {
     ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal) => {
         $(#[$doc])*
         ///
         /// # Safety
-        /// As [`crate::microkernel::QGemmFn`], and the CPU has AVX2 and FMA.
+        /// As [`crate::microkernel::QGemmFn`], and the CPU has AVX2, FMA and F16C.
         #[allow(clippy::too_many_arguments)]
-        #[target_feature(enable = "avx2,fma")]
+        #[target_feature(enable = "avx2,fma,f16c")]
         pub(in crate::microkernel) unsafe extern "C" fn $name(
             a: *const u8,
             a_scales: *const f32,
             b: *const $w,
-            scales: *const f32,
+            scales: *const f16,
             corr: *const f32,
             c: *mut f32,
             kc: i64,
@@ -201,7 +204,7 @@ qgemm_entry!(
 ///
 /// # Safety
 /// As [`crate::microkernel::QGemmFn`] for `call`'s operands; inlined into a function
-/// enabling AVX2 and FMA, which the CPU has.
+/// enabling AVX2, FMA and F16C, which the CPU has.
 #[inline(always)]
 unsafe fn qgemm_block<W: Avx2Panel, const EP: usize, const NP: usize>(call: &QCall<W>) {
     // SAFETY: forwarded contract; the count is the number of panels holding the columns.
@@ -230,10 +233,13 @@ unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { W::group_sums(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {
-            // SAFETY: the scales of group `g` of lent panel `q`.
+            // SAFETY: the 16 scales (32 bytes) of group `g` of lent panel `q`, widened.
             let scale = unsafe {
                 let at = call.group_scales(q, g);
-                [_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(LANES))]
+                [
+                    _mm256_cvtph_ps(_mm_loadu_si128(at.cast())),
+                    _mm256_cvtph_ps(_mm_loadu_si128(at.add(LANES).cast())),
+                ]
             };
             for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
                 for h in 0..2 {

@@ -41,9 +41,9 @@ pub enum Quantization {
     /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations stay f32).
     #[value(name = "q4f16_1")]
     Q4f16_1,
-    /// MNN's dynamic quantization with int8 weights: weights as `q8f32` (groups of 32
-    /// along the reduction, f32 scales), and each activation row quantized to int8 at run
-    /// time with its own scale; the products accumulate in int32 (VNNI `vpdpbusd`, AVX2
+    /// MNN's dynamic quantization with int8 weights: int8 in groups of 32 along the
+    /// reduction with f16 scales, and each activation row quantized to int8 at run time
+    /// with its own scale; the products accumulate in int32 (VNNI `vpdpbusd`, AVX2
     /// `pmaddubsw`), scaled per group after.
     #[value(name = "w8a8")]
     W8a8,

@@ -1,8 +1,8 @@
 //! Snapshots of the tiny Llama's `prefill` and `decode` (with the primitive functions
 //! they call) after each pass of the compile pipeline, from the embedded model in
 //! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; with
-//! `--quant q8f32` and `q4f16_1`, its `decode` and `transform_params` (where the weights
-//! are quantized); and with `--kv-dtype f16`, its `decode` (k and v cast as they are
+//! `--quant q8f32`, `q4f16_1` and `w4a8`, its `decode` and `transform_params` (where the
+//! weights are quantized; with `w4a8`, each activation row too, at run time); and with `--kv-dtype f16`, its `decode` (k and v cast as they are
 //! appended, attention over the f16 cache).
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
@@ -38,6 +38,12 @@ fn tiny_llama_q8f32_decode_and_weight_transform_after_each_pass() {
 fn tiny_llama_q4f16_1_decode_and_weight_transform_after_each_pass() {
     let functions = ["decode", "transform_params"];
     snapshot_passes(Quantization::Q4f16_1, "tiny-llama-q4f16_1", &functions);
+}
+
+#[test]
+fn tiny_llama_w4a8_decode_and_weight_transform_after_each_pass() {
+    let functions = ["decode", "transform_params"];
+    snapshot_passes(Quantization::W4a8, "tiny-llama-w4a8", &functions);
 }
 
 /// The tiny Llama's export options: 256 positions, prefill chunks of 32, an f32 KV cache.

@@ -265,7 +265,7 @@ fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
             let panels = (features + hp - 1) / hp;
             let groups = op::quant_groups(depth);
             let scales = vec![panels.into(), groups.into(), hp.into()];
-            let scales = tensor("s", scales, DataType::F32);
+            let scales = tensor("s", scales, DataType::F16);
             let correction = tensor("c", vec![panels.into(), hp.into()], DataType::F32);
             let product =
                 op::packed_matmul_int((&xq, &xs), (&packed, &scales, &correction), features);

@@ -59,12 +59,12 @@ const fn float_activations(name: &'static str, bits: i64, scales: DataType) -> W
     }
 }
 
-/// A format of int8-activation panels (f32 group scales).
+/// A format of int8-activation panels (f16 group scales).
 const fn int8_activations(name: &'static str, bits: i64) -> WeightFormat {
     WeightFormat {
         name,
         bits,
-        scales: DataType::F32,
+        scales: DataType::F16,
         layout: QuantLayout::Quads,
     }
 }

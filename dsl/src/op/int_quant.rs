@@ -1,7 +1,8 @@
 //! Dynamic int8 activations (MNN's w8a8 / w4a8): each activation row is quantized to
 //! int8 at run time with its own scale, and multiplies weights quantized at compile time
-//! (int8 or int4 panels of the `quads` layout, see [`quantize`](super::quantize)) in
-//! integer dot products; the scales and a per-column correction are applied after.
+//! (int8 or int4 panels of the `quads` layout, see [`quantize`](super::quantize), with f16
+//! group scales: per weight the bytes of llama.cpp's q8_0 / q4_0) in integer dot
+//! products; the scales and a per-column correction are applied after.
 //!
 //! - `activation_scales(x [..., L] f32) -> [...]` f32: each row's `max |x| / 127`.
 //! - `quantize_activations(x [..., L] f32, scales [...]) -> [..., Lp]` u8 with
@@ -123,14 +124,14 @@ fn quad_panels<'a>(
     Ok(panels)
 }
 
-/// Checks that argument `index` holds the f32 group scales of `panels` (`[P, Lp/32, HP]`).
+/// Checks that argument `index` holds the f16 group scales of `panels` (`[P, Lp/32, HP]`).
 fn check_group_scales(
     ctx: &InferCtx<'_>,
     index: usize,
     panels: &QuantPanels,
 ) -> Result<i64, InferError> {
     let scales = ctx.tensor(index)?;
-    if let (DataType::F32, [p, g, b]) = (scales.dtype, scales.dims) {
+    if let (DataType::F16, [p, g, b]) = (scales.dtype, scales.dims) {
         let depth = g.as_const().map(|g| g * QUANT_GROUP);
         if p == panels.panels && b == panels.block {
             if let Some(depth) = depth.filter(|&l| panels.holds_depth(l)) {
@@ -139,7 +140,7 @@ fn check_group_scales(
         }
     }
     let reason = format!(
-        "must be the f32 group scales [{}, G, {}] of the panels, got {} {}",
+        "must be the f16 group scales [{}, G, {}] of the panels, got {} {}",
         panels.panels,
         panels.block,
         scales.dtype,

@@ -20,7 +20,7 @@
 //!   `w(k, j) = b[(j / PANEL)*ceil(lda/2)*2*PANEL + (k/2)*2*PANEL + (j % PANEL)*2 + k % 2] - 8`;
 //! - int8 block GEMMs (dynamic int8 activations, MNN's w8a8 / w4a8): u8 activation codes
 //!   with one f32 scale per row, int8 or int4 weight panels of the quads layout (see
-//!   [`crate::op::QuantLayout`]) with f32 group scales and a per-column correction;
+//!   [`crate::op::QuantLayout`]) with f16 group scales and a per-column correction;
 //!   operands `(a, a_scales, b, scales, corr, c; kc, lda, ldc, rows, cols)`: for
 //!   `i < rows`, `j < cols`,
 //!   `c[i*ldc + j] = a_scales[i] * (sum_{k < kc} s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`
@@ -132,7 +132,7 @@ impl MicrokernelKind {
                 DataType::U8,
                 DataType::F32,
                 weights,
-                DataType::F32,
+                DataType::F16,
                 DataType::F32,
                 DataType::F32,
             ],

@@ -72,16 +72,16 @@ fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 3] {
     let attrs = vec![
         ("block", AttrValue::Int(16)),
         ("bits", AttrValue::Int(bits)),
-        ("dtype", AttrValue::DType(DataType::F32)),
+        ("dtype", AttrValue::DType(DataType::F16)),
     ];
     let scales_call = op(
         "quantize_scales",
         vec![weight.clone()],
         attrs,
-        out(scales_shape.clone(), DataType::F32),
+        out(scales_shape.clone(), DataType::F16),
     );
     let scales = run(&scales_call, 1, vec![w.to_vec()]).remove(0);
-    let s = tensor("s", scales_shape, DataType::F32);
+    let s = tensor("s", scales_shape, DataType::F16);
     let (shape, dtype) = packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
     let packed_shape: Vec<SymExpr> = shape.into_iter().map(c).collect();
     let attrs = vec![
@@ -161,7 +161,7 @@ fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
             tensor("xq", vec![n(), c(lp as i64)], DataType::U8),
             tensor("xs", vec![n()], DataType::F32),
             tensor("q", shape.into_iter().map(c).collect(), dtype),
-            tensor("s", vec![c(panels), c(groups), c(16)], DataType::F32),
+            tensor("s", vec![c(panels), c(groups), c(16)], DataType::F16),
             tensor("corr", vec![c(panels), c(16)], DataType::F32),
         ];
         let attrs = vec![("out_features", AttrValue::Int(h as i64))];

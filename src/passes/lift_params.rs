@@ -128,9 +128,8 @@ impl Lifted {
 
     /// `transform_params(weights...)`: the lifted bindings, returning `outputs`.
     fn function(&self, weights: &[Var], outputs: &[Var]) -> Function {
-        let mut bindings: Vec<Binding> = self
-            .bindings
-            .iter()
+        let mut bindings: Vec<Binding> = largest_weights_first(&self.bindings, weights)
+            .into_iter()
             .map(|(var, call)| Binding {
                 var: Var {
                     dataflow: true,
@@ -170,6 +169,60 @@ impl Lifted {
             attrs,
         }
     }
+}
+
+/// The lifted bindings reordered so the computations reading the largest weight come
+/// first, then the next largest, ...: when weights are loaded, each raw weight is dropped
+/// once transformed, so the peak (the transformed weights so far plus the raw weight in
+/// flight) comes while few are transformed. Each binding belongs to the weight it reads
+/// (or, through a lifted value, its chain's weight); the original order is kept within a
+/// weight, and entirely when some binding would come before a value it reads.
+fn largest_weights_first<'a>(bindings: &'a [(Var, Call)], weights: &[Var]) -> Vec<&'a (Var, Call)> {
+    let weight_bytes: HashMap<&str, usize> = weights
+        .iter()
+        .map(|w| (w.name.as_str(), static_bits(w).unwrap_or(0)))
+        .collect();
+    let mut root: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut keyed = Vec::with_capacity(bindings.len());
+    for (index, binding) in bindings.iter().enumerate() {
+        let args = binding.1.args.iter().filter_map(Expr::as_var);
+        let key = args
+            .filter_map(|v| match weight_bytes.get(v.name.as_str()) {
+                Some(&size) => Some((size, index)),
+                None => root.get(v.name.as_str()).copied(),
+            })
+            .next()
+            .unwrap_or((0, index));
+        root.insert(binding.0.name.as_str(), key);
+        keyed.push((std::cmp::Reverse(key.0), key.1, index));
+    }
+    keyed.sort();
+    let position: HashMap<&str, usize> = keyed
+        .iter()
+        .enumerate()
+        .map(|(at, &(_, _, index))| (bindings[index].0.name.as_str(), at))
+        .collect();
+    let ordered = keyed.iter().enumerate().all(|(at, &(_, _, index))| {
+        let reads = bindings[index].1.args.iter().filter_map(Expr::as_var);
+        reads
+            .filter_map(|v| position.get(v.name.as_str()))
+            .all(|&p| p < at)
+    });
+    if ordered {
+        keyed
+            .iter()
+            .map(|&(_, _, index)| &bindings[index])
+            .collect()
+    } else {
+        bindings.iter().collect()
+    }
+}
+
+/// The bits of a tensor variable of static shape.
+fn static_bits(var: &Var) -> Option<usize> {
+    let tensor = var.sinfo.as_tensor()?;
+    let elements: Option<i64> = tensor.dims()?.iter().map(|d| d.as_const()).product();
+    usize::try_from(elements? * i64::from(tensor.dtype.bits())).ok()
 }
 
 /// `call` renamed, if `binding` is an op call whose every variable argument is a weight

@@ -241,3 +241,77 @@ fn a_view_keeps_the_tensor_it_views_alive_in_the_memory_plan() {
     let planned = StaticPlanBlockMemory.run(module).unwrap();
     assert_ne!(planned_offset(&planned, "a"), planned_offset(&planned, "b"));
 }
+
+/// A weighted function `f(x, small, large)` computing `x @ small^T + x @ large^T`.
+fn two_linear_layers() -> IRModule {
+    use oxrelax_dsl::op;
+    let weight = |name: &str, rows: i64| {
+        Var::new(
+            name,
+            StructInfo::tensor(vec![SymExpr::int(rows), SymExpr::int(8)], DataType::F32),
+        )
+    };
+    let x = Var::new(
+        "x",
+        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(8)], DataType::F32),
+    );
+    let (small, large) = (weight("small", 16), weight("large", 64));
+    let mut bindings = Vec::new();
+    let mut outputs = Vec::new();
+    for w in [&small, &large] {
+        let t = Var::new(
+            &format!("{}_t", w.name),
+            op::permute_dims(&Expr::Var(w.clone()), None)
+                .unwrap()
+                .sinfo(),
+        );
+        let product = op::matmul(&Expr::Var(x.clone()), &Expr::Var(t.clone())).unwrap();
+        let y = Var::new(&format!("{}_y", w.name), product.sinfo());
+        bindings.push(bind(
+            &t,
+            op::permute_dims(&Expr::Var(w.clone()), None).unwrap(),
+        ));
+        bindings.push(bind(&y, product));
+        outputs.push(Expr::Var(y));
+    }
+    let ret = Var::new(
+        "ret",
+        StructInfo::Tuple(outputs.iter().map(Expr::sinfo).collect()),
+    );
+    bindings.push(bind(&ret, Expr::Tuple(outputs)));
+    let mut attrs = Attrs::new();
+    attrs.insert(
+        oxrelax_dsl::ir::NUM_INPUT_ATTR.to_string(),
+        oxrelax_dsl::AttrValue::Int(1),
+    );
+    let function = Function {
+        params: vec![x, small, large],
+        blocks: vec![BindingBlock {
+            dataflow: true,
+            bindings,
+        }],
+        ret: Expr::Var(ret),
+        exported: true,
+        attrs,
+    };
+    let mut module = IRModule::default();
+    module.functions.insert("f".to_string(), function);
+    module
+}
+
+#[test]
+fn transform_params_transforms_the_largest_weight_first() {
+    let target = oxrelax_dsl::Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
+    let packed = PackMatmulWeights { target }
+        .run(two_linear_layers())
+        .unwrap();
+    let lifted = LiftTransformParams.run(packed).unwrap();
+    let transform = &lifted.functions[TRANSFORM_PARAMS];
+    let order: Vec<&str> = transform.blocks[0]
+        .bindings
+        .iter()
+        .map(|b| b.var.name.as_str())
+        .collect();
+    let first = |prefix: &str| order.iter().position(|n| n.starts_with(prefix)).unwrap();
+    assert!(first("large") < first("small"), "{order:?}");
+}

@@ -146,10 +146,14 @@ fn on_the_4_bit_grid(rng: &mut StdRng, rows: usize, depth: usize) -> Vec<f32> {
     values
 }
 
-/// Greedy generation of 8 tokens after a 21-token prompt, keeping every logit row.
+/// The 21-token prompt every run is given.
+fn prompt() -> Vec<u32> {
+    (0..21).map(|i| (i * 37 + 5) % VOCAB as u32).collect()
+}
+
+/// Greedy generation of 8 tokens after [`prompt`], keeping every logit row.
 fn generate(model: LoadedModel) -> Generation {
-    let prompt: Vec<u32> = (0..21).map(|i| (i * 37 + 5) % VOCAB as u32).collect();
-    greedy(model, &prompt, 8)
+    greedy(model, &prompt(), 8)
 }
 
 /// Every logit row of a generation, flat: the prompt's, then each generated token's
@@ -164,8 +168,7 @@ fn logits(g: &Generation) -> Vec<f32> {
 /// choice would differ), flat.
 fn forced_logits(model: LoadedModel, g: &Generation) -> Vec<f32> {
     let mut engine = engine(model);
-    let prompt: Vec<u32> = (0..21).map(|i| (i * 37 + 5) % VOCAB as u32).collect();
-    let mut rows = engine.prefill_all(&prompt).unwrap();
+    let mut rows = engine.prefill_all(&prompt()).unwrap();
     for &id in &g.ids[..g.ids.len() - 1] {
         rows.push(engine.decode(id).unwrap());
     }

@@ -178,22 +178,22 @@ impl Lifted {
 /// (or, through a lifted value, its chain's weight); the original order is kept within a
 /// weight, and entirely when some binding would come before a value it reads.
 fn largest_weights_first<'a>(bindings: &'a [(Var, Call)], weights: &[Var]) -> Vec<&'a (Var, Call)> {
-    let weight_bytes: HashMap<&str, usize> = weights
+    let bits: HashMap<&str, usize> = weights
         .iter()
         .map(|w| (w.name.as_str(), static_bits(w).unwrap_or(0)))
         .collect();
-    let mut root: HashMap<&str, (usize, usize)> = HashMap::new();
+    // Per weight and lifted value: its weight's (bits, first binding reading it).
+    let mut group: HashMap<&str, (usize, usize)> = HashMap::new();
     let mut keyed = Vec::with_capacity(bindings.len());
-    for (index, binding) in bindings.iter().enumerate() {
-        let args = binding.1.args.iter().filter_map(Expr::as_var);
+    for (index, (var, call)) in bindings.iter().enumerate() {
+        let mut args = call.args.iter().filter_map(Expr::as_var);
         let key = args
-            .filter_map(|v| match weight_bytes.get(v.name.as_str()) {
-                Some(&size) => Some((size, index)),
-                None => root.get(v.name.as_str()).copied(),
+            .find_map(|v| match bits.get(v.name.as_str()) {
+                Some(&size) => Some(*group.entry(v.name.as_str()).or_insert((size, index))),
+                None => group.get(v.name.as_str()).copied(),
             })
-            .next()
             .unwrap_or((0, index));
-        root.insert(binding.0.name.as_str(), key);
+        group.insert(var.name.as_str(), key);
         keyed.push((std::cmp::Reverse(key.0), key.1, index));
     }
     keyed.sort();

@@ -4,9 +4,10 @@
 //! columns x 4 k) is one such operand, the row's 4 activation bytes broadcast to every lane
 //! the other; so a zmm register sums 16 columns, exactly (no saturation), over a group.
 //!
-//! One body serves every block shape ([`qgemm_block`]): per group of 32 k, int32 sums of
-//! `EP` rows by `NQ` panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32
-//! results; `1 x 4` for the decode GEMV, which streams 4 panels at once, each weight load
+//! One body serves every block shape ([`panels`], entered through
+//! [`super::qgemm::qgemm_entry`]): per group of 32 k, int32 sums of `EP` rows by `NQ`
+//! panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32 results; `1 x 4`
+//! for the decode GEMV, which streams 4 panels at once, each weight load
 //! folded into its `vpdpbusd`), then each sum converted to f32 and multiplied into the
 //! result by the group's scales (one FMA; the 16 f16 scales of a panel's group widened by
 //! one `vcvtph2ps`, AVX-512F). At the end, `(result - corr) * a_scale`, stored
@@ -19,9 +20,8 @@
 //! `vpternlogd` per operand (plus a shift for the low nibbles), where `nibble - 8` takes
 //! an `and` and a byte subtraction; the results are divided by 16 (exactly) at the end.
 
-use super::qgemm::{QCall, QPanel};
+use super::qgemm::{qgemm_entry, QCall, QPanel};
 use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
-use half::f16;
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
     _mm512_dpbusd_epi32, _mm512_fmadd_ps, _mm512_fmsub_ps, _mm512_loadu_si512,
@@ -122,91 +122,40 @@ impl VnniPanel for u8 {
     }
 }
 
-/// Defines `extern "C"` entry point `$name`, a [`super::QGemmFn`] over weights `$w`: the
-/// always-inlined [`qgemm_block`] of `$ep` rows by `$np` panels, with this file's features
-/// enabled.
-macro_rules! qgemm_entry {
-    ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// As [`super::QGemmFn`], and the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI.
-        #[allow(clippy::too_many_arguments)]
-        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-        unsafe extern "C" fn $name(
-            a: *const u8,
-            a_scales: *const f32,
-            b: *const $w,
-            scales: *const f16,
-            corr: *const f32,
-            c: *mut f32,
-            kc: i64,
-            lda: i64,
-            ldc: i64,
-            rows: i64,
-            cols: i64,
-        ) {
-            let operands = (a, a_scales, b, scales, corr, c);
-            let shape = ($ep, $np * QPANEL);
-            if let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], shape) {
-                // SAFETY: forwarded contract; the body's features are enabled here.
-                unsafe { qgemm_block::<$w, $ep, $np>(&call) }
-            }
-        }
-    };
-}
-
 qgemm_entry!(
     /// [`Microkernel::Qgemm6x32W8`]: 12 zmm of int32 sums, 12 of f32 results.
-    qgemm_6x32_w8, i8, 6 x 2
+    qgemm_6x32_w8, i8, 6 x 2, panels, "avx512f,avx512bw,avx512vnni"
 );
 qgemm_entry!(
     /// [`Microkernel::Qgemm6x32W4`]: 4-bit steps unpacked once for the 6 rows.
-    qgemm_6x32_w4, u8, 6 x 2
+    qgemm_6x32_w4, u8, 6 x 2, panels, "avx512f,avx512bw,avx512vnni"
 );
 qgemm_entry!(
     /// [`Microkernel::Qgemm4x16W8`] (the AVX2 block, here for VNNI CPUs).
-    qgemm_4x16_w8, i8, 4 x 1
+    qgemm_4x16_w8, i8, 4 x 1, panels, "avx512f,avx512bw,avx512vnni"
 );
 qgemm_entry!(
     /// [`Microkernel::Qgemm4x16W4`] (the AVX2 block, here for VNNI CPUs).
-    qgemm_4x16_w4, u8, 4 x 1
+    qgemm_4x16_w4, u8, 4 x 1, panels, "avx512f,avx512bw,avx512vnni"
 );
 qgemm_entry!(
     /// [`Microkernel::Qgemv1x64W8`]: per quad, one broadcast and 4 `vpdpbusd` reading the
     /// 4 panels' weights straight from memory.
-    qgemv_1x64_w8, i8, 1 x 4
+    qgemv_1x64_w8, i8, 1 x 4, panels, "avx512f,avx512bw,avx512vnni"
 );
 qgemm_entry!(
     /// [`Microkernel::Qgemv1x64W4`]: per 8 k and panel, one load, a shift and two
     /// `vpternlogd` feed 2 `vpdpbusd`.
-    qgemv_1x64_w4, u8, 1 x 4
+    qgemv_1x64_w4, u8, 1 x 4, panels, "avx512f,avx512bw,avx512vnni"
 );
-
-/// The block of `EP` rows by `NP` panels of [`super::QGemmFn`] for `call`, reading only the
-/// panels that hold one of its `cols` columns.
-///
-/// # Safety
-/// As [`super::QGemmFn`] for `call`'s operands; inlined into a function enabling this
-/// file's features, which the CPU has.
-#[inline(always)]
-unsafe fn qgemm_block<W: VnniPanel, const EP: usize, const NP: usize>(call: &QCall<W>) {
-    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
-    unsafe {
-        match call.panels().min(NP) {
-            4 => panels::<W, EP, 4>(call),
-            3 => panels::<W, EP, 3>(call),
-            2 => panels::<W, EP, 2>(call),
-            _ => panels::<W, EP, 1>(call),
-        }
-    }
-}
 
 /// `EP` rows by the first `NQ` panels: the f32 results of every group ([`group_sums`] scaled
 /// by the group's scales), then the epilogue ([`store_rows`]).
 ///
 /// # Safety
-/// As [`qgemm_block`], with at least one of the `cols` columns in panel `NQ - 1`.
+/// As [`super::QGemmFn`] for `call`'s operands, with at least one of the `cols` columns
+/// in panel `NQ - 1`; inlined into a function enabling this file's features, which the
+/// CPU has.
 #[inline(always)]
 unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
@@ -269,7 +218,7 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
 /// cols`, through lane masks (the corrections of the `cols` columns only are read).
 ///
 /// # Safety
-/// As [`qgemm_block`]; `NQ` covers the call's columns.
+/// As [`panels`]; `NQ` covers the call's columns.
 #[inline(always)]
 unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     call: &QCall<W>,

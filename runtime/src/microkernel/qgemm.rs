@@ -150,3 +150,52 @@ impl<W: QPanel> QCall<W> {
         self.c.wrapping_offset(i as isize * self.ldc + j as isize)
     }
 }
+
+/// Defines `extern "C"` entry point `$name`, a [`super::QGemmFn`] over weights `$w` of
+/// `$ep` rows by `$np` panels, compiled with `$features` enabled: its [`QCall`], then
+/// `$panels::<$w, $ep, NQ>` (an ISA's always-inlined body) for the `NQ` panels holding one
+/// of its `cols` columns (an edge block reads fewer).
+macro_rules! qgemm_entry {
+    ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal, $panels:ident, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`crate::microkernel::QGemmFn`], and the CPU has the enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(in crate::microkernel) unsafe extern "C" fn $name(
+            a: *const u8,
+            a_scales: *const f32,
+            b: *const $w,
+            scales: *const half::f16,
+            corr: *const f32,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+        ) {
+            let operands = (a, a_scales, b, scales, corr, c);
+            let shape = ($ep, $np * $crate::microkernel::QPANEL);
+            let Some(call) = $crate::microkernel::qgemm::QCall::new(
+                operands,
+                [kc, lda, ldc, rows, cols],
+                shape,
+            ) else {
+                return;
+            };
+            // SAFETY: forwarded contract; the body's features are enabled here, and
+            // `NQ` is the number of panels holding the columns.
+            unsafe {
+                match call.panels().min($np) {
+                    4 => $panels::<$w, $ep, 4>(&call),
+                    3 => $panels::<$w, $ep, 3>(&call),
+                    2 => $panels::<$w, $ep, 2>(&call),
+                    _ => $panels::<$w, $ep, 1>(&call),
+                }
+            }
+        }
+    };
+}
+pub(super) use qgemm_entry;

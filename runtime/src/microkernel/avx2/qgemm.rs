@@ -18,9 +18,8 @@
 //!   so the group accumulates in int16 and widens once; the corrections remove the
 //!   `128 * w` the bytes add.
 
-use super::super::qgemm::{QCall, QPanel};
+use super::super::qgemm::{qgemm_entry, QCall, QPanel};
 use super::super::{QPANEL, QUANT_GROUP};
-use half::f16;
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_and_si256,
     _mm256_cvtepi32_ps, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_loadu_si256,
@@ -148,81 +147,30 @@ impl Avx2Panel for u8 {
     }
 }
 
-/// Defines `extern "C"` entry point `$name`, a [`crate::microkernel::QGemmFn`] over
-/// weights `$w`: the always-inlined [`qgemm_block`] of `$ep` rows by `$np` panels, with
-/// AVX2, FMA and F16C enabled.
-macro_rules! qgemm_entry {
-    ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// As [`crate::microkernel::QGemmFn`], and the CPU has AVX2, FMA and F16C.
-        #[allow(clippy::too_many_arguments)]
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub(in crate::microkernel) unsafe extern "C" fn $name(
-            a: *const u8,
-            a_scales: *const f32,
-            b: *const $w,
-            scales: *const f16,
-            corr: *const f32,
-            c: *mut f32,
-            kc: i64,
-            lda: i64,
-            ldc: i64,
-            rows: i64,
-            cols: i64,
-        ) {
-            let operands = (a, a_scales, b, scales, corr, c);
-            let shape = ($ep, $np * QPANEL);
-            if let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], shape) {
-                // SAFETY: forwarded contract; the body's features are enabled here.
-                unsafe { qgemm_block::<$w, $ep, $np>(&call) }
-            }
-        }
-    };
-}
-
 qgemm_entry!(
     /// [`crate::microkernel::Microkernel::Qgemm4x16W8`] on AVX2 (sums of the codes).
-    qgemm_4x16_w8, i8, 4 x 1
+    qgemm_4x16_w8, i8, 4 x 1, panels, "avx2,fma,f16c"
 );
 qgemm_entry!(
     /// [`crate::microkernel::Microkernel::Qgemm4x16W4`] on AVX2 (int16 sums per group).
-    qgemm_4x16_w4, u8, 4 x 1
+    qgemm_4x16_w4, u8, 4 x 1, panels, "avx2,fma,f16c"
 );
 qgemm_entry!(
     /// [`crate::microkernel::Microkernel::Qgemv1x64W8`] on AVX2 (sums of the codes).
-    qgemv_1x64_w8, i8, 1 x 4
+    qgemv_1x64_w8, i8, 1 x 4, panels, "avx2,fma,f16c"
 );
 qgemm_entry!(
     /// [`crate::microkernel::Microkernel::Qgemv1x64W4`] on AVX2 (int16 sums per group).
-    qgemv_1x64_w4, u8, 1 x 4
+    qgemv_1x64_w4, u8, 1 x 4, panels, "avx2,fma,f16c"
 );
-
-/// The block of `EP` rows by `NP` panels for `call`, reading only the panels that hold
-/// one of its `cols` columns.
-///
-/// # Safety
-/// As [`crate::microkernel::QGemmFn`] for `call`'s operands; inlined into a function
-/// enabling AVX2, FMA and F16C, which the CPU has.
-#[inline(always)]
-unsafe fn qgemm_block<W: Avx2Panel, const EP: usize, const NP: usize>(call: &QCall<W>) {
-    // SAFETY: forwarded contract; the count is the number of panels holding the columns.
-    unsafe {
-        match call.panels().min(NP) {
-            4 => panels::<W, EP, 4>(call),
-            3 => panels::<W, EP, 3>(call),
-            2 => panels::<W, EP, 2>(call),
-            _ => panels::<W, EP, 1>(call),
-        }
-    }
-}
 
 /// `EP` rows by the first `NQ` panels: the f32 results of every group (the group's sums
 /// times its scales), then the epilogue ([`store_row`]).
 ///
 /// # Safety
-/// As [`qgemm_block`], with at least one of the `cols` columns in panel `NQ - 1`.
+/// As [`super::super::QGemmFn`] for `call`'s operands, with at least one of the `cols`
+/// columns in panel `NQ - 1`; inlined into a function enabling AVX2, FMA and F16C, which
+/// the CPU has.
 #[inline(always)]
 unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));

@@ -29,6 +29,10 @@ pub struct CompileArgs {
     /// The longest context to support (capped by the model's max_position_embeddings).
     #[arg(long)]
     context: Option<i64>,
+    /// Print what each rewrite phase did (rules fired, e-graph sizes, iterations, stop
+    /// reasons) to stderr.
+    #[arg(long)]
+    verbose: bool,
 }
 
 /// Compiles the model with a progress bar and prints a summary line.
@@ -39,6 +43,7 @@ pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
         max_context: args.context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         kv_dtype: args.kv_dtype,
+        verbose: args.verbose,
     };
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(

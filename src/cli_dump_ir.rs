@@ -21,6 +21,10 @@ pub struct DumpIrArgs {
     /// module after the last pass when neither this nor `-o` is given.
     #[arg(long)]
     after: Option<String>,
+    /// Print what each rewrite phase did (rules fired, e-graph sizes, iterations, stop
+    /// reasons) to stderr.
+    #[arg(long)]
+    verbose: bool,
     /// Write the module before the first pass and after each pass into this folder
     /// (`00-input.txt`, `01-normalize.txt`, ...).
     #[arg(short, long)]
@@ -48,7 +52,11 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..defaults
     };
     let module = source_module(&args.model, &options, args.quant)?;
-    let stages = modules_after_each_pass(module, &Target::host(), Instrument::default())?;
+    let instrument = Instrument {
+        verbose: args.verbose,
+        ..Instrument::default()
+    };
+    let stages = modules_after_each_pass(module, &Target::host(), instrument)?;
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
     let shown = |module| {
         if names.is_empty() {

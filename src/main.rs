@@ -32,7 +32,7 @@ enum Command {
         /// Write the module before the first pass and after each pass into this folder.
         #[arg(long)]
         dump_dir: Option<PathBuf>,
-        /// Print the wall time of each pass to stderr.
+        /// Print the wall time of each pass, and what the rewrite phases did, to stderr.
         #[arg(long)]
         time: bool,
         /// Check well-formedness after every pass.
@@ -97,6 +97,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 dump_dir,
                 verify,
                 verify_text: false,
+                verbose: time,
             });
             let (module, report) = pipeline.run(module)?;
             if time {

@@ -390,6 +390,16 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
         "{stdout}"
     );
     assert!(stdout.contains("call_tir"), "{stdout}");
+    let (ok, stdout, stderr) = oxrelax(&["dump-ir", dir, "--after", "rewrite-layout", "--verbose"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("packed_matmul(") && !stdout.contains(" matmul("),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("rewrite-layout: ") && stderr.contains("fired: transpose-matmul x"),
+        "{stderr}"
+    );
     let dumps = tmp.path().join("ir");
     let (ok, _, stderr) = oxrelax(&["dump-ir", dir, "-o", dumps.to_str().unwrap()]);
     assert!(ok, "{stderr}");
@@ -403,13 +413,15 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
         [
             "00-input.txt",
             "01-normalize.txt",
-            "02-pack-matmul-weights.txt",
-            "03-lift-transform-params.txt",
-            "04-legalize-ops.txt",
-            "05-fuse-ops.txt",
-            "06-dead-code-elimination.txt",
-            "07-schedule-kernels.txt",
-            "08-static-plan-block-memory.txt"
+            "02-quantize-weights.txt",
+            "03-rewrite-dequantize.txt",
+            "04-rewrite-layout.txt",
+            "05-lift-transform-params.txt",
+            "06-legalize-ops.txt",
+            "07-fuse-ops.txt",
+            "08-dead-code-elimination.txt",
+            "09-schedule-kernels.txt",
+            "10-static-plan-block-memory.txt"
         ]
     );
 }

@@ -53,7 +53,10 @@ fn opt_legalizes_a_module_in_text_form() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     for pass in [
         "normalize",
-        "pack-matmul-weights",
+        "quantize-weights",
+        "rewrite-dequantize",
+        "rewrite-layout",
+        "fired: transpose-matmul x2",
         "lift-transform-params",
         "legalize-ops",
         "fuse-ops",
@@ -61,7 +64,7 @@ fn opt_legalizes_a_module_in_text_form() {
     ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 7);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 9);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

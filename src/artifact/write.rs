@@ -33,6 +33,8 @@ pub struct CompileOptions {
     pub prefill_chunk: i64,
     /// The element type the KV cache stores (f32 or f16).
     pub kv_dtype: DataType,
+    /// Print what the passes report (`--verbose`).
+    pub verbose: bool,
 }
 
 impl Default for CompileOptions {
@@ -43,6 +45,7 @@ impl Default for CompileOptions {
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
             kv_dtype: export.kv_dtype,
+            verbose: false,
         }
     }
 }
@@ -101,7 +104,11 @@ pub fn compile_artifact(
         kv_dtype: options.kv_dtype,
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
-    let mut built = build(exported.module, Instrument::from_env()).map_err(Box::new)?;
+    let instrument = Instrument {
+        verbose: options.verbose,
+        ..Instrument::from_env()
+    };
+    let mut built = build(exported.module, instrument).map_err(Box::new)?;
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;

@@ -7,8 +7,9 @@ mod legalize;
 mod lift_params;
 mod memory_plan;
 mod normalize;
-mod pack_weights;
 mod pipeline;
+mod quantize_weights;
+pub mod rewrite;
 mod schedule;
 #[cfg(test)]
 mod tests;
@@ -21,11 +22,12 @@ pub use memory_plan::{
     arena_size, planned_bytes, StaticPlanBlockMemory, ARENA_ALIGN, ARENA_OFFSETS,
 };
 pub use normalize::Normalize;
-pub use pack_weights::{PackMatmulWeights, WeightFormat, WEIGHT_FORMATS, WEIGHT_QUANT_ATTR};
 pub use pipeline::{
     compile_pipeline, compile_pipeline_for, default_pipeline, default_pipeline_for, Instrument,
     PassTiming, Pipeline, PipelineReport, VERIFY_ENV,
 };
+pub use quantize_weights::{QuantizeWeights, WeightFormat, WEIGHT_FORMATS, WEIGHT_QUANT_ATTR};
+pub use rewrite::{RewritePhase, PHASES};
 pub use schedule::ScheduleKernels;
 
 use oxrelax_dsl::tir::PrimFunc;
@@ -39,6 +41,11 @@ pub trait Pass {
 
     /// Transforms the module.
     fn run(&self, module: IRModule) -> Result<IRModule, PassError>;
+
+    /// What the last run did, when the pass reports it (`--verbose`).
+    fn report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a pass (or the pipeline around it) failed.

@@ -17,6 +17,9 @@ pub struct Instrument {
     /// Continue from the module's text form after every pass: print it, parse it back,
     /// and fail if that changed the module. Keeps the text form complete.
     pub verify_text: bool,
+    /// Print what each pass reports (the rewrite phases: rules fired, e-graph sizes, stop
+    /// reasons) to stderr as it runs.
+    pub verbose: bool,
 }
 
 /// The environment variable that turns on checks in [`Instrument::from_env`]: a comma
@@ -36,6 +39,7 @@ impl Instrument {
             dump_dir: None,
             verify: on("wellformed"),
             verify_text: on("text"),
+            verbose: false,
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct PipelineReport {
     pub timings: Vec<PassTiming>,
     /// Files written when dumping.
     pub dumps: Vec<PathBuf>,
+    /// What the passes that report reported, by pass.
+    pub notes: Vec<(&'static str, String)>,
 }
 
 /// Passes run in order.
@@ -111,6 +117,12 @@ impl Pipeline {
                 pass: pass.name(),
                 elapsed: start.elapsed(),
             });
+            if let Some(note) = pass.report() {
+                if self.instrument.verbose {
+                    eprintln!("{}: {note}", pass.name());
+                }
+                report.notes.push((pass.name(), note));
+            }
             if self.instrument.verify_text {
                 module = through_text(module, pass.name())?;
             }
@@ -155,15 +167,20 @@ pub fn default_pipeline() -> Pipeline {
     default_pipeline_for(&Target::host())
 }
 
-/// The front-end pipeline: normalize, pack linear weights for `target`'s microkernels,
-/// lift weight-only computations into `transform_params`, legalize every op, fuse
-/// element-wise kernels into their producers, drop dead code.
+/// The front-end pipeline: normalize, quantize weights (in a quantized function), the
+/// rewrite phases (fusing dequantized and transposed weights into the packed kernels of
+/// `target`'s microkernels), lift weight-only computations into `transform_params`,
+/// legalize every op, fuse element-wise kernels into their producers, drop dead code.
 pub fn default_pipeline_for(target: &Target) -> Pipeline {
-    Pipeline::new()
-        .with(super::Normalize)
-        .with(super::PackMatmulWeights {
-            target: target.clone(),
-        })
+    let phases = super::PHASES.iter().fold(
+        Pipeline::new()
+            .with(super::Normalize)
+            .with(super::QuantizeWeights {
+                target: target.clone(),
+            }),
+        |pipeline, phase| pipeline.with(super::RewritePhase::new(phase, target)),
+    );
+    phases
         .with(super::LiftTransformParams)
         .with(super::LegalizeOps)
         .with(super::FuseOps)

@@ -125,6 +125,7 @@ fn pipeline_dumps_each_pass_and_times_it() {
             dump_dir: Some(dir.clone()),
             verify: false,
             verify_text: false,
+            verbose: false,
         });
     assert_eq!(pipeline.pass_names(), ["dead-code-elimination"; 2]);
     let (out, report) = pipeline.run(module_with_dead_code()).unwrap();
@@ -159,6 +160,7 @@ fn pipeline_reports_an_unwritable_dump_folder() {
             dump_dir: Some(file.join("sub")),
             verify: false,
             verify_text: false,
+            verbose: false,
         });
     let err = pipeline.run(module_with_dead_code()).unwrap_err();
     assert!(matches!(err, PassError::Dump { .. }), "{err}");
@@ -174,6 +176,7 @@ fn text_verification_passes_complete_modules_through_their_text_form() {
             dump_dir: None,
             verify: false,
             verify_text: true,
+            verbose: false,
         });
     let (out, _) = pipeline.run(module_with_dead_code()).unwrap();
     assert_eq!(
@@ -302,9 +305,9 @@ fn two_linear_layers() -> IRModule {
 #[test]
 fn transform_params_transforms_the_largest_weight_first() {
     let target = oxrelax_dsl::Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
-    let packed = PackMatmulWeights { target }
-        .run(two_linear_layers())
-        .unwrap();
+    let packed = PHASES.iter().fold(two_linear_layers(), |module, phase| {
+        RewritePhase::new(phase, &target).run(module).unwrap()
+    });
     let lifted = LiftTransformParams.run(packed).unwrap();
     let transform = &lifted.functions[TRANSFORM_PARAMS];
     let order: Vec<&str> = transform.blocks[0]

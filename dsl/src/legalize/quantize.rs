@@ -17,6 +17,7 @@ pub(super) const OPS: &[&str] = &[
     "pack_weight_quant",
     "packed_matmul_quant",
     "take_quant",
+    "dequantize_weight",
 ];
 
 /// Legalizes any op of the family.
@@ -25,7 +26,8 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
         "quantize_scales" => scales(call),
         "pack_weight_quant" => pack(call),
         "packed_matmul_quant" => matmul(call),
-        _ => take(call),
+        "take_quant" => take(call),
+        _ => dequantize(call),
     }
 }
 
@@ -280,6 +282,16 @@ fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let (l, at) = i.split_last().expect("the output has the width dim");
         let row = ids.at(at).cast(DataType::I64).clamp(0, last.clone());
         dequantized(packed, scales, (&row, l)).cast(dtype)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+}
+
+/// `out[h, l] = w(h, l)` ([`dequantized`]).
+fn dequantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["packed", "scales"])?;
+    let (shape, dtype) = call.output_of_rank(2)?;
+    let out = te::compute("weight", shape, |i| {
+        dequantized(&inputs[0], &inputs[1], (&i[0], &i[1])).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }

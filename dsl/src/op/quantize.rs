@@ -34,6 +34,10 @@
 //!   (clamped into `0..V`) of a `[V, L]` table quantized like a linear weight (row `v`
 //!   is output column `v` of the panels), dequantized as they are gathered. A tied
 //!   embedding shares one quantized copy between the lookup and the output head.
+//! - `dequantize_weight(packed, scales, rows = H, width = L) -> [H, L]` f32: the whole
+//!   weight, dequantized. `QuantizeWeights` writes a quantized weight this way and the
+//!   rewrite phase fuses it into the ops that read it (`packed_matmul_quant`,
+//!   `packed_matmul_int`, `take_quant`); one left over is computed like any op.
 
 use super::ctx::{InferCtx, Tensor};
 use super::packed::{panel_count, positive_attr, product_shape};
@@ -81,6 +85,15 @@ pub(super) const OPS: &[OpDef] = &[
             AttrSpec::new("width", AttrKind::Int, AttrDefault::Required),
         ],
         infer: infer_take,
+    },
+    OpDef {
+        name: "dequantize_weight",
+        args: &["packed", "scales"],
+        attrs: &[
+            AttrSpec::new("rows", AttrKind::Int, AttrDefault::Required),
+            AttrSpec::new("width", AttrKind::Int, AttrDefault::Required),
+        ],
+        infer: infer_dequantize,
     },
 ];
 
@@ -337,7 +350,26 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 }
 
 fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
-    let (packed, scales, ids) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let (_, width) = quantized_table(ctx)?;
+    let ids = ctx.tensor(2)?;
+    if !matches!(ids.dtype, DataType::I32 | DataType::I64) {
+        return Err(ctx.invalid_arg(2, format!("must be i32 or i64, got {}", ids.dtype)));
+    }
+    let mut shape = ids.dims.to_vec();
+    shape.push(SymExpr::int(width));
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
+fn infer_dequantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (rows, width) = quantized_table(ctx)?;
+    let shape = vec![SymExpr::int(rows), SymExpr::int(width)];
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
+/// The `(rows, width)` attributes of a `[rows, width]` table given quantized (arguments 0
+/// and 1: panels and scales), checked against them.
+fn quantized_table(ctx: &InferCtx<'_>) -> Result<(i64, i64), InferError> {
+    let (packed, scales) = (ctx.tensor(0)?, ctx.tensor(1)?);
     let quant = quant_panels(ctx, 0, &packed)?;
     let (panels, block) = (quant.panels, quant.block);
     let rows = positive_attr(ctx, "rows")?;
@@ -352,12 +384,7 @@ fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let width = positive_attr(ctx, "width")?;
     check_depth(ctx, 0, &quant, &SymExpr::int(width))?;
     check_scales(ctx, 1, &scales, (panels, width, block))?;
-    if !matches!(ids.dtype, DataType::I32 | DataType::I64) {
-        return Err(ctx.invalid_arg(2, format!("must be i32 or i64, got {}", ids.dtype)));
-    }
-    let mut shape = ids.dims.to_vec();
-    shape.push(SymExpr::int(width));
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok((rows, width))
 }
 
 /// The `bits`-bit group scales of `weight` (`[H, L]` f32) for `block`-wide panels,
@@ -423,4 +450,21 @@ pub fn take_quant(
     ]);
     let args = vec![packed.clone(), scales.clone(), ids.clone()];
     call("take_quant", args, attrs)
+}
+
+/// The whole `[rows, width]` weight given quantized, as f32.
+pub fn dequantize_weight(
+    packed: &Expr,
+    scales: &Expr,
+    (rows, width): (i64, i64),
+) -> Result<Expr, InferError> {
+    let attrs = Attrs::from([
+        ("rows".to_string(), AttrValue::Int(rows)),
+        ("width".to_string(), AttrValue::Int(width)),
+    ]);
+    call(
+        "dequantize_weight",
+        vec![packed.clone(), scales.clone()],
+        attrs,
+    )
 }

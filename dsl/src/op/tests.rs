@@ -50,7 +50,7 @@ const CONTRACT: &str =
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm full \
     zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
-    take_quant activation_scales quantize_activations weight_correction packed_matmul_int \
+    take_quant dequantize_weight activation_scales quantize_activations weight_correction packed_matmul_int \
     attention";
 
 #[test]

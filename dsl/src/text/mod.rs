@@ -127,6 +127,12 @@ pub fn print_module(module: &IRModule) -> String {
     graphs.chain(prims).collect::<Vec<_>>().join("\n")
 }
 
+/// Attributes as their text form prints them, `key=value` items in key order separated
+/// by `, `.
+pub fn print_attrs(attrs: &crate::Attrs) -> String {
+    syntax::attr_items(attrs).join(", ")
+}
+
 /// Parses the text form printed by [`print_module`] (comments and trailing commas are
 /// allowed).
 pub fn parse_module(text: &str) -> Result<IRModule, ParseError> {

@@ -145,6 +145,7 @@ const ALL_OPS: &[&str] = &[
     "pack_weight_quant",
     "packed_matmul_quant",
     "take_quant",
+    "dequantize_weight",
     "activation_scales",
     "quantize_activations",
     "weight_correction",

@@ -2,8 +2,8 @@
 //! computation, on weights whose height is not a multiple of the panel and whose length
 //! is not a multiple of the group (a tail group) nor even, including an all-zero group;
 //! every weight is within half a quantization step of its stored value (1.5 steps for 4
-//! bits: the scale search may clip a group's extremes). `take_quant`
-//! and `packed_matmul_quant` against the weights the panels stand for.
+//! bits: the scale search may clip a group's extremes). `take_quant`,
+//! `dequantize_weight` and `packed_matmul_quant` against the weights the panels stand for.
 
 use super::*;
 use crate::op::QuantLayout;
@@ -223,6 +223,31 @@ fn take_quant_gathers_dequantized_rows() {
             .iter()
             .flat_map(|&id| {
                 let row = (id as usize).min(rows - 1);
+                let (packed, scales) = (&packed, &scales);
+                (0..width).map(move |k| dequantized(bits, (packed, scales), width, (row, k)))
+            })
+            .collect();
+        assert_close(&got, &want, 1e-6);
+    }
+}
+
+#[test]
+fn dequantize_weight_writes_the_weight_the_panels_stand_for() {
+    for bits in [8, 4] {
+        let (rows, width) = (21usize, 41usize);
+        let (packed, scales, [table, s]) = random_panels(bits, (rows, width));
+        let call = op(
+            "dequantize_weight",
+            vec![table, s],
+            vec![
+                ("rows", AttrValue::Int(rows as i64)),
+                ("width", AttrValue::Int(width as i64)),
+            ],
+            out(vec![c(rows as i64), c(width as i64)], DataType::F32),
+        );
+        let got = run(&call, 1, vec![packed.clone(), scales.clone()]).remove(0);
+        let want: Vec<f64> = (0..rows)
+            .flat_map(|row| {
                 let (packed, scales) = (&packed, &scales);
                 (0..width).map(move |k| dequantized(bits, (packed, scales), width, (row, k)))
             })

@@ -1,0 +1,228 @@
+//! `QuantizeWeights`: in a function marked for quantized weights ([`WEIGHT_QUANT_ATTR`],
+//! one of [`WEIGHT_FORMATS`]), every static 2-D f32 weight that a linear layer
+//! (`permute_dims(w)`) or an embedding lookup (`take(w, ids)`) reads is replaced by its
+//! quantized form, dequantized: `dequantize_weight(pack_weight_quant(w, s), s)` with `s =
+//! quantize_scales(w)`, in the panels of the target's matmul microkernels (the layout of
+//! the format: rows, or quads for int8 activations). The rewrite phase then fuses each
+//! `dequantize_weight` into the op reading it, so no dequantized weight is written to
+//! memory; quantizing and packing depend on the weight only, so `LiftTransformParams`
+//! moves them to compile time. A tied embedding and output head read one quantized copy.
+
+use super::{Pass, PassError};
+use oxrelax_dsl::ir::{Binding, BindingValue, Callee, Function};
+use oxrelax_dsl::op::{dequantize_weight, pack_weight_quant, quantize_scales, QuantLayout};
+use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
+use std::collections::{BTreeSet, HashMap};
+
+/// The function attribute naming the packed-weight format of its linear layers and
+/// embedding table, one of [`WEIGHT_FORMATS`] (absent: float panels).
+pub const WEIGHT_QUANT_ATTR: &str = "weight_quant";
+
+/// A quantized weight format: bits per weight and the dtype of its group scales.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightFormat {
+    /// Its name (the value of [`WEIGHT_QUANT_ATTR`]).
+    pub name: &'static str,
+    /// Bits per weight (8: int8 panels, 4: int4 panels).
+    pub bits: i64,
+    /// The dtype the group scales are stored in.
+    pub scales: DataType,
+    /// The panels' layout: `Quads` for int8 activations (the dot-product microkernels).
+    pub layout: QuantLayout,
+}
+
+/// A format of f32-activation panels.
+const fn float_activations(name: &'static str, bits: i64, scales: DataType) -> WeightFormat {
+    WeightFormat {
+        name,
+        bits,
+        scales,
+        layout: QuantLayout::Rows,
+    }
+}
+
+/// A format of int8-activation panels (f16 group scales).
+const fn int8_activations(name: &'static str, bits: i64) -> WeightFormat {
+    WeightFormat {
+        name,
+        bits,
+        scales: DataType::F16,
+        layout: QuantLayout::Quads,
+    }
+}
+
+/// Every quantized weight format.
+pub const WEIGHT_FORMATS: [WeightFormat; 5] = [
+    float_activations("q8", 8, DataType::F32),
+    float_activations("q4f32", 4, DataType::F32),
+    float_activations("q4f16", 4, DataType::F16),
+    int8_activations("w8a8", 8),
+    int8_activations("w4a8", 4),
+];
+
+/// Quantizes the linear and embedding weights of marked functions for a target.
+pub struct QuantizeWeights {
+    /// Whose panel width to pack for.
+    pub target: Target,
+}
+
+impl Pass for QuantizeWeights {
+    fn name(&self) -> &'static str {
+        "quantize-weights"
+    }
+
+    fn run(&self, mut module: IRModule) -> Result<IRModule, PassError> {
+        let block = self.target.matmul_tiles().hp;
+        for function in module.functions.values_mut() {
+            let format = match function.attrs.get(WEIGHT_QUANT_ATTR) {
+                Some(AttrValue::Str(name)) => WEIGHT_FORMATS.iter().find(|f| f.name == name),
+                _ => None,
+            };
+            if let Some(format) = format {
+                quantize_function(function, (block, format));
+            }
+        }
+        Ok(module)
+    }
+}
+
+/// The weights of `function` that a linear layer or an embedding lookup reads: static
+/// 2-D f32 parameters after its inputs, used as `permute_dims(w)` or `take(w, ids)`.
+fn quantizable_weights(function: &Function) -> BTreeSet<String> {
+    let Some(inputs) = function.num_inputs() else {
+        return BTreeSet::new();
+    };
+    let static_f32_2d = |w: &Var| {
+        w.sinfo.as_tensor().is_some_and(|t| {
+            let dims = t.dims().unwrap_or_default();
+            t.dtype == DataType::F32
+                && dims.len() == 2
+                && dims.iter().all(|d| d.as_const().is_some())
+        })
+    };
+    let weights: BTreeSet<&str> = function.params[inputs..]
+        .iter()
+        .filter(|w| static_f32_2d(w))
+        .map(|w| w.name.as_str())
+        .collect();
+    let mut read = BTreeSet::new();
+    for binding in function.bindings() {
+        let Expr::Call(call) = binding.value.expr() else {
+            continue;
+        };
+        let reader = matches!(&call.callee, Callee::Op(op) if op == "permute_dims" || op == "take");
+        if let (true, Some(Expr::Var(w))) = (reader, call.args.first()) {
+            if weights.contains(w.name.as_str()) {
+                read.insert(w.name.clone());
+            }
+        }
+    }
+    read
+}
+
+fn quantize_function(function: &mut Function, (block, format): (i64, &WeightFormat)) {
+    let weights = quantizable_weights(function);
+    let params: HashMap<String, Var> = function
+        .params
+        .iter()
+        .filter(|p| weights.contains(&p.name))
+        .map(|p| (p.name.clone(), p.clone()))
+        .collect();
+    let mut taken: BTreeSet<String> = function.params.iter().map(|p| p.name.clone()).collect();
+    taken.extend(function.bindings().map(|b| b.var.name.clone()));
+    for binding_block in &mut function.blocks {
+        let mut dequantized: HashMap<String, Expr> = HashMap::new();
+        let mut rewritten = Vec::with_capacity(binding_block.bindings.len());
+        for mut binding in binding_block.bindings.drain(..) {
+            let mut uses = Vec::new();
+            binding.value.expr().for_each_var(&mut |v| {
+                if params.contains_key(&v.name) && !dequantized.contains_key(&v.name) {
+                    uses.push(v.name.clone());
+                }
+            });
+            for name in uses {
+                let context = (&mut taken, binding_block.dataflow);
+                let value = quantized(&params[&name], (block, format), context, &mut rewritten);
+                dequantized.insert(name, value);
+            }
+            replace_weights(binding.value.expr_mut(), &dequantized);
+            rewritten.push(binding);
+        }
+        binding_block.bindings = rewritten;
+    }
+}
+
+/// Binds `weight`'s scales, quantized panels and their dequantized form (after
+/// `bindings`); the dequantized weight.
+fn quantized(
+    weight: &Var,
+    (block, format): (i64, &WeightFormat),
+    (taken, dataflow): (&mut BTreeSet<String>, bool),
+    bindings: &mut Vec<Binding>,
+) -> Expr {
+    let hint = short_weight_name(&weight.name);
+    let mut bind = |suffix: &str, value: Expr| {
+        let name =
+            oxrelax_dsl::names::fresh_name(&format!("{hint}_{suffix}"), |n| taken.contains(n));
+        taken.insert(name.clone());
+        let var = Var {
+            name,
+            sinfo: value.sinfo(),
+            dataflow,
+        };
+        bindings.push(Binding {
+            var: var.clone(),
+            value: BindingValue::Expr(value),
+        });
+        Expr::Var(var)
+    };
+    let w = Expr::Var(weight.clone());
+    let dims = weight
+        .sinfo
+        .as_tensor()
+        .and_then(|t| t.dims())
+        .unwrap_or_default();
+    let shape = (
+        dims[0].as_const().unwrap_or(0),
+        dims[1].as_const().unwrap_or(0),
+    );
+    let scales = quantize_scales(&w, block, format.bits, format.scales)
+        .expect("a static 2-D f32 weight has group scales");
+    let scales = bind("scales", scales);
+    let packed = pack_weight_quant(&w, &scales, (format.bits, format.layout))
+        .expect("a static 2-D f32 weight packs with its scales");
+    let packed = bind("packed", packed);
+    let value = dequantize_weight(&packed, &scales, shape).expect("panels dequantize");
+    bind("dequantized", value)
+}
+
+/// The part of a weight's name that says what it is (`q_proj` of
+/// `model.layers.0.self_attn.q_proj.weight`, `embed_tokens`, `lm_head`).
+fn short_weight_name(name: &str) -> &str {
+    let mut parts = name.rsplit('.');
+    match (parts.next(), parts.next()) {
+        (Some("weight"), Some(owner)) => owner,
+        (Some(last), _) => last,
+        _ => name,
+    }
+}
+
+/// Replaces every use of a weight in `expr` by its dequantized form.
+fn replace_weights(expr: &mut Expr, dequantized: &HashMap<String, Expr>) {
+    match expr {
+        Expr::Var(v) => {
+            if let Some(value) = dequantized.get(&v.name) {
+                *expr = value.clone();
+            }
+        }
+        Expr::Call(call) => call
+            .args
+            .iter_mut()
+            .for_each(|a| replace_weights(a, dequantized)),
+        Expr::Tuple(items) => items
+            .iter_mut()
+            .for_each(|a| replace_weights(a, dequantized)),
+        Expr::TupleGetItem(tuple, _) => replace_weights(tuple, dequantized),
+        _ => {}
+    }
+}

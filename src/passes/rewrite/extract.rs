@@ -1,0 +1,116 @@
+//! Extraction: one e-node per e-class, chosen to minimize the cost of the whole DAG that
+//! the roots need (a subterm shared by several consumers counts once, as it is computed
+//! once), with a cost model of bytes moved per token that prefers fused kernels.
+
+use super::lang::{Facts, Node, SegmentGraph};
+use egg::{Id, Language};
+use oxrelax_dsl::{StructInfo, SymExpr};
+use std::collections::{BTreeMap, HashMap};
+
+/// The fixed cost of one kernel call, in bytes moved (a call costs about as much as
+/// streaming this many bytes: argument checks, a dispatch, a pass over the threads).
+const CALL_COST: f64 = 4096.0;
+
+/// How much a byte an op moves costs, relative to one of a kernel that a schedule rule
+/// tensorizes onto a microkernel of the target's table (1, the default for ops not
+/// listed): ops whose loops the schedules only tile and vectorize read their operands at
+/// a fraction of the microkernels' rate.
+const BYTE_COST: &[(&str, f64)] = &[
+    ("matmul", 2.0),
+    ("take", 2.0),
+    ("permute_dims", 2.0),
+    ("dequantize_weight", 2.0),
+];
+
+/// The cost of one e-node: nothing for a leaf or a weight-only computation (done once,
+/// at compile time), else a call plus the bytes it reads and writes, weighted by
+/// [`BYTE_COST`]. Sizes count symbolic dims as 1: per token.
+fn node_cost(egraph: &SegmentGraph, id: Id, node: &Node) -> f64 {
+    let Node::Op(op, children) = node else {
+        return 0.0;
+    };
+    if egraph[id].data.constant() {
+        return 0.0;
+    }
+    let factor = BYTE_COST
+        .iter()
+        .find(|(name, _)| *name == op.as_str())
+        .map_or(1.0, |(_, f)| *f);
+    let read: f64 = children.iter().map(|c| bytes(&egraph[*c].data)).sum();
+    CALL_COST + factor * (read + bytes(&egraph[id].data))
+}
+
+/// The bytes of a tensor value per token (symbolic dims count as 1).
+fn bytes(facts: &Facts) -> f64 {
+    let Some(StructInfo::Tensor(tensor)) = facts.sinfo() else {
+        return 0.0;
+    };
+    let Some(dims) = tensor.dims() else {
+        return 0.0;
+    };
+    let per_token = |d: &SymExpr| d.subst(&|_| Some(SymExpr::int(1))).as_const();
+    let elements: f64 = dims
+        .iter()
+        .map(|d| per_token(d).unwrap_or(1) as f64)
+        .product();
+    elements * f64::from(tensor.dtype.bits()) / 8.0
+}
+
+/// A chosen e-node per e-class, and the cost of the DAG below it (each e-class once).
+struct Choice {
+    node: Node,
+    dag: BTreeMap<Id, f64>,
+    total: f64,
+}
+
+/// The e-node chosen for every e-class that has an acyclic choice, by a greedy DAG
+/// extraction run to a fixpoint: an e-node's cost is the sum, over the set of e-classes
+/// its choice needs (itself included), of their own nodes' costs.
+pub fn extract(egraph: &SegmentGraph) -> HashMap<Id, Node> {
+    let mut chosen: HashMap<Id, Choice> = HashMap::new();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for class in egraph.classes() {
+            for node in &class.nodes {
+                let Some(candidate) = dag_of(egraph, class.id, node, &chosen) else {
+                    continue;
+                };
+                let better = chosen
+                    .get(&class.id)
+                    .is_none_or(|c| candidate.total < c.total);
+                if better {
+                    chosen.insert(class.id, candidate);
+                    changed = true;
+                }
+            }
+        }
+    }
+    chosen.into_iter().map(|(id, c)| (id, c.node)).collect()
+}
+
+/// The DAG of `node` in e-class `id` with its children's current choices; `None` while a
+/// child has none or when the choice would need `id` itself (a cycle).
+fn dag_of(
+    egraph: &SegmentGraph,
+    id: Id,
+    node: &Node,
+    chosen: &HashMap<Id, Choice>,
+) -> Option<Choice> {
+    let mut dag = BTreeMap::new();
+    for child in node.children() {
+        let child = egraph.find(*child);
+        let choice = chosen.get(&child)?;
+        if choice.dag.contains_key(&id) {
+            return None;
+        }
+        dag.extend(choice.dag.iter().map(|(k, v)| (*k, *v)));
+    }
+    dag.insert(id, node_cost(egraph, id, node));
+    let total = dag.values().sum();
+    Some(Choice {
+        node: node.clone(),
+        dag,
+        total,
+    })
+}

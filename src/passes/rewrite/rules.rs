@@ -1,0 +1,225 @@
+//! The rewrite rules, as data: a name, the family it belongs to, the pattern it matches
+//! (egg's s-expressions over [`Node`]: `(op args... {attrs})`, `{}` for an op without
+//! attributes) and the function that builds the replacement with the DSL's typed op
+//! constructors. Every replacement is guarded: each op it adds goes through the op
+//! registry's inference, and it is unioned with the matched e-class only when its struct
+//! info is the matched one's. There are no commutativity or associativity rules: every
+//! rule replaces a composition of ops with one fused op.
+
+use super::lang::{add_call, placeholder, Facts, Node, SegmentAnalysis, SegmentGraph};
+use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol};
+use oxrelax_dsl::op::{
+    activation_scales, pack_weight, packed_matmul, packed_matmul_int, packed_matmul_quant,
+    quantize_activations, take_quant, weight_correction, InferError, QuantLayout, QuantPanels,
+};
+use oxrelax_dsl::{AttrValue, DataType, Expr};
+
+/// A rewrite rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Its name (in reports).
+    pub name: &'static str,
+    /// The family it belongs to (`dequantize+matmul`, `transpose+matmul`, ...).
+    pub family: &'static str,
+    /// The pattern it matches.
+    pub pattern: &'static str,
+    /// Builds the replacement of a match; `None` when the rule does not apply to it.
+    pub apply: fn(&mut Match<'_>) -> Option<Id>,
+}
+
+/// The rules fusing a dequantized weight into the op that reads it, so that no
+/// dequantized weight is written to memory: the matmul microkernels dequantize panels as
+/// they read them, the row gather dequantizes the rows it takes.
+pub const DEQUANTIZE_RULES: &[Rule] = &[
+    Rule {
+        name: "dequantize-matmul",
+        family: "dequantize+matmul",
+        pattern: "(matmul ?x (permute_dims (dequantize_weight ?q ?s ?table) {}) {})",
+        apply: dequantize_matmul,
+    },
+    Rule {
+        name: "dequantize-matmul-int8",
+        family: "dequantize+matmul",
+        pattern: "(matmul ?x (permute_dims (dequantize_weight ?q ?s ?table) {}) {})",
+        apply: dequantize_matmul_int8,
+    },
+    Rule {
+        name: "dequantize-take",
+        family: "dequantize+take",
+        pattern: "(take (dequantize_weight ?q ?s ?table) ?ids {axis=0})",
+        apply: dequantize_take,
+    },
+];
+
+/// The rules fusing a float weight's transpose into the packing of its panels.
+pub const LAYOUT_RULES: &[Rule] = &[Rule {
+    name: "transpose-matmul",
+    family: "transpose+matmul",
+    pattern: "(matmul ?x (permute_dims ?w {}) {})",
+    apply: transpose_matmul,
+}];
+
+/// The egg rewrites of `rules`.
+pub fn rewrites(rules: &'static [Rule]) -> Vec<Rewrite<Node, SegmentAnalysis>> {
+    rules
+        .iter()
+        .map(|rule| {
+            let pattern: egg::Pattern<Node> = rule.pattern.parse().expect("rule patterns parse");
+            Rewrite::new(rule.name, pattern, Guarded(rule)).expect("rule names are unique")
+        })
+        .collect()
+}
+
+/// A rule's match: the e-graph and the pattern variables' e-classes.
+pub struct Match<'a> {
+    egraph: &'a mut SegmentGraph,
+    subst: &'a Subst,
+}
+
+impl Match<'_> {
+    /// The e-class bound to pattern variable `name` (`"?x"`).
+    fn var(&self, name: &str) -> Id {
+        self.subst[name.parse().expect("a pattern variable")]
+    }
+
+    /// The facts of pattern variable `name`.
+    fn facts(&self, name: &str) -> &Facts {
+        &self.egraph[self.var(name)].data
+    }
+
+    /// The integer attribute `key` of the attributes bound to pattern variable `name`.
+    fn int_attr(&self, name: &str, key: &str) -> Option<i64> {
+        match self.facts(name) {
+            Facts::Attrs(attrs) => match attrs.get(key) {
+                Some(AttrValue::Int(v)) => Some(*v),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The layout of the quantized panels bound to pattern variable `name`.
+    fn quant_layout(&self, name: &str) -> Option<QuantLayout> {
+        let tensor = self.facts(name).sinfo()?.as_tensor()?;
+        Some(QuantPanels::of(tensor.dtype, tensor.dims()?)?.layout)
+    }
+
+    /// Whether e-class `id` holds a `dequantize_weight` call.
+    fn dequantized(&self, id: Id) -> bool {
+        let op = Symbol::from("dequantize_weight");
+        self.egraph[id]
+            .nodes
+            .iter()
+            .any(|n| matches!(n, Node::Op(o, _) if *o == op))
+    }
+
+    /// Adds the op call `build` makes of the e-classes `args` (through the DSL's typed
+    /// constructor, which infers and checks it); its e-class.
+    fn call(
+        &mut self,
+        args: &[Id],
+        build: impl FnOnce(&[Expr]) -> Result<Expr, InferError>,
+    ) -> Option<Id> {
+        let stand_ins: Option<Vec<Expr>> =
+            args.iter().map(|&a| placeholder(self.egraph, a)).collect();
+        let call = build(&stand_ins?).ok()?;
+        add_call(self.egraph, &call, args)
+    }
+}
+
+/// `matmul(x, permute_dims(dequantize_weight(q, s)))` with panels of the rows layout:
+/// `packed_matmul_quant(x, q, s)`.
+fn dequantize_matmul(m: &mut Match<'_>) -> Option<Id> {
+    if m.quant_layout("?q")? != QuantLayout::Rows {
+        return None;
+    }
+    let features = m.int_attr("?table", "rows")?;
+    let args = [m.var("?x"), m.var("?q"), m.var("?s")];
+    m.call(&args, |a| {
+        packed_matmul_quant(&a[0], &a[1], &a[2], features)
+    })
+}
+
+/// `matmul(x, permute_dims(dequantize_weight(q, s)))` with panels of the quads layout:
+/// `x` quantized to int8 rows, `packed_matmul_int(xq, xs, q, s, weight_correction(q,
+/// s))`. An activation read by several such matmuls is quantized once (one e-class).
+fn dequantize_matmul_int8(m: &mut Match<'_>) -> Option<Id> {
+    if m.quant_layout("?q")? != QuantLayout::Quads {
+        return None;
+    }
+    let features = m.int_attr("?table", "rows")?;
+    let (x, q, s) = (m.var("?x"), m.var("?q"), m.var("?s"));
+    let xs = m.call(&[x], |a| activation_scales(&a[0]))?;
+    let xq = m.call(&[x, xs], |a| quantize_activations(&a[0], &a[1]))?;
+    let correction = m.call(&[q, s], |a| weight_correction(&a[0], &a[1]))?;
+    m.call(&[xq, xs, q, s, correction], |a| {
+        packed_matmul_int((&a[0], &a[1]), (&a[2], &a[3], &a[4]), features)
+    })
+}
+
+/// `take(dequantize_weight(q, s), ids, axis=0)`: `take_quant(q, s, ids)`.
+fn dequantize_take(m: &mut Match<'_>) -> Option<Id> {
+    let rows = m.int_attr("?table", "rows")?;
+    let width = m.int_attr("?table", "width")?;
+    let args = [m.var("?q"), m.var("?s"), m.var("?ids")];
+    m.call(&args, |a| take_quant(&a[0], &a[1], &a[2], (rows, width)))
+}
+
+/// `matmul(x, permute_dims(w))` with `w` a static 2-D f32 or f16 weight (not a
+/// dequantized one: those are the dequantize rules'): `packed_matmul(x, pack_weight(w))`.
+fn transpose_matmul(m: &mut Match<'_>) -> Option<Id> {
+    let w = m.var("?w");
+    let Facts::Value {
+        sinfo,
+        constant: true,
+    } = m.facts("?w")
+    else {
+        return None;
+    };
+    let tensor = sinfo.as_tensor()?;
+    let dims: Option<Vec<i64>> = tensor.dims()?.iter().map(|d| d.as_const()).collect();
+    let float = matches!(tensor.dtype, DataType::F32 | DataType::F16);
+    let [features, _] = dims?[..] else {
+        return None;
+    };
+    if !float || m.dequantized(w) {
+        return None;
+    }
+    let block = m.egraph.analysis.block;
+    let packed = m.call(&[w], |a| pack_weight(&a[0], block))?;
+    m.call(&[m.var("?x"), packed], |a| {
+        packed_matmul(&a[0], &a[1], features)
+    })
+}
+
+/// A rule as an egg applier: builds the replacement and unions it with the match when
+/// their struct info agree.
+struct Guarded(&'static Rule);
+
+impl Applier<Node, SegmentAnalysis> for Guarded {
+    fn apply_one(
+        &self,
+        egraph: &mut SegmentGraph,
+        matched: Id,
+        subst: &Subst,
+        _ast: Option<&PatternAst<Node>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let mut m = Match { egraph, subst };
+        let Some(replacement) = (self.0.apply)(&mut m) else {
+            return Vec::new();
+        };
+        let agree = match (
+            egraph[matched].data.sinfo(),
+            egraph[replacement].data.sinfo(),
+        ) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        };
+        if agree && egraph.union(matched, replacement) {
+            vec![replacement]
+        } else {
+            Vec::new()
+        }
+    }
+}

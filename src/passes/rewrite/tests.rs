@@ -1,0 +1,210 @@
+//! Tests of the rewrite phases on a small decoder-like function: an embedding lookup,
+//! then layers of two linear projections of one activation, summed.
+
+use super::*;
+use crate::passes::{Pass, QuantizeWeights, WEIGHT_QUANT_ATTR};
+use oxrelax_dsl::ir::{Binding, BindingValue, Callee};
+use oxrelax_dsl::{op, AttrValue, Attrs, DataType, StructInfo, SymExpr, Var};
+
+const WIDTH: i64 = 40;
+
+fn target() -> Target {
+    Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"])
+}
+
+/// `f(ids, weights...)`: `h = take(embed, ids)`, then per layer `h = h @ q^T + h @ k^T`.
+fn layered(layers: usize, format: Option<&str>) -> IRModule {
+    let weight = |name: String, rows: i64| {
+        let dims = vec![SymExpr::int(rows), SymExpr::int(WIDTH)];
+        Var::new(&name, StructInfo::tensor(dims, DataType::F32))
+    };
+    let ids = Var::new(
+        "ids",
+        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(1)], DataType::I32),
+    );
+    let embed = weight("model.embed_tokens.weight".into(), 50);
+    let mut params = vec![ids.clone(), embed.clone()];
+    let mut bindings = Vec::new();
+    let mut bind = |name: String, value: Expr| {
+        let var = Var {
+            dataflow: true,
+            ..Var::new(&name, value.sinfo())
+        };
+        bindings.push(Binding {
+            var: var.clone(),
+            value: BindingValue::Expr(value),
+        });
+        Expr::Var(var)
+    };
+    let mut h = bind(
+        "h".into(),
+        op::take(&Expr::Var(embed), &Expr::Var(ids), 0).unwrap(),
+    );
+    for layer in 0..layers {
+        let mut products = Vec::new();
+        for proj in ["q", "k"] {
+            let w = weight(format!("model.layers.{layer}.{proj}.weight"), WIDTH);
+            params.push(w.clone());
+            let t = bind(
+                format!("{proj}t{layer}"),
+                op::permute_dims(&Expr::Var(w), None).unwrap(),
+            );
+            products.push(bind(format!("{proj}{layer}"), op::matmul(&h, &t).unwrap()));
+        }
+        h = bind(
+            format!("h{layer}"),
+            op::add(&products[0], &products[1]).unwrap(),
+        );
+    }
+    let out = Var::new("out", h.sinfo());
+    bindings.push(Binding {
+        var: out.clone(),
+        value: BindingValue::Expr(h),
+    });
+    let mut attrs = Attrs::new();
+    attrs.insert(oxrelax_dsl::ir::NUM_INPUT_ATTR.into(), AttrValue::Int(1));
+    if let Some(format) = format {
+        attrs.insert(WEIGHT_QUANT_ATTR.into(), AttrValue::Str(format.into()));
+    }
+    let function = Function {
+        params,
+        blocks: vec![BindingBlock {
+            dataflow: true,
+            bindings,
+        }],
+        ret: Expr::Var(out),
+        exported: true,
+        attrs,
+    };
+    IRModule {
+        functions: [("f".to_string(), function)].into(),
+        ..IRModule::default()
+    }
+}
+
+/// The module after quantizing and every phase, and the phases' reports.
+fn rewritten(module: IRModule) -> (IRModule, Vec<PhaseReport>) {
+    let target = target();
+    let mut module = QuantizeWeights {
+        target: target.clone(),
+    }
+    .run(module)
+    .unwrap();
+    let mut reports = Vec::new();
+    for phase in &PHASES {
+        let pass = RewritePhase::new(phase, &target);
+        module = pass.run(module).unwrap();
+        reports.push(pass.last_report().unwrap());
+    }
+    (module, reports)
+}
+
+/// How many calls of `op` the module's function binds.
+fn calls(module: &IRModule, op: &str) -> usize {
+    module.functions["f"]
+        .bindings()
+        .filter(|b| matches!(b.value.expr(), Expr::Call(c) if c.callee == Callee::Op(op.into())))
+        .count()
+}
+
+fn check_well_formed_and_text(module: &IRModule) {
+    oxrelax_dsl::wellformed::check_module(module).unwrap();
+    let text = oxrelax_dsl::text::print_module(module);
+    assert_eq!(&oxrelax_dsl::text::parse_module(&text).unwrap(), module);
+}
+
+#[test]
+fn no_quantized_weight_is_left_dequantized() {
+    for format in crate::passes::WEIGHT_FORMATS {
+        let (module, reports) = rewritten(layered(2, Some(format.name)));
+        let int8 = format.layout == oxrelax_dsl::op::QuantLayout::Quads;
+        assert_eq!(calls(&module, "dequantize_weight"), 0, "{}", format.name);
+        assert_eq!(calls(&module, "take_quant"), 1);
+        assert_eq!(calls(&module, "matmul"), 0);
+        let (fused, other) = if int8 {
+            ("packed_matmul_int", "packed_matmul_quant")
+        } else {
+            ("packed_matmul_quant", "packed_matmul_int")
+        };
+        assert_eq!((calls(&module, fused), calls(&module, other)), (4, 0));
+        // Both projections of a layer read one quantized activation (shared e-class).
+        let quantized_activations = if int8 { 2 } else { 0 };
+        assert_eq!(calls(&module, "activation_scales"), quantized_activations);
+        assert_eq!(
+            calls(&module, "quantize_activations"),
+            quantized_activations
+        );
+        assert_eq!(
+            reports[1].fired,
+            BTreeMap::new(),
+            "nothing is left for layout"
+        );
+        check_well_formed_and_text(&module);
+    }
+}
+
+#[test]
+fn float_weights_fuse_their_transpose_into_packing() {
+    let (module, reports) = rewritten(layered(3, None));
+    assert_eq!(calls(&module, "packed_matmul"), 6);
+    assert_eq!(calls(&module, "pack_weight"), 6);
+    assert_eq!(calls(&module, "permute_dims") + calls(&module, "matmul"), 0);
+    assert_eq!(reports[0].fired, BTreeMap::new());
+    // One e-graph per distinct segment: the embedding, the first layer; the other two
+    // layers are identical to it and reuse its rewrite.
+    assert_eq!((reports[1].egraphs, reports[1].reused), (2, 2));
+    assert_eq!(reports[1].fired["transpose-matmul"], 2);
+    assert_eq!(reports[1].stops["saturated"], 2);
+    check_well_formed_and_text(&module);
+}
+
+#[test]
+fn reused_rewrites_bind_each_layer_to_its_own_weights() {
+    let (module, _) = rewritten(layered(3, Some("w4a8")));
+    for layer in 0..3 {
+        let weight = format!("model.layers.{layer}.k.weight");
+        let reads = module.functions["f"].bindings().filter(|b| {
+            let mut found = false;
+            b.value
+                .expr()
+                .for_each_var(&mut |v| found |= v.name == weight);
+            found
+        });
+        assert_eq!(reads.count(), 2, "scales and panels of {weight}");
+    }
+}
+
+static ONE_ITERATION: Phase = Phase {
+    name: "rewrite-one-iteration",
+    rules: DEQUANTIZE_RULES,
+    iterations: 1,
+    nodes: 10_000,
+    time: Duration::from_secs(5),
+};
+
+#[test]
+fn a_limit_stops_an_egraph_and_the_report_says_which() {
+    let target = target();
+    let quantized = QuantizeWeights {
+        target: target.clone(),
+    }
+    .run(layered(1, Some("q8")))
+    .unwrap();
+    let pass = RewritePhase::new(&ONE_ITERATION, &target);
+    let module = pass.run(quantized).unwrap();
+    let report = pass.last_report().unwrap();
+    assert_eq!(report.stops["iteration limit 1"], 2, "{report}");
+    // What one iteration found is still extracted.
+    assert_eq!(calls(&module, "dequantize_weight"), 0);
+    assert!(
+        report.to_string().contains("dequantize-matmul x2"),
+        "{report}"
+    );
+}
+
+#[test]
+fn every_rule_pattern_parses() {
+    for phase in &PHASES {
+        assert_eq!(rules::rewrites(phase.rules).len(), phase.rules.len());
+    }
+}

@@ -113,19 +113,15 @@ pub struct KvLayout {
 }
 
 impl KvLayout {
-    /// The struct info of each tensor a view holds, with `rows` positions: K and V
-    /// `[rows, kv_heads, head_dim]` of the cache's element type, then for `q8` their
-    /// scales `[rows, kv_heads]` f32.
-    fn view_sinfo(self, rows: &SymExpr) -> Vec<StructInfo> {
+    /// The struct info of K and of V with `rows` positions, `[rows, kv_heads, head_dim]`
+    /// of the cache's element type, and for `q8` of their scales, `[rows, kv_heads]` f32.
+    fn view_sinfo(self, rows: &SymExpr) -> (StructInfo, Option<StructInfo>) {
         let (heads, dim) = (SymExpr::int(self.kv_heads), SymExpr::int(self.head_dim));
         let rows_shape = vec![rows.clone(), heads.clone(), dim];
         let kv = StructInfo::tensor(rows_shape, self.dtype.element());
-        let mut sinfo = vec![kv.clone(), kv];
-        if self.dtype == KvDtype::Q8 {
-            let scales = StructInfo::tensor(vec![rows.clone(), heads], DataType::F32);
-            sinfo.extend([scales.clone(), scales]);
-        }
-        sinfo
+        let scales = (self.dtype == KvDtype::Q8)
+            .then(|| StructInfo::tensor(vec![rows.clone(), heads], DataType::F32));
+        (kv, scales)
     }
 }
 
@@ -162,7 +158,7 @@ pub fn view(
     layout: KvLayout,
     rows: SymExpr,
 ) -> Result<KvView, NnError> {
-    let sinfo = layout.view_sinfo(&rows);
+    let (kv, scales) = layout.view_sinfo(&rows);
     let ranked = |s: &StructInfo| match s {
         StructInfo::Tensor(t) => StructInfo::Tensor(TensorInfo {
             shape: t.ndim().map_or(TensorShape::Unknown, TensorShape::Rank),
@@ -170,24 +166,23 @@ pub fn view(
         }),
         other => other.clone(),
     };
+    let fields = [&kv, &kv].into_iter().chain(scales.iter().chain(&scales));
     let view = packed(
         "kv_cache.view",
         vec![cache.clone(), int(layer)],
-        StructInfo::Tuple(sinfo.iter().map(ranked).collect()),
+        StructInfo::Tuple(fields.map(ranked).collect()),
     );
     let view = Expr::from(bb.emit_named(view, "kv_view")?);
-    let mut bound = Vec::with_capacity(sinfo.len());
-    for (index, sinfo) in sinfo.into_iter().enumerate() {
+    let mut bind = |index: usize, sinfo: &StructInfo| -> Result<Expr, NnError> {
         let item = Expr::TupleGetItem(Box::new(view.clone()), index);
-        bound.push(Expr::from(bb.emit_match_cast(item, sinfo)?));
-    }
-    let mut bound = bound.into_iter();
-    let (k, v) = (bound.next(), bound.next());
-    let scales = bound.next().zip(bound.next());
-    match (k, v) {
-        (Some(k), Some(v)) => Ok(KvView { k, v, scales }),
-        _ => unreachable!("a view holds k and v"),
-    }
+        Ok(bb.emit_match_cast(item, sinfo.clone())?.into())
+    };
+    let (k, v) = (bind(0, &kv)?, bind(1, &kv)?);
+    let scales = match &scales {
+        Some(s) => Some((bind(2, s)?, bind(3, s)?)),
+        None => None,
+    };
+    Ok(KvView { k, v, scales })
 }
 
 /// Emits `kv_cache.append(cache, layer, k, v)` (k and v `[n, kv_heads, head_dim]` f32),

@@ -183,7 +183,6 @@ unsafe fn attention_row<KV: KvElement>(
     unsafe { scale_row(out, dim, 0.0) };
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut block = [0.0f32; KEY_BLOCK];
-    let mut scaled_weights = [0.0f32; KEY_BLOCK];
     let mut start = 0;
     while start < keys {
         let scores = &mut block[..KEY_BLOCK.min(keys - start)];
@@ -206,17 +205,13 @@ unsafe fn attention_row<KV: KvElement>(
             max = block_max;
         }
         sum += unsafe { exp_shifted(scores, max) };
-        let weights = match scales {
-            Some(scales) => {
-                let weights = &mut scaled_weights[..scores.len()];
-                for (j, (w, &p)) in weights.iter_mut().zip(scores.iter()).enumerate() {
-                    *w = p * unsafe { scales.value(start + j) };
-                }
-                &*weights
+        // The sum is taken: each weight becomes its value row's weight times its scale.
+        if let Some(scales) = scales {
+            for (j, p) in scores.iter_mut().enumerate() {
+                *p *= unsafe { scales.value(start + j) };
             }
-            None => &*scores,
-        };
-        unsafe { accumulate_values(out, v, rows, weights) };
+        }
+        unsafe { accumulate_values(out, v, rows, scores) };
         start += scores.len();
     }
     if keys > 0 {

@@ -8,7 +8,6 @@
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::model::Quantization;
-use oxrelax_dsl::DataType;
 use oxrelax_runtime::engine::{GenerateOptions, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use serde::Serialize;
@@ -132,7 +131,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     for (&id, a) in fed.zip(generation.token_logits.iter().skip(1)) {
         drift.add(a, &quantized.decode(id)?);
     }
-    let kv_dtype = args.load.kv_dtype.unwrap_or(DataType::F32);
+    let kv_dtype = args.load.kv_dtype.unwrap_or_default();
     println!(
         "{} ({} KV cache) against q0f32 (f32 KV cache) over {} logit rows ({} prompt, {} \
          generated): max |diff| {:.3e}, top-1 agreement {:.1}%",

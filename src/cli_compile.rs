@@ -4,7 +4,7 @@ use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep};
 use oxrelax::model::{LoadError, Quantization};
-use oxrelax_dsl::DataType;
+use oxrelax_models::KvDtype;
 use std::path::PathBuf;
 
 /// Arguments of `oxrelax compile`.
@@ -19,10 +19,11 @@ pub struct CompileArgs {
     /// or else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
-    /// How the KV cache stores keys and values: f32, or f16 (half the memory, widened
-    /// in the attention kernel).
+    /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in the
+    /// attention kernel) or q8 (int8 codes with a scale per position and KV head, about a
+    /// quarter of the memory, dequantized in the attention kernel).
     #[arg(long, value_parser = kv_dtype_parser(), default_value = "f32")]
-    kv_dtype: DataType,
+    kv_dtype: KvDtype,
     /// Tokens per `prefill` call at most.
     #[arg(long)]
     prefill_chunk: Option<i64>,

@@ -8,8 +8,7 @@ use oxrelax::model::Quantization;
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
-use oxrelax_dsl::DataType;
-use oxrelax_models::ExportOptions;
+use oxrelax_models::{ExportOptions, KvDtype};
 use std::path::PathBuf;
 
 /// Arguments of `oxrelax dump-ir`.
@@ -38,7 +37,7 @@ pub struct DumpIrArgs {
     /// How a model folder's KV cache stores keys and values (f32 when absent; an
     /// artifact keeps its own, and asking it for another is an error).
     #[arg(long, value_parser = kv_dtype_parser())]
-    kv_dtype: Option<DataType>,
+    kv_dtype: Option<KvDtype>,
 }
 
 /// Runs the pipeline on the model's exported module and prints or writes the IR.

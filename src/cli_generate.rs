@@ -5,8 +5,7 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args};
 use oxrelax::model::{load, LoadOptions, Quantization};
-use oxrelax_dsl::DataType;
-use oxrelax_models::decoder::kv_cache::KV_DTYPES;
+use oxrelax_models::KvDtype;
 use oxrelax_runtime::chat::{Message, Tokenizer};
 use oxrelax_runtime::engine::{
     Engine, EngineConfig, GenerateOptions, Generation, Step, StopReason,
@@ -33,17 +32,18 @@ pub struct ModelArgs {
     /// or else q0f32); a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
     pub quant: Quantization,
-    /// How the KV cache stores keys and values: f32, or f16 (half the memory, widened
-    /// in the attention kernel); f32 when absent. A compiled artifact keeps its own:
+    /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in
+    /// the attention kernel) or q8 (int8 codes with a scale per position and KV head,
+    /// dequantized in the attention kernel); f32 when absent. A compiled artifact keeps its own:
     /// asking it for another is an error.
     #[arg(long, value_parser = kv_dtype_parser())]
-    pub kv_dtype: Option<DataType>,
+    pub kv_dtype: Option<KvDtype>,
 }
 
-/// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`).
-pub fn kv_dtype_parser() -> impl TypedValueParser<Value = DataType> {
-    PossibleValuesParser::new(KV_DTYPES.map(DataType::name))
-        .try_map(|name| name.parse::<DataType>())
+/// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`, `q8`).
+pub fn kv_dtype_parser() -> impl TypedValueParser<Value = KvDtype> {
+    PossibleValuesParser::new(KvDtype::ALL.map(KvDtype::name))
+        .try_map(|name| name.parse::<KvDtype>())
 }
 
 /// How to pick tokens (greedy unless a temperature is given).

@@ -8,7 +8,9 @@ use crate::passes::{Instrument, TRANSFORM_PARAMS};
 use crate::{build, BuildError, Built};
 use oxrelax_dsl::nn::Module;
 use oxrelax_dsl::{DataType, IRModule};
-use oxrelax_models::{causal_lm, CausalLM, ExportOptions, Exported, ModelConfig, ModelError};
+use oxrelax_models::{
+    causal_lm, CausalLM, ExportOptions, Exported, KvDtype, ModelConfig, ModelError,
+};
 use oxrelax_runtime::vm::VmError;
 use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::Value;
@@ -43,10 +45,10 @@ pub struct LoadOptions {
     pub prefill_chunk: i64,
     /// How to store the projection weights.
     pub quantization: Quantization,
-    /// The element type the KV cache stores (f32 or f16). `None`: f32 for a model folder,
+    /// How the KV cache stores K and V (f32, f16 or q8). `None`: f32 for a model folder,
     /// and whatever an artifact was compiled with; an artifact compiled with another is an
     /// error.
-    pub kv_dtype: Option<DataType>,
+    pub kv_dtype: Option<KvDtype>,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
 }

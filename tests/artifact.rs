@@ -4,7 +4,7 @@
 
 use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE, PARAMS_FILE};
 use oxrelax::model::{load, LoadError, LoadOptions, LoadedModel};
-use oxrelax_dsl::DataType;
+use oxrelax_models::KvDtype;
 use oxrelax_runtime::{Tensor, Value};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -285,7 +285,7 @@ fn generated_ids(model: &str, extra: &[&str]) -> serde_json::Value {
 }
 
 /// The error of loading the artifact in `dir` with its KV cache asked to be `kv_dtype`.
-fn kv_dtype_error(dir: &Path, kv_dtype: DataType) -> LoadError {
+fn kv_dtype_error(dir: &Path, kv_dtype: KvDtype) -> LoadError {
     let options = LoadOptions {
         kv_dtype: Some(kv_dtype),
         ..LoadOptions::default()
@@ -298,18 +298,30 @@ fn kv_dtype_error(dir: &Path, kv_dtype: DataType) -> LoadError {
 
 #[test]
 fn an_f16_kv_cache_artifact_records_its_kv_dtype_and_generates_as_the_folder_does() {
+    check_kv_cache_artifact(KvDtype::F16, "attention_f16kv");
+}
+
+#[test]
+fn a_q8_kv_cache_artifact_records_its_kv_dtype_and_generates_as_the_folder_does() {
+    check_kv_cache_artifact(KvDtype::Q8, "attention_q8kv");
+}
+
+/// An artifact compiled with a `kv_dtype` KV cache records it, generates what the folder
+/// loaded with it does, runs `kernel` in decode, and refuses another KV cache dtype.
+fn check_kv_cache_artifact(kv_dtype: KvDtype, kernel: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("artifact");
     let src = fixture();
     let (src, out_dir) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let name = kv_dtype.name();
     let compile = ["compile", src, "-o", out_dir, "--context", "64"];
-    let (ok, stdout, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", "f16"]].concat());
+    let (ok, stdout, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", name]].concat());
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("kv f16"), "{stdout}");
-    assert_eq!(Manifest::read(&out).unwrap().kv_dtype, "f16");
-    let folder = generated_ids(src, &["--kv-dtype", "f16", "--max-context", "64"]);
+    assert!(stdout.contains(&format!("kv {name}")), "{stdout}");
+    assert_eq!(Manifest::read(&out).unwrap().kv_dtype, name);
+    let folder = generated_ids(src, &["--kv-dtype", name, "--max-context", "64"]);
     assert_eq!(generated_ids(out_dir, &[]), folder);
-    assert_eq!(generated_ids(out_dir, &["--kv-dtype", "f16"]), folder);
+    assert_eq!(generated_ids(out_dir, &["--kv-dtype", name]), folder);
     // The KV cache dtype is compiled in: asking the artifact for another is an error.
     let (ok, _, stderr) = oxrelax(&[
         "generate",
@@ -320,17 +332,17 @@ fn an_f16_kv_cache_artifact_records_its_kv_dtype_and_generates_as_the_folder_doe
         "--kv-dtype",
         "f32",
     ]);
-    let says = "stores its KV cache as f16, not f32";
-    assert!(!ok && stderr.contains(says), "{stderr}");
-    let err = kv_dtype_error(&out, DataType::F32);
+    let says = format!("stores its KV cache as {name}, not f32");
+    assert!(!ok && stderr.contains(&says), "{stderr}");
+    let err = kv_dtype_error(&out, KvDtype::F32);
     assert!(
         matches!(
             err,
             LoadError::Artifact(ArtifactError::KvDtypeMismatch {
-                compiled: DataType::F16,
-                requested: DataType::F32,
+                compiled,
+                requested: KvDtype::F32,
                 ..
-            })
+            }) if compiled == kv_dtype
         ),
         "{err}"
     );
@@ -345,11 +357,14 @@ fn an_f16_kv_cache_artifact_records_its_kv_dtype_and_generates_as_the_folder_doe
     ];
     let (ok, stdout, stderr) = oxrelax(&dump);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("microkernel attention_f16kv("), "{stdout}");
+    assert!(
+        stdout.contains(&format!("microkernel {kernel}(")),
+        "{stdout}"
+    );
     let (ok, _, stderr) = oxrelax(&[&dump[..], &["--kv-dtype", "f32"]].concat());
-    assert!(!ok && stderr.contains(says), "{stderr}");
-    let (ok, _, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", "q8"]].concat());
-    assert!(!ok && stderr.contains("invalid value 'q8'"), "{stderr}");
+    assert!(!ok && stderr.contains(&says), "{stderr}");
+    let (ok, _, stderr) = oxrelax(&[&compile[..], &["--kv-dtype", "bf16"]].concat());
+    assert!(!ok && stderr.contains("invalid value 'bf16'"), "{stderr}");
 }
 
 #[test]
@@ -360,11 +375,11 @@ fn a_manifest_without_kv_dtype_is_an_f32_kv_cache() {
     });
     assert_eq!(Manifest::read(&dir).unwrap().kv_dtype, "f32");
     let options = LoadOptions {
-        kv_dtype: Some(DataType::F32),
+        kv_dtype: Some(KvDtype::F32),
         ..LoadOptions::default()
     };
     assert!(load(&dir, &options).is_ok());
-    let err = kv_dtype_error(&dir, DataType::F16);
+    let err = kv_dtype_error(&dir, KvDtype::F16);
     assert!(
         err.to_string()
             .contains("stores its KV cache as f32, not f16"),

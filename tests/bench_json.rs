@@ -96,7 +96,7 @@ fn bench_json_reports_speed_and_memory_of_the_tiny_model() {
 }
 
 #[test]
-fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache() {
+fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache_and_quarter_with_q8() {
     let model = tiny_llama();
     let bench = |kv_dtype: &str| {
         let stdout = stdout_of(&[
@@ -116,10 +116,12 @@ fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache() {
         ]);
         last_json(&stdout)["kv_cache_bytes"].as_u64()
     };
-    // 2 layers x (K, V) x 64 positions x 2 KV heads x 16, of 4 bytes and of 2.
+    // 2 layers x (K, V) x 64 positions x 2 KV heads x 16, of 4 bytes, of 2, and of 1
+    // plus an f32 scale per layer, K or V, position and KV head.
     let elements = 2 * 2 * 64 * 2 * 16;
     assert_eq!(bench("f32"), Some(elements * 4));
     assert_eq!(bench("f16"), Some(elements * 2));
+    assert_eq!(bench("q8"), Some(elements + 2 * 2 * 64 * 2 * 4));
 }
 
 #[test]

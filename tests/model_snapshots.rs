@@ -10,8 +10,7 @@ use oxrelax::model::Quantization;
 use oxrelax::passes::{compile_pipeline_for, Instrument};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::{parse_module, print_module};
-use oxrelax_dsl::DataType;
-use oxrelax_models::ExportOptions;
+use oxrelax_models::{ExportOptions, KvDtype};
 use std::path::Path;
 
 #[test]
@@ -22,10 +21,19 @@ fn tiny_llama_prefill_and_decode_after_each_pass() {
 #[test]
 fn tiny_llama_f16_kv_cache_decode_after_each_pass() {
     let options = ExportOptions {
-        kv_dtype: DataType::F16,
+        kv_dtype: KvDtype::F16,
         ..tiny_llama_options()
     };
     snapshot_passes_with(options, Quantization::Auto, "tiny-llama-f16kv", &["decode"]);
+}
+
+#[test]
+fn tiny_llama_q8_kv_cache_decode_after_each_pass() {
+    let options = ExportOptions {
+        kv_dtype: KvDtype::Q8,
+        ..tiny_llama_options()
+    };
+    snapshot_passes_with(options, Quantization::Auto, "tiny-llama-q8kv", &["decode"]);
 }
 
 #[test]
@@ -51,7 +59,7 @@ fn tiny_llama_options() -> ExportOptions {
     ExportOptions {
         max_context: 256,
         prefill_chunk: 32,
-        kv_dtype: DataType::F32,
+        kv_dtype: KvDtype::F32,
     }
 }
 

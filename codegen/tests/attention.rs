@@ -5,7 +5,9 @@
 //!
 //! Shapes cover a symbolic query count `n` with `t = n + past` key positions (a prefill
 //! after `past` cached tokens; `n = 1` is a decode step), grouped heads (2 and 3 query
-//! heads per kv head, and none), odd head dims, causal and not.
+//! heads per kv head, and none), odd head dims, causal and not; over f32 keys and values
+//! and over int8 ones with row scales (`attention_q8kv`: an int8 KV cache), whose
+//! reference is the f64 attention over the dequantized rows.
 
 mod common;
 
@@ -63,6 +65,18 @@ fn reference(
     out
 }
 
+/// Int8 codes `[t, g, d]` times their row scales `[t, g]`.
+fn dequantized(codes: &ArrayD<f32>, scales: &ArrayD<f32>) -> ArrayD<f32> {
+    let mut rows = codes.clone();
+    for ((j, g, _), value) in rows
+        .indexed_iter_mut()
+        .map(|(i, v)| ((i[0], i[1], i[2]), v))
+    {
+        *value *= scales[[j, g]];
+    }
+    rows
+}
+
 fn rule(kernel: &Kernel) -> Option<&str> {
     match kernel.func.attrs.get("schedule_rule") {
         Some(AttrValue::Str(rule)) => Some(rule),
@@ -72,29 +86,53 @@ fn rule(kernel: &Kernel) -> Option<&str> {
 
 /// Compiles the attention of every shape for `target` and checks it against
 /// [`reference`].
-fn check(target: &Target) {
+fn check(target: &Target, q8: bool) {
     let mut rng = rng(11);
+    let kv_dtype = if q8 { DataType::I8 } else { DataType::F32 };
     for (heads, kv_heads, dim) in HEADS {
         for past in PAST {
             for causal in [true, false] {
                 let q = var("q", vec![n(), c(heads), c(dim)], DataType::F32);
                 let kv_shape = vec![n() + c(past), c(kv_heads), c(dim)];
-                let k = var("k", kv_shape.clone(), DataType::F32);
-                let v = var("v", kv_shape, DataType::F32);
+                let k = var("k", kv_shape.clone(), kv_dtype);
+                let v = var("v", kv_shape, kv_dtype);
                 let scale = 1.0 / (dim as f64).sqrt();
-                let call = op::attention(&q, &k, &v, scale, causal).unwrap();
+                let call = if q8 {
+                    let rows = vec![n() + c(past), c(kv_heads)];
+                    let ks = var("k_scales", rows.clone(), DataType::F32);
+                    let vs = var("v_scales", rows, DataType::F32);
+                    op::attention_q8kv(&q, (&k, &ks), (&v, &vs), scale, causal).unwrap()
+                } else {
+                    op::attention(&q, &k, &v, scale, causal).unwrap()
+                };
                 let kernel = compile_for(&call, target);
                 assert_eq!(rule(&kernel), Some("attention"));
                 for rows in ROWS {
                     let (n, t) = (rows as usize, (rows + past) as usize);
                     let (h, g, d) = (heads as usize, kv_heads as usize, dim as usize);
                     let qs = random(&mut rng, &[n, h, d], DataType::F32, -2.0, 2.0);
-                    let ks = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
-                    let vs = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
-                    let got = kernel.run1(rows, &[&qs, &ks, &vs]);
-                    let want = reference(&qs, &ks, &vs, scale, causal);
+                    let (got, want) = if q8 {
+                        let codes = [0, 1]
+                            .map(|_| random(&mut rng, &[t, g, d], DataType::I8, -127.0, 128.0));
+                        let scales =
+                            [0, 1].map(|_| random(&mut rng, &[t, g], DataType::F32, 0.0, 0.03));
+                        let inputs = [&qs, &codes[0], &codes[1], &scales[0], &scales[1]];
+                        let (ks, vs) = (
+                            dequantized(&codes[0], &scales[0]),
+                            dequantized(&codes[1], &scales[1]),
+                        );
+                        (
+                            kernel.run1(rows, &inputs),
+                            reference(&qs, &ks, &vs, scale, causal),
+                        )
+                    } else {
+                        let ks = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
+                        let vs = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
+                        let got = kernel.run1(rows, &[&qs, &ks, &vs]);
+                        (got, reference(&qs, &ks, &vs, scale, causal))
+                    };
                     let what = format!(
-                        "{:?} heads={heads}/{kv_heads} dim={dim} past={past} n={rows} causal={causal}",
+                        "{:?} {kv_dtype} heads={heads}/{kv_heads} dim={dim} past={past} n={rows} causal={causal}",
                         target.features
                     );
                     assert_close(&got, &want, DataType::F32, TOL, &what);
@@ -109,6 +147,15 @@ fn the_attention_rule_matches_f64_attention_on_host_and_scalar_microkernels() {
     let host = Target::host();
     let scalar = Target::new(&host.triple, &[]);
     for target in [&host, &scalar] {
-        check(target);
+        check(target, false);
+    }
+}
+
+#[test]
+fn the_attention_rule_over_int8_kv_matches_f64_attention_over_the_dequantized_rows() {
+    let host = Target::host();
+    let scalar = Target::new(&host.triple, &[]);
+    for target in [&host, &scalar] {
+        check(target, true);
     }
 }

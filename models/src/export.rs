@@ -2,7 +2,8 @@
 //! `decode` and `softmax_with_temperature`.
 
 use crate::causal_lm::{CausalLM, Positions};
-use crate::decoder::{emit, kv_cache, Dims};
+use crate::decoder::kv_cache::{self, KvDtype};
+use crate::decoder::{emit, Dims};
 use crate::error::ModelError;
 use oxrelax_dsl::nn::{NnError, Spec};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
@@ -15,10 +16,10 @@ pub struct ExportOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most (the bound of `n`).
     pub prefill_chunk: i64,
-    /// The element type the KV cache stores: f32, or f16 (one of
-    /// [`kv_cache::KV_DTYPES`]; K and V are rounded to it as they are appended, and
-    /// widened back to f32 as attention reads them).
-    pub kv_dtype: DataType,
+    /// How the KV cache stores K and V: f32, f16 (rounded to it as appended, widened back
+    /// to f32 as attention reads them) or q8 (int8 codes with a scale per position and KV
+    /// head, quantized as appended, dequantized as attention reads them).
+    pub kv_dtype: KvDtype,
 }
 
 impl Default for ExportOptions {
@@ -26,13 +27,13 @@ impl Default for ExportOptions {
         ExportOptions {
             max_context: 4096,
             prefill_chunk: 128,
-            kv_dtype: DataType::F32,
+            kv_dtype: KvDtype::F32,
         }
     }
 }
 
 impl ExportOptions {
-    /// Checks the options: positive sizes and a KV dtype of [`kv_cache::KV_DTYPES`].
+    /// Checks the options: positive sizes.
     fn check(&self) -> Result<(), ModelError> {
         let positive = [
             ("max_context", self.max_context),
@@ -42,12 +43,6 @@ impl ExportOptions {
             return Err(ModelError::Options {
                 option,
                 reason: format!("must be positive, got {value}"),
-            });
-        }
-        if !kv_cache::KV_DTYPES.contains(&self.kv_dtype) {
-            return Err(ModelError::Options {
-                option: "kv_dtype",
-                reason: format!("must be f32 or f16, got {}", self.kv_dtype),
             });
         }
         Ok(())
@@ -65,8 +60,8 @@ pub struct Exported {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// The element type the KV cache stores.
-    pub kv_dtype: DataType,
+    /// How the KV cache stores K and V.
+    pub kv_dtype: KvDtype,
 }
 
 fn ids_input(tokens: SymExpr) -> Var {
@@ -134,12 +129,13 @@ impl CausalLM {
         })
     }
 
-    /// `create_kv_cache()`: a cache of every layer holding `capacity` positions of `dtype`.
+    /// `create_kv_cache()`: a cache of every layer holding `capacity` positions stored as
+    /// `dtype` says.
     fn add_create_kv_cache(
         &self,
         bb: &mut BlockBuilder,
         capacity: i64,
-        dtype: DataType,
+        dtype: KvDtype,
     ) -> Result<(), NnError> {
         let c = self.config();
         let create = kv_cache::create(

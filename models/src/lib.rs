@@ -21,6 +21,7 @@ mod tests;
 
 pub use causal_lm::{CausalLM, Positions};
 pub use config::{Architecture, ConfigError, ModelConfig, StoredDtype};
+pub use decoder::kv_cache::{KvDtype, UnknownKvDtype};
 pub use error::ModelError;
 pub use export::{ExportOptions, Exported};
 pub use llama::LlamaForCausalLM;

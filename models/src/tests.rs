@@ -222,37 +222,28 @@ fn export_rejects_non_positive_options() {
 }
 
 #[test]
-fn export_rejects_a_kv_dtype_other_than_f32_or_f16() {
-    let model = causal_lm(&config("LlamaForCausalLM", false), DataType::F32).unwrap();
-    for dtype in [DataType::BF16, DataType::I8, DataType::U4] {
-        let options = ExportOptions {
-            kv_dtype: dtype,
-            ..ExportOptions::default()
-        };
-        let err = model.export(&options).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                ModelError::Options {
-                    option: "kv_dtype",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(err.to_string().contains(dtype.name()), "{err}");
+fn kv_dtypes_are_named_f32_f16_and_q8() {
+    for dtype in KvDtype::ALL {
+        assert_eq!(dtype.name().parse::<KvDtype>(), Ok(dtype));
     }
+    let err = "bf16".parse::<KvDtype>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown KV cache dtype `bf16` (expected one of f32, f16, q8)"
+    );
+    assert_eq!(KvDtype::default(), KvDtype::F32);
+    assert_eq!(KvDtype::Q8.element(), DataType::I8);
 }
 
 #[test]
 fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
     let model = causal_lm(&config("Qwen2ForCausalLM", true), DataType::F32).unwrap();
     let options = ExportOptions {
-        kv_dtype: DataType::F16,
+        kv_dtype: KvDtype::F16,
         ..ExportOptions::default()
     };
     let exported = model.export(&options).unwrap();
-    assert_eq!(exported.kv_dtype, DataType::F16);
+    assert_eq!(exported.kv_dtype, KvDtype::F16);
     check_module(&exported.module).unwrap();
     let text = oxrelax_dsl::text::print_module(&exported.module);
     assert!(
@@ -271,4 +262,33 @@ fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
     let f32_text =
         oxrelax_dsl::text::print_module(&model.export(&ExportOptions::default()).unwrap().module);
     assert!(!f32_text.contains("astype("), "an f32 cache needs no cast");
+}
+
+#[test]
+fn a_q8_kv_cache_is_quantized_by_compiled_ops_and_read_by_attention_q8kv() {
+    let model = causal_lm(&config("Qwen2ForCausalLM", true), DataType::F32).unwrap();
+    let options = ExportOptions {
+        kv_dtype: KvDtype::Q8,
+        ..ExportOptions::default()
+    };
+    let exported = model.export(&options).unwrap();
+    assert_eq!(exported.kv_dtype, KvDtype::Q8);
+    check_module(&exported.module).unwrap();
+    let text = oxrelax_dsl::text::print_module(&exported.module);
+    for wanted in [
+        r#"call_packed("kv_cache.create", [i64(2), i64(2), i64(16), i64(2048), "q8"]"#,
+        "activation_scales(",
+        "quantize_kv(",
+        r#"call_packed("kv_cache.append_q8""#,
+        "match_cast(kv_view[0], Tensor((m, 2, 16), i8))",
+        "match_cast(kv_view[3], Tensor((m, 2), f32))",
+        "attention_q8kv(",
+    ] {
+        assert!(text.contains(wanted), "{wanted}: {text}");
+    }
+    assert!(!text.contains("attention("), "{text}");
+    assert!(
+        !text.contains(r#"call_packed("kv_cache.append","#),
+        "{text}"
+    );
 }

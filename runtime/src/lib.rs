@@ -20,7 +20,7 @@ pub use abi::{KernelFn, KernelLibrary, KernelTable, RtEnv, RuntimeEnv};
 pub use chat::{ChatError, ChatTemplate, Detokenizer, Message, Tokenizer};
 pub use dtype::{DType, Element};
 pub use engine::{Chat, Engine, EngineConfig, EngineError};
-pub use kv_cache::{KvCache, KvCacheError, SharedKvCache};
+pub use kv_cache::{KvCache, KvCacheError, KvFormat, SharedKvCache};
 pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
 pub use pool::ThreadPool;
 pub use sampler::{Sampler, SamplingConfig};

@@ -1,8 +1,10 @@
 //! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
 //! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one attention microkernel call per
 //! query row and head, parallel over them: `attention_f32`, or `attention_f16kv` when k
-//! and v are f16 (an f16 KV cache, widened as the kernel loads it). Each call reads its kv
-//! head's rows in place (stride `kv_heads * d`: heads are grouped by index, never
+//! and v are f16 (an f16 KV cache, widened as the kernel loads it), or `attention_q8kv`
+//! for a legalized `attention_q8kv` (i8 codes with f32 scales `[t, kv_heads]`, dequantized
+//! as the kernel loads them). Each call reads its kv head's rows in place (stride
+//! `kv_heads * d`, and `kv_heads` for the scales: heads are grouped by index, never
 //! broadcast) up to the causal limit computed from the row index, and keeps no score
 //! matrix.
 
@@ -27,6 +29,8 @@ struct Attention<'a> {
     q: &'a Buffer,
     k: &'a Buffer,
     v: &'a Buffer,
+    /// The scales of quantized k and v.
+    scales: Option<(&'a Buffer, &'a Buffer)>,
     out: &'a Buffer,
     /// The microkernel over k and v's element type.
     kernel: &'static str,
@@ -39,7 +43,8 @@ struct Attention<'a> {
 
 fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     let attr = |name: &str| func.attrs.get(name);
-    if !matches!(attr(OP_ATTR), Some(AttrValue::Str(s)) if s == "attention") {
+    if !matches!(attr(OP_ATTR), Some(AttrValue::Str(s)) if s == "attention" || s == "attention_q8kv")
+    {
         return None;
     }
     let (Some(AttrValue::Float(scale)), Some(AttrValue::Bool(causal))) =
@@ -47,8 +52,10 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     else {
         return None;
     };
-    let [q, k, v, out] = func.params.as_slice() else {
-        return None;
+    let (q, k, v, scales, out) = match func.params.as_slice() {
+        [q, k, v, out] => (q, k, v, None, out),
+        [q, k, v, k_scales, v_scales, out] => (q, k, v, Some((k_scales, v_scales)), out),
+        _ => return None,
     };
     let plain = [q, k, v, out]
         .iter()
@@ -57,7 +64,14 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     if !plain || !f32_rows || k.dtype != v.dtype || func.num_outputs != 1 {
         return None;
     }
-    let kernel = MicrokernelSpec::attention_over(k.dtype)?.name;
+    let scales_dtype = match scales {
+        Some((ks, vs)) => {
+            let rows = |b: &Buffer| b.strides.is_none() && b.shape.len() == 2;
+            (rows(ks) && rows(vs) && ks.dtype == vs.dtype).then_some(Some(ks.dtype))?
+        }
+        None => None,
+    };
+    let kernel = MicrokernelSpec::attention_over((k.dtype, scales_dtype))?.name;
     let (heads, kv_heads, dim) = (q.shape[1].as_const()?, k.shape[1].as_const()?, &q.shape[2]);
     if kv_heads <= 0 || heads % kv_heads != 0 {
         return None;
@@ -66,6 +80,7 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
         q,
         k,
         v,
+        scales,
         out,
         kernel,
         heads,
@@ -92,8 +107,8 @@ impl ScheduleRule for AttentionRule {
         // `r * dim`, its kv head's first row at `(head / group) * dim`.
         let row = index("r").binary(BinOp::FloorDiv, heads.clone());
         let head = index("r").binary(BinOp::FloorMod, heads.clone());
-        let kv_row =
-            head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads)) * dim.clone();
+        let kv_head = head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads));
+        let kv_row = kv_head.clone() * dim.clone();
         let keys = if a.causal {
             let limit = past + row + PrimExpr::index(1);
             min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
@@ -104,20 +119,28 @@ impl ScheduleRule for AttentionRule {
             buffer: buffer.name.clone(),
             offset,
         };
+        let mut operands = vec![
+            region(a.q, index("r") * dim.clone()),
+            region(a.k, index("kv_row")),
+            region(a.v, index("kv_row")),
+        ];
+        let mut scalars = vec![
+            keys,
+            PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
+            dim.clone(),
+            PrimExpr::f32(a.scale),
+        ];
+        // Quantized rows' scales: row `j`'s at `j * kv_heads + kv_head`.
+        if let Some((k_scales, v_scales)) = a.scales {
+            operands.push(region(k_scales, kv_head.clone()));
+            operands.push(region(v_scales, kv_head));
+            scalars.push(PrimExpr::index(a.kv_heads));
+        }
+        operands.push(region(a.out, index("r") * dim.clone()));
         let call = Stmt::Microkernel(MicrokernelCall {
             kernel: a.kernel.to_string(),
-            operands: vec![
-                region(a.q, index("r") * dim.clone()),
-                region(a.k, index("kv_row")),
-                region(a.v, index("kv_row")),
-                region(a.out, index("r") * dim.clone()),
-            ],
-            scalars: vec![
-                keys,
-                PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
-                dim,
-                PrimExpr::f32(a.scale),
-            ],
+            operands,
+            scalars,
         });
         let body = let_in("kv_row", kv_row, call);
         let bound = |e: &SymExpr| e.max_value().unwrap_or(i64::MAX);

@@ -121,9 +121,9 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
     let mut rng = StdRng::seed_from_u64(11);
     // (heads, kv_heads, head_dim, cached positions before the queries)
     let shapes = [(4, 2, 8, 3), (3, 1, 5, 0), (2, 2, 3, 9)];
-    let cases = shapes
-        .into_iter()
-        .flat_map(|shape| [DataType::F32, DataType::F16].map(|kv_dtype| (shape, kv_dtype)));
+    let cases = shapes.into_iter().flat_map(|shape| {
+        [DataType::F32, DataType::F16, DataType::I8].map(|kv_dtype| (shape, kv_dtype))
+    });
     for ((heads, kv_heads, dim, past), kv_dtype) in cases {
         for causal in [true, false] {
             let q = tensor(
@@ -132,24 +132,30 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 DataType::F32,
             );
             let kv = vec![n().expr() + SymExpr::int(past), kv_heads.into(), dim.into()];
+            let scale_rows = kv[..2].to_vec();
             let (k, v) = (tensor("k", kv.clone(), kv_dtype), tensor("v", kv, kv_dtype));
-            let Expr::Call(call) = op::attention(&q, &k, &v, 0.3, causal).unwrap() else {
+            // i8: codes with f32 scales per position and kv head (an int8 KV cache).
+            let attention = if kv_dtype == DataType::I8 {
+                let scales = |name| tensor(name, scale_rows.clone(), DataType::F32);
+                let (ks, vs) = (scales("k_scales"), scales("v_scales"));
+                op::attention_q8kv(&q, (&k, &ks), (&v, &vs), 0.3, causal)
+            } else {
+                op::attention(&q, &k, &v, 0.3, causal)
+            };
+            let Expr::Call(call) = attention.unwrap() else {
                 unreachable!("op constructors build calls")
             };
             let func = legalize_call(&call).unwrap().func;
             let scheduled = AttentionRule
                 .apply(&func, &Target::host())
                 .expect("the rule applies");
-            let kernel = format!(
-                "attention_{}",
-                if kv_dtype == DataType::F16 {
-                    "f16kv"
-                } else {
-                    "f32"
-                }
-            );
+            let kernel = match kv_dtype {
+                DataType::F16 => "attention_f16kv",
+                DataType::I8 => "attention_q8kv",
+                _ => "attention_f32",
+            };
             let text = oxrelax_dsl::text::print_prim_func("attention", &scheduled);
-            assert!(text.contains(&kernel), "{kv_dtype}: {text}");
+            assert!(text.contains(kernel), "{kv_dtype}: {text}");
             for value in [1, 2, 7] {
                 let dims = SymBindings::from([("n".to_string(), value)]);
                 let inputs = random_inputs(&func, &dims, &mut rng);

@@ -84,7 +84,7 @@ pub enum ArtifactError {
         reason: String,
     },
     /// The manifest names a KV cache dtype this runtime does not load.
-    #[error("{}: kv_dtype {value:?} is not one of f32, f16", path.display())]
+    #[error("{}: kv_dtype {value:?} is not one of f32, f16, q8", path.display())]
     KvDtype {
         /// The manifest.
         path: PathBuf,
@@ -97,9 +97,9 @@ pub enum ArtifactError {
         /// The manifest.
         path: PathBuf,
         /// The dtype the artifact was compiled with.
-        compiled: oxrelax_dsl::DataType,
+        compiled: oxrelax_models::KvDtype,
         /// The dtype asked for.
-        requested: oxrelax_dsl::DataType,
+        requested: oxrelax_models::KvDtype,
     },
     /// The manifest names a weight dtype this runtime does not load.
     #[error("{}: quantization {value:?} is not one of q0f32, q0f16, q8f32", path.display())]

@@ -2,8 +2,8 @@
 
 use super::error::ArtifactError;
 use crate::quantization::Quantization;
-use oxrelax_dsl::{DataType, IRModule};
-use oxrelax_models::decoder::kv_cache::KV_DTYPES;
+use oxrelax_dsl::IRModule;
+use oxrelax_models::KvDtype;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,7 +37,7 @@ pub struct Manifest {
     /// The weight quantization scheme (`q0f32`, `q0f16`, `q8f32`; see
     /// [`Quantization`]).
     pub quantization: String,
-    /// The element type the KV cache stores (`f32` or `f16`); a manifest written before
+    /// How the KV cache stores K and V (`f32`, `f16` or `q8`); a manifest written before
     /// it was recorded has none, which means `f32`.
     #[serde(default = "f32_kv_dtype")]
     pub kv_dtype: String,
@@ -51,7 +51,7 @@ pub struct Manifest {
 
 /// The KV cache dtype of a manifest that records none.
 fn f32_kv_dtype() -> String {
-    DataType::F32.name().to_string()
+    KvDtype::F32.name().to_string()
 }
 
 /// The target an artifact was compiled for.
@@ -152,14 +152,11 @@ impl Manifest {
     }
 
     /// The element type the KV cache of the artifact in `dir` stores (`kv_dtype`).
-    pub fn kv_dtype(&self, dir: &Path) -> Result<DataType, ArtifactError> {
-        let dtype = self.kv_dtype.parse().ok();
-        dtype
-            .filter(|d| KV_DTYPES.contains(d))
-            .ok_or_else(|| ArtifactError::KvDtype {
-                path: dir.join(MANIFEST_FILE),
-                value: self.kv_dtype.clone(),
-            })
+    pub fn kv_dtype(&self, dir: &Path) -> Result<KvDtype, ArtifactError> {
+        self.kv_dtype.parse().map_err(|_| ArtifactError::KvDtype {
+            path: dir.join(MANIFEST_FILE),
+            value: self.kv_dtype.clone(),
+        })
     }
 
     /// Checks that the artifact in `dir` stores its KV cache as `requested`, when given
@@ -167,7 +164,7 @@ impl Manifest {
     pub fn check_kv_dtype(
         &self,
         dir: &Path,
-        requested: Option<DataType>,
+        requested: Option<KvDtype>,
     ) -> Result<(), ArtifactError> {
         let compiled = self.kv_dtype(dir)?;
         match requested {

@@ -3,8 +3,7 @@
 use super::error::ArtifactError;
 use super::manifest::{Manifest, Target, MODULE_FILE, PARAMS_FILE, VM_FILE};
 use crate::model::{compiled_weights, expected_weights, LoadError, LoadedModel};
-use oxrelax_dsl::DataType;
-use oxrelax_models::{causal_lm, ModelConfig, ModelError};
+use oxrelax_models::{causal_lm, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::vm::Executable;
 use oxrelax_runtime::weights::WeightStore;
 use oxrelax_runtime::Value;
@@ -27,7 +26,7 @@ pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
 /// Loads the artifact in `dir`: verifies it ([`verify_artifact`]) and that its KV cache
 /// stores `kv_dtype` when given, parses its module, JIT-compiles the module's kernels for
 /// the host, loads the executable into a VM and the weights.
-pub fn load_artifact(dir: &Path, kv_dtype: Option<DataType>) -> Result<LoadedModel, LoadError> {
+pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedModel, LoadError> {
     let manifest = verify_artifact(dir)?;
     manifest.check_kv_dtype(dir, kv_dtype)?;
     let config =

@@ -1,5 +1,5 @@
 use super::*;
-use oxrelax_dsl::DataType;
+use oxrelax_models::KvDtype;
 use std::path::Path;
 
 #[test]
@@ -63,10 +63,10 @@ fn a_manifest_without_kv_dtype_means_f32_and_another_dtype_is_a_mismatch() {
     json.as_object_mut().unwrap().remove("kv_dtype");
     let old: Manifest = serde_json::from_value(json).unwrap();
     let dir = Path::new("artifact");
-    assert_eq!(old.kv_dtype(dir).unwrap(), DataType::F32);
+    assert_eq!(old.kv_dtype(dir).unwrap(), KvDtype::F32);
     old.check_kv_dtype(dir, None).unwrap();
-    old.check_kv_dtype(dir, Some(DataType::F32)).unwrap();
-    let err = old.check_kv_dtype(dir, Some(DataType::F16)).unwrap_err();
+    old.check_kv_dtype(dir, Some(KvDtype::F32)).unwrap();
+    let err = old.check_kv_dtype(dir, Some(KvDtype::F16)).unwrap_err();
     assert!(
         matches!(err, ArtifactError::KvDtypeMismatch { .. }),
         "{err}"

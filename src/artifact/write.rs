@@ -10,8 +10,7 @@ use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
 use crate::passes::Instrument;
-use oxrelax_dsl::DataType;
-use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{ExportOptions, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{stored_as, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
@@ -31,8 +30,8 @@ pub struct CompileOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// The element type the KV cache stores (f32 or f16).
-    pub kv_dtype: DataType,
+    /// How the KV cache stores K and V (f32, f16 or q8).
+    pub kv_dtype: KvDtype,
     /// Print what the passes report (`--verbose`).
     pub verbose: bool,
 }

@@ -213,7 +213,7 @@ pub fn load_as(
 pub fn load_with_kv(
     dir: &Path,
     quantization: oxrelax::model::Quantization,
-    kv_dtype: Option<DataType>,
+    kv_dtype: Option<oxrelax_models::KvDtype>,
 ) -> oxrelax::model::LoadedModel {
     let options = oxrelax::model::LoadOptions {
         max_context: 64,

@@ -1,6 +1,8 @@
 //! `attention` (see [`crate::op::attention`]) as four stages: the masked, scaled scores
 //! `[n, heads, t]`, their row maximum, the sum of exponentials, and the weighted sum of the
-//! values. K and V of f16 (an f16 KV cache) are widened to f32 as each element is read.
+//! values. K and V of f16 (an f16 KV cache) are widened to f32 as each element is read;
+//! `attention_q8kv`'s int8 codes are dequantized (code times its position's and kv head's
+//! scale) as each element is read.
 //! This is the reference (and the fallback schedule); the attention schedule rule
 //! replaces it with one microkernel call per query row and head, which reads K and V in
 //! place and keeps no score matrix.
@@ -12,12 +14,27 @@ use crate::te::{self, Expr};
 use crate::{AttrValue, DataType};
 
 /// The ops of this family.
-pub(super) const OPS: &[&str] = &["attention"];
+pub(super) const OPS: &[&str] = &["attention", "attention_q8kv"];
 
-/// Legalizes `attention`.
+/// The f32 value of K or V at `[j, g, e]`: the element widened, or for int8 codes (with
+/// their scales `[t, kv_heads]`) the code times its scale.
+fn kv_value(codes: &te::Tensor, scales: Option<&te::Tensor>, at: [Expr; 3]) -> Expr {
+    let value = load(codes, &at).cast(DataType::F32);
+    match scales {
+        Some(scales) => value * load(scales, &at[..2]),
+        None => value,
+    }
+}
+
+/// Legalizes `attention` and `attention_q8kv`.
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let (inputs, args) = call.inputs(&["q", "k", "v"])?;
+    let names: &[&str] = match call.op {
+        "attention_q8kv" => &["q", "k", "v", "k_scales", "v_scales"],
+        _ => &["q", "k", "v"],
+    };
+    let (inputs, args) = call.inputs(names)?;
     let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+    let (k_scales, v_scales) = (inputs.get(3), inputs.get(4));
     let (shape, dtype) = call.output_of_rank(3)?;
     let scale = call.float_attr("scale", 1.0)?;
     let causal = call.bool_attr("causal", true)?;
@@ -36,7 +53,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let (row, h, j) = (&i[0], &i[1], &i[2]);
         let dot = te::sum(
             load(q, &[row.clone(), h.clone(), d.var()])
-                * load(k, &[j.clone(), kv_head(h), d.var()]),
+                * kv_value(k, k_scales, [j.clone(), kv_head(h), d.var()]),
             std::slice::from_ref(&d),
         );
         let scaled = dot * Expr::f32(scale);
@@ -63,7 +80,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     });
     let out = te::compute("out", shape, |i| {
         let (row, h, e) = (&i[0], &i[1], &i[2]);
-        let value = load(v, &[j.var(), kv_head(h), e.clone()]);
+        let value = kv_value(v, v_scales, [j.var(), kv_head(h), e.clone()]);
         let sum = te::sum(weight(row, h, j.var()) * value, std::slice::from_ref(&j));
         (sum / weight_sum.at(&[row.clone(), h.clone()])).cast(dtype)
     });

@@ -1,5 +1,6 @@
 //! The dynamic int8 activation ops (see [`crate::op::activation_scales`]) as plain loop
-//! nests: the matmul is the reference the int8 microkernels are scheduled onto.
+//! nests: the matmul is the reference the int8 microkernels are scheduled onto. Also
+//! `quantize_kv`, the codes of an int8 KV cache.
 
 use super::call::OpCall;
 use super::error::LegalizeError;
@@ -13,6 +14,7 @@ use crate::DataType;
 pub(super) const OPS: &[&str] = &[
     "activation_scales",
     "quantize_activations",
+    "quantize_kv",
     "weight_correction",
     "packed_matmul_int",
 ];
@@ -25,6 +27,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "activation_scales" => scales(call),
         "quantize_activations" => quantize(call),
+        "quantize_kv" => quantize_kv(call),
         "weight_correction" => correction(call),
         _ => matmul(call),
     }
@@ -55,18 +58,34 @@ fn quantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let depth = Expr::from(x.shape()[x.ndim() - 1].clone());
     let out = te::compute("codes", shape, |i| {
         let (l, row) = i.split_last().expect("rows of codes");
-        let scale = load(scales, row);
-        let zero = scale.equal(Expr::f32(0.0));
-        let divisor = te::select(zero, Expr::inf(DataType::F32), scale);
         let mut at = row.to_vec();
         at.push(l.minimum(depth.clone() - Expr::int(1)));
-        let q = (load(x, &at) / divisor + Expr::f32(0.5))
-            .floor()
-            .clamp(-127.0, 127.0);
+        let q = code_of(load(x, &at), load(scales, row));
         let q = te::select(l.lt(depth.clone()), q, Expr::f32(0.0));
         (q + Expr::f32(CODE_OFFSET)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+}
+
+/// `out[r, l] = clamp(floor(x[r, l] / scale[r] + 0.5), -127, 127)` as i8 (0 for a zero
+/// scale).
+fn quantize_kv(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["x", "scales"])?;
+    let (x, scales) = (&inputs[0], &inputs[1]);
+    let (shape, dtype) = call.output_of_rank(x.ndim())?;
+    let out = te::compute("codes", shape, |i| {
+        let row = &i[..i.len() - 1];
+        code_of(load(x, i), load(scales, row)).cast(dtype)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
+}
+
+/// The symmetric int8 code of `x` at `scale`, as an f32:
+/// `clamp(floor(x / scale + 0.5), -127, 127)`, 0 for a zero scale (an infinite divisor).
+fn code_of(x: Expr, scale: Expr) -> Expr {
+    let zero = scale.equal(Expr::f32(0.0));
+    let divisor = te::select(zero, Expr::inf(DataType::F32), scale);
+    (x / divisor + Expr::f32(0.5)).floor().clamp(-127.0, 127.0)
 }
 
 /// `out[p, j] = 128 * sum_l scale(p, l, j) * w(p, j, l)` over the padded reduction.

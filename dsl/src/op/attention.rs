@@ -9,33 +9,80 @@
 //!
 //! `q` and `out` are f32; `k` and `v` share one dtype of [`ATTENTION_KV_DTYPES`] (an f16 KV cache is
 //! widened to f32 as it is read).
+//!
+//! `attention_q8kv(q, k, v, k_scales, v_scales, scale, causal)` is the same over an int8 KV
+//! cache: `k` and `v` are i8 codes `[t, kv_heads, d]` and `k_scales`, `v_scales` their f32
+//! scales `[t, kv_heads]` (one per position and kv head), dequantized as they are read:
+//! `k[j, g, e] = k_codes[j, g, e] * k_scales[j, g]` (see [`quantize_kv`](super::quantize_kv)).
 
 use super::ctx::InferCtx;
 use super::{attr, call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
 use crate::{AttrValue, Attrs, DataType, Expr, StructInfo};
 
-/// The attention op.
-pub(super) const OPS: &[OpDef] = &[OpDef {
-    name: "attention",
-    args: &["q", "k", "v"],
-    attrs: &[
-        AttrSpec::new("scale", AttrKind::Float, AttrDefault::Required),
-        AttrSpec::new("causal", AttrKind::Bool, AttrDefault::Bool(true)),
-    ],
-    infer: infer_attention,
-}];
+/// The attributes of both attention ops.
+const ATTRS: &[AttrSpec] = &[
+    AttrSpec::new("scale", AttrKind::Float, AttrDefault::Required),
+    AttrSpec::new("causal", AttrKind::Bool, AttrDefault::Bool(true)),
+];
+
+/// The attention ops: over float K and V, and over int8 K and V with their scales.
+pub(super) const OPS: &[OpDef] = &[
+    OpDef {
+        name: "attention",
+        args: &["q", "k", "v"],
+        attrs: ATTRS,
+        infer: infer_attention,
+    },
+    OpDef {
+        name: "attention_q8kv",
+        args: &["q", "k", "v", "k_scales", "v_scales"],
+        attrs: ATTRS,
+        infer: infer_attention_q8kv,
+    },
+];
 
 /// The dtypes `k` and `v` may have (`q` and the result are f32).
 pub const ATTENTION_KV_DTYPES: [DataType; 2] = [DataType::F32, DataType::F16];
 
 fn infer_attention(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
-    let (q, k, v) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    let dtype = q.dtype;
-    ctx.check_dtype(q.arg.clone(), dtype, |d| d == DataType::F32, "f32")?;
+    let (k, v) = (ctx.tensor(1)?, ctx.tensor(2)?);
     let kv_dtype = ctx.same_dtype(&k, &v)?;
     let kv_ok = |d| ATTENTION_KV_DTYPES.contains(&d);
     ctx.check_dtype(k.arg.clone(), kv_dtype, kv_ok, "f32 or f16")?;
+    infer_grouped(ctx)
+}
+
+fn infer_attention_q8kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (k, v) = (ctx.tensor(1)?, ctx.tensor(2)?);
+    let kv_dtype = ctx.same_dtype(&k, &v)?;
+    ctx.check_dtype(k.arg.clone(), kv_dtype, |d| d == DataType::I8, "i8")?;
+    for (index, codes) in [(3, &k), (4, &v)] {
+        let scales = ctx.tensor(index)?;
+        let rows = codes.dims.split_last().map(|(_, rows)| rows);
+        let fits = rows.is_some_and(|rows| {
+            scales.dims.len() == rows.len()
+                && scales.dims.iter().zip(rows).all(|(a, b)| a.prove_equal(b))
+        });
+        if scales.dtype != DataType::F32 || !fits {
+            let reason = format!(
+                "must be the f32 scales [t, kv_heads] of {}, got {} {}",
+                codes.shape(),
+                scales.dtype,
+                scales.shape()
+            );
+            return Err(ctx.invalid_arg(index, reason));
+        }
+    }
+    infer_grouped(ctx)
+}
+
+/// The checks both ops share (q f32 `[n, heads, d]`, k and v `[t, kv_heads, d]` with kv
+/// heads grouping the heads, a `scale`) and their result, `[n, heads, d]` f32.
+fn infer_grouped(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (q, k, v) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let dtype = q.dtype;
+    ctx.check_dtype(q.arg.clone(), dtype, |d| d == DataType::F32, "f32")?;
     ctx.require("scale", attr::float)?;
     let [_, heads, dim] = q.dims else {
         return Err(ctx.invalid_arg(
@@ -76,9 +123,31 @@ pub fn attention(
     scale: f64,
     causal: bool,
 ) -> Result<Expr, InferError> {
-    let attrs = Attrs::from([
+    call(
+        "attention",
+        vec![q.clone(), k.clone(), v.clone()],
+        attrs(scale, causal),
+    )
+}
+
+/// [`attention`] over an int8 KV cache: `k` and `v` (`[t, kv_heads, head_dim]` i8 codes)
+/// dequantized with their scales `k_scales` and `v_scales` (`[t, kv_heads]` f32) as they
+/// are read.
+pub fn attention_q8kv(
+    q: &Expr,
+    (k, k_scales): (&Expr, &Expr),
+    (v, v_scales): (&Expr, &Expr),
+    scale: f64,
+    causal: bool,
+) -> Result<Expr, InferError> {
+    let args = [q, k, v, k_scales, v_scales].map(Expr::clone).to_vec();
+    call("attention_q8kv", args, attrs(scale, causal))
+}
+
+/// The attributes of an attention call.
+fn attrs(scale: f64, causal: bool) -> Attrs {
+    Attrs::from([
         ("scale".to_string(), AttrValue::Float(scale)),
         ("causal".to_string(), AttrValue::Bool(causal)),
-    ]);
-    call("attention", vec![q.clone(), k.clone(), v.clone()], attrs)
+    ])
 }

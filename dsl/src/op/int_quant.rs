@@ -16,6 +16,12 @@
 //!   `out[..., h] = x_scales[...] * (sum_l scale(h, l) * xq[..., l] * w(h, l) - correction[h])`,
 //!   which is `x_scales * sum_l scale * (xq - 128) * w`: the product of the dequantized
 //!   activations and weights.
+//!
+//! The same symmetric row quantization stores an int8 KV cache: per position and kv head,
+//! `activation_scales(k)` and
+//! - `quantize_kv(x [..., L] f32, scales [...]) -> [..., L]` i8:
+//!   `clamp(floor(x / scale + 0.5), -127, 127)` (0 for a zero scale), read back as
+//!   `code * scale` (see [`attention_q8kv`](super::attention_q8kv)).
 
 use super::ctx::{InferCtx, Tensor};
 use super::packed::product_shape;
@@ -38,6 +44,12 @@ pub(super) const OPS: &[OpDef] = &[
         args: &["x", "scales"],
         attrs: &[],
         infer: infer_quantize,
+    },
+    OpDef {
+        name: "quantize_kv",
+        args: &["x", "scales"],
+        attrs: &[],
+        infer: infer_quantize_kv,
     },
     OpDef {
         name: "weight_correction",
@@ -108,6 +120,13 @@ fn infer_quantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let mut shape = rows.to_vec();
     shape.push(SymExpr::int(padded_depth(depth)));
     Ok(StructInfo::tensor(shape, DataType::U8))
+}
+
+fn infer_quantize_kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let x = activations(ctx, 0)?;
+    let (_, rows) = x.dims.split_last().expect("checked non-empty");
+    check_row_scales(ctx, 1, rows)?;
+    Ok(StructInfo::tensor(x.dims.to_vec(), DataType::I8))
 }
 
 /// Argument `index`: quantized panels of the quads layout.
@@ -201,6 +220,12 @@ pub fn quantize_activations(x: &Expr, scales: &Expr) -> Result<Expr, InferError>
         vec![x.clone(), scales.clone()],
         Attrs::new(),
     )
+}
+
+/// `x` quantized per row with `scales` ([`activation_scales`]) to i8 codes of the same
+/// shape: the rows of an int8 KV cache.
+pub fn quantize_kv(x: &Expr, scales: &Expr) -> Result<Expr, InferError> {
+    call("quantize_kv", vec![x.clone(), scales.clone()], Attrs::new())
 }
 
 /// The per-column correction of quads-layout `packed` panels with group `scales`.

@@ -1,7 +1,7 @@
 use super::*;
 use crate::ir::Var;
 use crate::{AttrValue, DataType, SymExpr, SymVar};
-use DataType::{Bool, BF16, F16, F32, I32, I64};
+use DataType::{Bool, BF16, F16, F32, I32, I64, I8};
 
 fn n() -> SymVar {
     SymVar::bounded("n", 2048)
@@ -50,8 +50,8 @@ const CONTRACT: &str =
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm full \
     zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
-    take_quant dequantize_weight activation_scales quantize_activations weight_correction packed_matmul_int \
-    attention";
+    take_quant dequantize_weight activation_scales quantize_activations quantize_kv \
+    weight_correction packed_matmul_int attention attention_q8kv";
 
 #[test]
 fn registry_holds_exactly_the_contract_ops() {
@@ -645,4 +645,58 @@ fn attention_reads_f16_keys_and_values_into_f32() {
     let bf16 = t("m + n, 2, 16", BF16);
     assert!(err(attention(&q, &bf16, &bf16, 0.25, true))
         .contains("has dtype bf16, expected f32 or f16"));
+}
+
+#[test]
+fn attention_q8kv_reads_int8_keys_and_values_with_their_row_scales() {
+    let q = t("n, 4, 16", F32);
+    let codes = t("m + n, 2, 16", I8);
+    let scales = t("m + n, 2", F32);
+    assert_eq!(
+        si(attention_q8kv(
+            &q,
+            (&codes, &scales),
+            (&codes, &scales),
+            0.25,
+            true
+        )),
+        "Tensor((n, 4, 16), f32)"
+    );
+    let f32_kv = t("m + n, 2, 16", F32);
+    let message = err(attention_q8kv(
+        &q,
+        (&f32_kv, &scales),
+        (&f32_kv, &scales),
+        0.25,
+        true,
+    ));
+    assert!(message.contains("has dtype f32, expected i8"), "{message}");
+    let per_position = t("m + n", F32);
+    let message = err(attention_q8kv(
+        &q,
+        (&codes, &per_position),
+        (&codes, &scales),
+        0.25,
+        true,
+    ));
+    assert!(message.contains("f32 scales [t, kv_heads]"), "{message}");
+    let f16_scales = t("m + n, 2", F16);
+    let message = err(attention_q8kv(
+        &q,
+        (&codes, &scales),
+        (&codes, &f16_scales),
+        0.25,
+        true,
+    ));
+    assert!(message.contains("v_scales"), "{message}");
+}
+
+#[test]
+fn quantize_kv_gives_int8_codes_of_the_rows_shape() {
+    let x = t("n, 2, 16", F32);
+    let scales = activation_scales(&x).unwrap();
+    assert_eq!(scales.sinfo().to_string(), "Tensor((n, 2), f32)");
+    assert_eq!(si(quantize_kv(&x, &scales)), "Tensor((n, 2, 16), i8)");
+    assert!(err(quantize_kv(&x, &t("n", F32))).contains("one f32 scale per row"));
+    assert!(err(quantize_kv(&t("n, 2, 16", F16), &scales)).contains("must be f32"));
 }

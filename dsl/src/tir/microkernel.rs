@@ -30,7 +30,8 @@
 //!   `(j / PANEL)*kc*PANEL + (k/8)*8*PANEL + (j % PANEL)*8 + (k % 4)*2 + (k/4) % 2` of u4
 //!   panels minus 8;
 //! - the attention of one query row (f32) over a strided run of key/value rows (f32, or
-//!   f16 widened as loaded: an f16 KV cache).
+//!   f16 widened as loaded: an f16 KV cache; or i8 codes with one f32 scale per row,
+//!   dequantized as loaded: an int8 KV cache).
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
 //! twin.
@@ -99,10 +100,17 @@ pub enum MicrokernelKind {
     /// The attention of one query row: operands `(q, k, v, out)`, scalars
     /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
     /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
-    /// over `head_dim` elements; zeros when `keys <= 0`. `q` and `out` are f32.
+    /// over `head_dim` elements; zeros when `keys <= 0`. `q` and `out` are f32. Quantized
+    /// keys and values come with operands `k_scales`, `v_scales` before `out` and a last
+    /// scalar `scale_stride`: row `j` is `k[j*kv_stride ..] * k_scales[j*scale_stride]`
+    /// (and so for `v`).
     Attention {
-        /// The element type of `k` and `v` (f32, or f16 widened to f32 as loaded).
+        /// The element type of `k` and `v` (f32, or f16 widened to f32 as loaded, or i8
+        /// codes).
         kv: DataType,
+        /// The element type of the row scales of quantized keys and values (f32); `None`
+        /// for float ones.
+        scales: Option<DataType>,
     },
 }
 
@@ -115,6 +123,9 @@ impl MicrokernelKind {
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
             MicrokernelKind::IntGemm { .. } => &["a", "a_scales", "b", "scales", "corr", "c"],
+            MicrokernelKind::Attention {
+                scales: Some(_), ..
+            } => &["q", "k", "v", "k_scales", "v_scales", "out"],
             MicrokernelKind::Attention { .. } => &["q", "k", "v", "out"],
         }
     }
@@ -136,7 +147,11 @@ impl MicrokernelKind {
                 DataType::F32,
                 DataType::F32,
             ],
-            MicrokernelKind::Attention { kv } => vec![DataType::F32, kv, kv, DataType::F32],
+            MicrokernelKind::Attention {
+                kv,
+                scales: Some(scales),
+            } => vec![DataType::F32, kv, kv, scales, scales, DataType::F32],
+            MicrokernelKind::Attention { kv, .. } => vec![DataType::F32, kv, kv, DataType::F32],
         }
     }
 
@@ -168,6 +183,15 @@ impl MicrokernelKind {
                 ("rows", DataType::I64),
                 ("cols", DataType::I64),
             ],
+            MicrokernelKind::Attention {
+                scales: Some(_), ..
+            } => &[
+                ("keys", DataType::I64),
+                ("kv_stride", DataType::I64),
+                ("head_dim", DataType::I64),
+                ("scale", DataType::F32),
+                ("scale_stride", DataType::I64),
+            ],
             MicrokernelKind::Attention { .. } => &[
                 ("keys", DataType::I64),
                 ("kv_stride", DataType::I64),
@@ -195,7 +219,7 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     gemm("sgemv_1x64_f16", (DataType::F16, None), 1, 64),
     gemm("sgemm_12x32", (DataType::F32, None), 12, 32),
     gemm("sgemm_12x32_f16", (DataType::F16, None), 12, 32),
-    attention("attention_f32", DataType::F32),
+    attention("attention_f32", (DataType::F32, None)),
     gemm("sgemm_6x16_q8", (DataType::I8, Some(DataType::F32)), 6, 16),
     gemm("sgemv_1x64_q8", (DataType::I8, Some(DataType::F32)), 1, 64),
     gemm(
@@ -236,7 +260,8 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
     int_gemm("qgemm_4x16_w4", DataType::U4, 4, 16),
     int_gemm("qgemv_1x64_w8", DataType::I8, 1, 64),
     int_gemm("qgemv_1x64_w4", DataType::U4, 1, 64),
-    attention("attention_f16kv", DataType::F16),
+    attention("attention_f16kv", (DataType::F16, None)),
+    attention("attention_q8kv", (DataType::I8, Some(DataType::F32))),
 ];
 
 /// The table row of int8 block GEMM `name` over `weights` (i8 or u4), block `ep x hp`,
@@ -253,11 +278,15 @@ const fn int_gemm(name: &'static str, weights: DataType, ep: i64, hp: i64) -> Mi
     }
 }
 
-/// The table row of attention kernel `name` over keys and values of `kv`.
-const fn attention(name: &'static str, kv: DataType) -> MicrokernelSpec {
+/// The table row of attention kernel `name` over keys and values of `kv` with row
+/// scales of `scales` (quantized ones).
+const fn attention(
+    name: &'static str,
+    (kv, scales): (DataType, Option<DataType>),
+) -> MicrokernelSpec {
     MicrokernelSpec {
         name,
-        kind: MicrokernelKind::Attention { kv },
+        kind: MicrokernelKind::Attention { kv, scales },
     }
 }
 
@@ -464,54 +493,6 @@ impl IntGemmScalars {
     }
 }
 
-/// The scalar operands of one attention call, evaluated.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AttentionScalars {
-    /// Key (and value) rows attended to.
-    pub keys: i64,
-    /// Elements from one key row to the next.
-    pub kv_stride: i64,
-    /// Elements of a query, key, value and output row.
-    pub head_dim: i64,
-    /// The factor applied to each dot product.
-    pub scale: f64,
-}
-
-impl AttentionScalars {
-    /// The elements of `q`, `k`, `v` and `out` one call may touch.
-    pub fn footprint(&self) -> [i64; 4] {
-        let rows = if self.keys > 0 {
-            (self.keys - 1) * self.kv_stride + self.head_dim
-        } else {
-            0
-        };
-        [self.head_dim, rows, rows, self.head_dim]
-    }
-
-    /// The reference semantics (f64 arithmetic, two-pass softmax) on slices starting at
-    /// each operand's offset; the slices must hold [`AttentionScalars::footprint`] elements.
-    pub fn reference(&self, q: &[f64], k: &[f64], v: &[f64], out: &mut [f64]) {
-        let (keys, stride, dim) = (
-            self.keys.max(0) as usize,
-            self.kv_stride as usize,
-            self.head_dim as usize,
-        );
-        let scores: Vec<f64> = (0..keys)
-            .map(|j| {
-                let row = &k[j * stride..j * stride + dim];
-                self.scale * q.iter().zip(row).map(|(a, b)| a * b).sum::<f64>()
-            })
-            .collect();
-        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        for (d, o) in out.iter_mut().enumerate().take(dim) {
-            let sum: f64 = (0..keys).map(|j| weights[j] * v[j * stride + d]).sum();
-            *o = if keys == 0 { 0.0 } else { sum / total };
-        }
-    }
-}
-
 impl MicrokernelSpec {
     /// The microkernel named `name`.
     pub fn lookup(name: &str) -> Option<&'static MicrokernelSpec> {
@@ -530,10 +511,13 @@ impl MicrokernelSpec {
         MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 
-    /// The attention kernel over keys and values of `kv` (`attention_f32` for f32,
-    /// `attention_f16kv` for f16).
-    pub fn attention_over(kv: DataType) -> Option<&'static MicrokernelSpec> {
-        let wanted = MicrokernelKind::Attention { kv };
+    /// The attention kernel over keys and values of `kv` with row scales of `scales`
+    /// (`attention_f32` for f32, `attention_f16kv` for f16, `attention_q8kv` for i8 codes
+    /// with f32 scales).
+    pub fn attention_over(
+        (kv, scales): (DataType, Option<DataType>),
+    ) -> Option<&'static MicrokernelSpec> {
+        let wanted = MicrokernelKind::Attention { kv, scales };
         MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 

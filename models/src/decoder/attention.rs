@@ -129,9 +129,9 @@ impl Attention {
         // The view after the append covers past and new positions in place.
         kv_cache::append(bb, cache, (self.layer, dims.kv_dtype), &k, &v)?;
         let total = dims.past.expr() + dims.tokens.clone();
-        let (keys, values) = kv_cache::view(bb, cache, self.layer, layout, total)?;
+        let view = kv_cache::view(bb, cache, self.layer, layout, total)?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let out = emit(bb, name, op::attention(&q, &keys, &values, scale, true))?;
+        let out = emit(bb, name, view.attention(&q, scale))?;
         let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];
         let out = emit(bb, name, op::reshape(&out, shape))?;
         self.o_proj.forward(bb, &out)

@@ -1,18 +1,77 @@
 //! Calls of the runtime's `kv_cache.*` builtins from the graph. The cache stores K and V
-//! as one of [`KV_DTYPES`] (an export option); the models compute in f32, cast the new K
-//! and V to the cache's dtype before appending them, and attention reads the cache as
-//! stored (an f16 cache is widened as the attention kernel loads it).
+//! as a [`KvDtype`] says (an export option); the models compute in f32, cast the new K and
+//! V to the cache's dtype (or quantize them to int8 codes and scales, in compiled code)
+//! before appending them, and attention reads the cache as stored (an f16 cache is widened,
+//! an int8 one dequantized, as the attention kernel loads it).
 
 use super::emit;
 use oxrelax_dsl::ir::{Call, Callee, PrimValue};
 use oxrelax_dsl::nn::NnError;
+use oxrelax_dsl::op::{self, InferError};
 use oxrelax_dsl::{
-    op, Attrs, BlockBuilder, DataType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape,
+    Attrs, BlockBuilder, DataType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape,
 };
+use std::fmt;
+use std::str::FromStr;
 
-/// The element types a KV cache may store: f32, or f16 (half the memory and the bytes
-/// attention streams).
-pub const KV_DTYPES: [DataType; 2] = op::ATTENTION_KV_DTYPES;
+/// How a KV cache stores K and V.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KvDtype {
+    /// f32, as computed.
+    #[default]
+    F32,
+    /// f16: half the memory and the bytes attention streams.
+    F16,
+    /// Symmetric int8 codes with one f32 scale per position and KV head
+    /// (`max |x| / 127` over the head dim): a quarter of f32's bytes plus the scales.
+    Q8,
+}
+
+/// A KV cache dtype name that is not one of [`KvDtype::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown KV cache dtype `{0}` (expected one of f32, f16, q8)")]
+pub struct UnknownKvDtype(pub String);
+
+impl KvDtype {
+    /// Every KV cache dtype.
+    pub const ALL: [KvDtype; 3] = [KvDtype::F32, KvDtype::F16, KvDtype::Q8];
+
+    /// The name (`f32`, `f16`, `q8`): the option's value, the manifest's, and the
+    /// runtime's `kv_cache.create` format.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::F32 => "f32",
+            KvDtype::F16 => "f16",
+            KvDtype::Q8 => "q8",
+        }
+    }
+
+    /// The element type of the stored K and V (the codes, for `q8`).
+    pub fn element(self) -> DataType {
+        match self {
+            KvDtype::F32 => DataType::F32,
+            KvDtype::F16 => DataType::F16,
+            KvDtype::Q8 => DataType::I8,
+        }
+    }
+}
+
+impl fmt::Display for KvDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for KvDtype {
+    type Err = UnknownKvDtype;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        KvDtype::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| UnknownKvDtype(s.to_string()))
+    }
+}
 
 /// An integer argument of a builtin.
 pub fn int(value: i64) -> Expr {
@@ -29,11 +88,11 @@ pub fn packed(name: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
     }))
 }
 
-/// `kv_cache.create(layers, kv_heads, head_dim, capacity, "f32")` (or `"f16"`: the
-/// cache's `dtype`).
-pub fn create(layers: i64, kv_heads: i64, head_dim: i64, capacity: i64, dtype: DataType) -> Expr {
+/// `kv_cache.create(layers, kv_heads, head_dim, capacity, "f32")` (or `"f16"`, `"q8"`:
+/// the cache's `dtype`).
+pub fn create(layers: i64, kv_heads: i64, head_dim: i64, capacity: i64, dtype: KvDtype) -> Expr {
     let sizes = [layers, kv_heads, head_dim, capacity].map(int);
-    let dtype = Expr::Str(dtype.to_string());
+    let dtype = Expr::Str(dtype.name().to_string());
     packed(
         "kv_cache.create",
         [&sizes[..], &[dtype]].concat(),
@@ -49,69 +108,118 @@ pub struct KvLayout {
     pub kv_heads: i64,
     /// Elements per head.
     pub head_dim: i64,
-    /// The element type the cache stores (one of [`KV_DTYPES`]).
-    pub dtype: DataType,
+    /// How the cache stores them.
+    pub dtype: KvDtype,
 }
 
 impl KvLayout {
-    /// One layer's K or V: `[rows, kv_heads, head_dim]` of the cache's dtype.
-    fn sinfo(self, rows: SymExpr) -> StructInfo {
-        let shape = vec![
-            rows,
-            SymExpr::int(self.kv_heads),
-            SymExpr::int(self.head_dim),
-        ];
-        StructInfo::tensor(shape, self.dtype)
+    /// The struct info of K and of V with `rows` positions, `[rows, kv_heads, head_dim]`
+    /// of the cache's element type, and for `q8` of their scales, `[rows, kv_heads]` f32.
+    fn view_sinfo(self, rows: &SymExpr) -> (StructInfo, Option<StructInfo>) {
+        let (heads, dim) = (SymExpr::int(self.kv_heads), SymExpr::int(self.head_dim));
+        let rows_shape = vec![rows.clone(), heads.clone(), dim];
+        let kv = StructInfo::tensor(rows_shape, self.dtype.element());
+        let scales = (self.dtype == KvDtype::Q8)
+            .then(|| StructInfo::tensor(vec![rows.clone(), heads], DataType::F32));
+        (kv, scales)
     }
 }
 
-/// Emits `kv_cache.view(cache, layer)` and binds its K and V as
-/// `[rows, kv_heads, head_dim]` of the cache's dtype: views of the cache's storage, no
-/// copy. A `rows` that is a lone unbound variable (`m` in the first view of a function) is
-/// bound by the cast; otherwise the cast checks it.
+/// One layer's K and V as a view of the cache: as stored, with their scales for `q8`.
+#[derive(Clone, Debug)]
+pub struct KvView {
+    /// K: `[rows, kv_heads, head_dim]`.
+    pub k: Expr,
+    /// V: `[rows, kv_heads, head_dim]`.
+    pub v: Expr,
+    /// The scales of int8 K and V: `[rows, kv_heads]` f32 each.
+    pub scales: Option<(Expr, Expr)>,
+}
+
+impl KvView {
+    /// `attention` of `q` over this view (`attention_q8kv` over an int8 one), scores
+    /// scaled by `scale`, causal.
+    pub fn attention(&self, q: &Expr, scale: f64) -> Result<Expr, InferError> {
+        match &self.scales {
+            Some((ks, vs)) => op::attention_q8kv(q, (&self.k, ks), (&self.v, vs), scale, true),
+            None => op::attention(q, &self.k, &self.v, scale, true),
+        }
+    }
+}
+
+/// Emits `kv_cache.view(cache, layer)` and binds its tensors (see [`KvLayout`]) with
+/// `rows` positions: views of the cache's storage, no copy. A `rows` that is a lone
+/// unbound variable (`m` in the first view of a function) is bound by the cast; otherwise
+/// the cast checks it.
 pub fn view(
     bb: &mut BlockBuilder,
     cache: &Expr,
     layer: i64,
     layout: KvLayout,
     rows: SymExpr,
-) -> Result<(Expr, Expr), NnError> {
-    let rank3 = StructInfo::Tensor(TensorInfo {
-        shape: TensorShape::Rank(3),
-        dtype: layout.dtype,
-    });
+) -> Result<KvView, NnError> {
+    let (kv, scales) = layout.view_sinfo(&rows);
+    let ranked = |s: &StructInfo| match s {
+        StructInfo::Tensor(t) => StructInfo::Tensor(TensorInfo {
+            shape: t.ndim().map_or(TensorShape::Unknown, TensorShape::Rank),
+            dtype: t.dtype,
+        }),
+        other => other.clone(),
+    };
+    let fields = [&kv, &kv].into_iter().chain(scales.iter().chain(&scales));
     let view = packed(
         "kv_cache.view",
         vec![cache.clone(), int(layer)],
-        StructInfo::Tuple(vec![rank3.clone(), rank3]),
+        StructInfo::Tuple(fields.map(ranked).collect()),
     );
     let view = Expr::from(bb.emit_named(view, "kv_view")?);
-    let mut bind = |index: usize| -> Result<Expr, NnError> {
+    let mut bind = |index: usize, sinfo: &StructInfo| -> Result<Expr, NnError> {
         let item = Expr::TupleGetItem(Box::new(view.clone()), index);
-        Ok(bb.emit_match_cast(item, layout.sinfo(rows.clone()))?.into())
+        Ok(bb.emit_match_cast(item, sinfo.clone())?.into())
     };
-    Ok((bind(0)?, bind(1)?))
+    let (k, v) = (bind(0, &kv)?, bind(1, &kv)?);
+    let scales = match &scales {
+        Some(s) => Some((bind(2, s)?, bind(3, s)?)),
+        None => None,
+    };
+    Ok(KvView { k, v, scales })
 }
 
 /// Emits `kv_cache.append(cache, layer, k, v)` (k and v `[n, kv_heads, head_dim]` f32),
-/// casting k and v to `dtype`, the cache's, first (nothing for an f32 cache).
+/// casting k and v to `dtype`, the cache's, first (nothing for an f32 cache); for `q8`,
+/// `kv_cache.append_q8(cache, layer, kq, vq, k_scales, v_scales)` with the codes and
+/// scales computed by `activation_scales` and `quantize_kv`.
 pub fn append(
     bb: &mut BlockBuilder,
     cache: &Expr,
-    (layer, dtype): (i64, DataType),
+    (layer, dtype): (i64, KvDtype),
     k: &Expr,
     v: &Expr,
 ) -> Result<(), NnError> {
-    let mut stored = |x: &Expr| match dtype {
-        DataType::F32 => Ok(x.clone()),
-        _ => emit(bb, "kv_cache.append", op::astype(x, dtype)),
+    let name = "kv_cache.append";
+    let mut args = vec![cache.clone(), int(layer)];
+    let builtin = match dtype {
+        KvDtype::F32 => {
+            args.extend([k.clone(), v.clone()]);
+            name
+        }
+        KvDtype::F16 => {
+            for x in [k, v] {
+                args.push(emit(bb, name, op::astype(x, DataType::F16))?);
+            }
+            name
+        }
+        KvDtype::Q8 => {
+            let mut scales = Vec::with_capacity(2);
+            for x in [k, v] {
+                let s = emit(bb, name, op::activation_scales(x))?;
+                args.push(emit(bb, name, op::quantize_kv(x, &s))?);
+                scales.push(s);
+            }
+            args.extend(scales);
+            "kv_cache.append_q8"
+        }
     };
-    let (k, v) = (stored(k)?, stored(v)?);
-    let call = packed(
-        "kv_cache.append",
-        vec![cache.clone(), int(layer), k, v],
-        StructInfo::Object,
-    );
-    bb.emit_named(call, "kv_append")?;
+    bb.emit_named(packed(builtin, args, StructInfo::Object), "kv_append")?;
     Ok(())
 }

@@ -36,8 +36,8 @@ pub struct Dims {
     pub tokens: SymExpr,
     /// Positions in the cache before this call; bound by the first `kv_cache.view`.
     pub past: SymVar,
-    /// The element type the KV cache stores (one of [`kv_cache::KV_DTYPES`]).
-    pub kv_dtype: DataType,
+    /// How the KV cache stores K and V.
+    pub kv_dtype: kv_cache::KvDtype,
 }
 
 /// Emits an op call, naming module `module` in an inference error.

@@ -17,23 +17,29 @@ fn cache<'a>(args: &Args<'a>) -> Result<MutexGuard<'a, KvCache>, BuiltinError> {
 }
 
 fn create(args: &Args<'_>) -> Result<Value, BuiltinError> {
-    let dtype = args.str(4)?.parse().map_err(|e| args.fail(e))?;
+    let format: super::KvFormat = args.str(4)?.parse().map_err(|e| args.fail(e))?;
     let [layers, kv_heads, head_dim, capacity] = [0, 1, 2, 3].map(|i| args.count(i));
     let cache =
-        KvCache::new(layers?, kv_heads?, head_dim?, capacity?, dtype).map_err(|e| args.fail(e))?;
+        KvCache::new(layers?, kv_heads?, head_dim?, capacity?, format).map_err(|e| args.fail(e))?;
     Ok(Value::Object(Object::new(Mutex::new(cache))))
 }
 
+/// `append` and `append_q8`: the tensors after the layer, one per stream of the cache.
 fn append(args: &Args<'_>) -> Result<Value, BuiltinError> {
-    let (layer, k, v) = (args.count(1)?, args.tensor(2)?, args.tensor(3)?);
-    cache(args)?.append(layer, k, v).map_err(|e| args.fail(e))?;
+    let layer = args.count(1)?;
+    let tensors = (2..args.values().len())
+        .map(|i| args.tensor(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    cache(args)?
+        .append(layer, &tensors)
+        .map_err(|e| args.fail(e))?;
     Ok(args.values()[0].clone())
 }
 
 fn view(args: &Args<'_>) -> Result<Value, BuiltinError> {
     let layer = args.count(1)?;
-    let (k, v) = cache(args)?.view(layer).map_err(|e| args.fail(e))?;
-    Ok(Value::Tuple(vec![k.into(), v.into()]))
+    let views = cache(args)?.view(layer).map_err(|e| args.fail(e))?;
+    Ok(Value::Tuple(views.into_iter().map(Value::from).collect()))
 }
 
 fn pop(args: &Args<'_>) -> Result<Value, BuiltinError> {
@@ -51,9 +57,12 @@ fn len(args: &Args<'_>) -> Result<Value, BuiltinError> {
     Ok(Value::Int(cache(args)?.len() as i64))
 }
 
-/// Registers `kv_cache.create(layers, kv_heads, head_dim, capacity, dtype: str)`,
-/// `kv_cache.append(cache, layer, k, v)`, `kv_cache.view(cache, layer) -> (k, v)`,
-/// `kv_cache.pop(cache, n)`, `kv_cache.clear(cache)` and `kv_cache.len(cache) -> int`.
+/// Registers `kv_cache.create(layers, kv_heads, head_dim, capacity, dtype: str)` (`dtype`
+/// a [`KvFormat`](super::KvFormat): a dtype name, or `q8`), `kv_cache.append(cache,
+/// layer, k, v)`, `kv_cache.append_q8(cache, layer, k, v, k_scales, v_scales)` (an int8
+/// cache), `kv_cache.view(cache, layer) -> (k, v)` (`(k, v, k_scales, v_scales)` for an
+/// int8 cache), `kv_cache.pop(cache, n)`, `kv_cache.clear(cache)` and
+/// `kv_cache.len(cache) -> int`.
 pub fn register_builtins(registry: &mut Registry) -> Result<(), BuiltinError> {
     use ValueKind::{Int, Object as Obj, Str, Tensor};
     let sizes = [
@@ -66,6 +75,9 @@ pub fn register_builtins(registry: &mut Registry) -> Result<(), BuiltinError> {
     registry.register("kv_cache.create", &create_params, create)?;
     let append_params = [("cache", Obj), ("layer", Int), ("k", Tensor), ("v", Tensor)];
     registry.register("kv_cache.append", &append_params, append)?;
+    let scales = [("k_scales", Tensor), ("v_scales", Tensor)];
+    let append_q8_params = [append_params.as_slice(), &scales].concat();
+    registry.register("kv_cache.append_q8", &append_q8_params, append)?;
     registry.register("kv_cache.view", &[("cache", Obj), ("layer", Int)], view)?;
     registry.register("kv_cache.pop", &[("cache", Obj), ("n", Int)], pop)?;
     registry.register("kv_cache.clear", &[("cache", Obj)], clear)?;

@@ -1,4 +1,7 @@
-//! The KV cache: per layer, K and V stored as `[capacity, kv_heads, head_dim]`.
+//! The KV cache: per layer, K and V stored as `[capacity, kv_heads, head_dim]`; an int8
+//! cache ([`KvFormat::Q8`]) also stores their scales, `[capacity, kv_heads]` f32 each.
+//! Every tensor a position holds (a [`Stream`]) is appended, viewed, popped and counted
+//! alike.
 //!
 //! Lengths are tracked per layer. `append(layer, ..)` writes at that layer's length and
 //! advances it, so a forward step's attention in layer `l` sees the tokens it just appended
@@ -7,15 +10,17 @@
 //! a step has appended to each. `pop(n)` and `clear()` set every layer to `len() - n` and 0,
 //! dropping the appends of an unfinished step.
 //!
-//! `view(layer)` returns tensors over the cache's storage (no copy). Appending never changes
+//! `view(layer)` returns tensors over the cache's storage (no copy), one per stream. Appending never changes
 //! what a live view shows: if a write would land on positions a live view covers (after a
 //! `pop`), the layer's storage is copied first and old views keep the old storage.
 
 mod builtins;
+mod format;
 #[cfg(test)]
 mod tests;
 
 pub use builtins::{register_builtins, SharedKvCache};
+pub use format::{KvFormat, Stream};
 
 use crate::dtype::DType;
 use crate::tensor::buffer::{Buffer, StorageKind};
@@ -43,7 +48,19 @@ pub enum KvCacheError {
         /// The number of layers.
         layers: usize,
     },
-    /// A K or V tensor of the wrong dtype.
+    /// An append of another number of tensors than a position holds.
+    #[error("a {format} KV cache appends {expected} tensors ({names}), got {got}")]
+    Count {
+        /// The cache's format.
+        format: KvFormat,
+        /// The number of tensors a position holds.
+        expected: usize,
+        /// The tensors a position holds.
+        names: String,
+        /// The number given.
+        got: usize,
+    },
+    /// A K or V tensor (or scales) of the wrong dtype.
     #[error("{which} has dtype {got}, the cache stores {expected}")]
     Dtype {
         /// `"k"` or `"v"`.
@@ -53,18 +70,17 @@ pub enum KvCacheError {
         /// The tensor's dtype.
         got: DType,
     },
-    /// A K or V tensor of the wrong shape.
-    #[error("{which} has shape {got:?}, expected [n, {kv_heads}, {head_dim}]{same_n}")]
+    /// A K or V tensor (or scales) of the wrong shape.
+    #[error("{which} has shape {got:?}, expected {expected}{same_n}")]
     Shape {
-        /// `"k"` or `"v"`.
+        /// `"k"`, `"v"`, `"k_scales"` or `"v_scales"`.
         which: &'static str,
         /// The tensor's shape.
         got: Vec<i64>,
-        /// The cache's KV heads.
-        kv_heads: usize,
-        /// The cache's head dim.
-        head_dim: usize,
-        /// A note when V's `n` differs from K's.
+        /// The shape expected, `[n, kv_heads, head_dim]` (or `[n, kv_heads]`) with the
+        /// cache's sizes.
+        expected: String,
+        /// A note when a later tensor's `n` differs from K's.
         same_n: String,
     },
     /// A pop of more positions than the cache holds.
@@ -86,80 +102,95 @@ pub enum KvCacheError {
     Tensor(#[from] TensorError),
 }
 
-/// One layer's storage and length.
+/// One layer's storage (one buffer per stream) and length.
 #[derive(Debug)]
 struct Layer {
-    k: Arc<Buffer>,
-    v: Arc<Buffer>,
+    streams: Vec<Arc<Buffer>>,
     len: usize,
-    /// Positions `[0, exposed)` may be covered by views handed out from `k`/`v`.
+    /// Positions `[0, exposed)` may be covered by views handed out from the streams.
     exposed: usize,
 }
 
-/// K and V of every layer for one sequence.
+/// K and V (and their scales) of every layer for one sequence.
 #[derive(Debug)]
 pub struct KvCache {
     kv_heads: usize,
     head_dim: usize,
     capacity: usize,
-    dtype: DType,
+    format: KvFormat,
+    streams: Vec<Stream>,
     layers: Vec<Layer>,
 }
 
 impl KvCache {
     /// A cache of `layers` layers holding up to `capacity` positions of
-    /// `[kv_heads, head_dim]` elements of `dtype` for K and for V.
+    /// `[kv_heads, head_dim]` elements for K and for V, stored as `format` says (a dtype:
+    /// as its elements).
     pub fn new(
         layers: usize,
         kv_heads: usize,
         head_dim: usize,
         capacity: usize,
-        dtype: DType,
+        format: impl Into<KvFormat>,
     ) -> Result<KvCache, KvCacheError> {
-        if dtype.is_sub_byte() {
-            return Err(KvCacheError::UnsupportedDtype { dtype });
+        let format = format.into();
+        if let KvFormat::Plain(dtype) = format {
+            if dtype.is_sub_byte() {
+                return Err(KvCacheError::UnsupportedDtype { dtype });
+            }
         }
         let mut cache = KvCache {
             kv_heads,
             head_dim,
             capacity,
-            dtype,
+            format,
+            streams: format.streams(),
             layers: Vec::with_capacity(layers),
         };
         for _ in 0..layers {
-            let layer = Layer {
-                k: cache.alloc_positions()?,
-                v: cache.alloc_positions()?,
+            let streams = (0..cache.streams.len())
+                .map(|s| cache.alloc_positions(s))
+                .collect::<Result<_, _>>()?;
+            cache.layers.push(Layer {
+                streams,
                 len: 0,
                 exposed: 0,
-            };
-            cache.layers.push(layer);
+            });
         }
         Ok(cache)
     }
 
-    /// Zeroed storage for `capacity` positions.
-    fn alloc_positions(&self) -> Result<Arc<Buffer>, KvCacheError> {
+    /// Zeroed storage of stream `stream` for `capacity` positions.
+    fn alloc_positions(&self, stream: usize) -> Result<Arc<Buffer>, KvCacheError> {
         let too_large = || TensorError::TooLarge {
-            shape: self.layout(self.capacity),
-            dtype: self.dtype,
+            shape: self.layout(stream, self.capacity),
+            dtype: self.streams[stream].dtype,
         };
         let bytes = self
             .capacity
-            .checked_mul(self.position_bytes())
+            .checked_mul(self.position_bytes(stream))
             .ok_or_else(too_large)?;
         let buffer = Buffer::zeroed(bytes, StorageKind::Owned).ok_or_else(too_large)?;
         Ok(Arc::new(buffer))
     }
 
-    /// Bytes of one position of K (or V).
-    fn position_bytes(&self) -> usize {
-        self.kv_heads * self.head_dim * (self.dtype.bits() as usize / 8)
+    /// Bytes of one position of stream `stream`.
+    fn position_bytes(&self, stream: usize) -> usize {
+        let Stream {
+            per_element, dtype, ..
+        } = self.streams[stream];
+        let elements = if per_element { self.head_dim } else { 1 };
+        self.kv_heads * elements * (dtype.bits() as usize / 8)
     }
 
-    /// The shape `[positions, kv_heads, head_dim]`.
-    fn layout(&self, positions: usize) -> Vec<i64> {
-        vec![positions as i64, self.kv_heads as i64, self.head_dim as i64]
+    /// The shape of `positions` positions of stream `stream`: `[positions, kv_heads,
+    /// head_dim]`, or `[positions, kv_heads]` for scales.
+    fn layout(&self, stream: usize, positions: usize) -> Vec<i64> {
+        let mut shape = vec![positions as i64, self.kv_heads as i64];
+        if self.streams[stream].per_element {
+            shape.push(self.head_dim as i64);
+        }
+        shape
     }
 
     /// The number of layers.
@@ -172,14 +203,18 @@ impl KvCache {
         self.capacity
     }
 
-    /// Bytes the cache allocates: K and V of every layer at its capacity.
+    /// Bytes the cache allocates: every stream (K and V, and their scales) of every layer
+    /// at its capacity.
     pub fn bytes(&self) -> usize {
-        self.layers.len() * 2 * self.capacity * self.position_bytes()
+        let position: usize = (0..self.streams.len())
+            .map(|s| self.position_bytes(s))
+            .sum();
+        self.layers.len() * self.capacity * position
     }
 
-    /// The element type of K and V.
-    pub fn dtype(&self) -> DType {
-        self.dtype
+    /// How K and V are stored.
+    pub fn format(&self) -> KvFormat {
+        self.format
     }
 
     /// The committed length: positions every layer holds.
@@ -204,44 +239,65 @@ impl KvCache {
             .ok_or(KvCacheError::LayerOutOfRange { layer, layers })
     }
 
-    /// Checks a K or V tensor against `[n, kv_heads, head_dim]` of the cache's dtype and
-    /// returns `n`.
-    fn check_kv(
+    /// Checks `t` against stream `stream` (`[n, kv_heads, head_dim]` or `[n, kv_heads]`
+    /// of its dtype, with `n` when given) and returns its `n`.
+    fn check_stream(
         &self,
-        which: &'static str,
+        stream: usize,
         t: &Tensor,
         n: Option<i64>,
     ) -> Result<usize, KvCacheError> {
-        if t.dtype() != self.dtype {
+        let Stream { name, dtype, .. } = self.streams[stream];
+        if t.dtype() != dtype {
             return Err(KvCacheError::Dtype {
-                which,
-                expected: self.dtype,
+                which: name,
+                expected: dtype,
                 got: t.dtype(),
             });
         }
         let rows = t.shape().first().copied();
-        let fits = t.ndim() == 3
-            && t.shape()[1..] == self.layout(0)[1..]
+        let layout = self.layout(stream, 0);
+        let fits = t.ndim() == layout.len()
+            && t.shape()[1..] == layout[1..]
             && n.is_none_or(|n| rows == Some(n));
         if !fits {
+            let dims = layout[1..]
+                .iter()
+                .map(|d| format!(", {d}"))
+                .collect::<String>();
             return Err(KvCacheError::Shape {
-                which,
+                which: name,
                 got: t.shape().to_vec(),
-                kv_heads: self.kv_heads,
-                head_dim: self.head_dim,
+                expected: format!("[n{dims}]"),
                 same_n: n.map_or(String::new(), |n| format!(" with n = {n} as in k")),
             });
         }
         Ok(rows.unwrap_or(0) as usize)
     }
 
-    /// Writes `k` and `v` (`[n, kv_heads, head_dim]`, contiguous) at positions
-    /// `len..len + n` of `layer` and advances that layer's length.
-    pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(), KvCacheError> {
+    /// Writes `tensors` (one per stream: `k` and `v`, `[n, kv_heads, head_dim]`, then for
+    /// an int8 cache their scales `[n, kv_heads]`; contiguous) at positions `len..len + n`
+    /// of `layer` and advances that layer's length.
+    pub fn append(&mut self, layer: usize, tensors: &[&Tensor]) -> Result<(), KvCacheError> {
         self.layer(layer)?;
-        let n = self.check_kv("k", k, None)?;
-        self.check_kv("v", v, Some(n as i64))?;
-        let (k_bytes, v_bytes) = (k.as_bytes()?, v.as_bytes()?);
+        if tensors.len() != self.streams.len() {
+            let names: Vec<&str> = self.streams.iter().map(|s| s.name).collect();
+            return Err(KvCacheError::Count {
+                format: self.format,
+                expected: names.len(),
+                names: names.join(", "),
+                got: tensors.len(),
+            });
+        }
+        let mut n = None;
+        for (stream, t) in tensors.iter().enumerate() {
+            n = Some(self.check_stream(stream, t, n.map(|n| n as i64))?);
+        }
+        let n = n.unwrap_or(0);
+        let bytes = tensors
+            .iter()
+            .map(|t| t.as_bytes())
+            .collect::<Result<Vec<_>, _>>()?;
         let start = self.layers[layer].len;
         let requested = start + n;
         if requested > self.capacity {
@@ -252,16 +308,14 @@ impl KvCache {
             });
         }
         self.make_writable(layer)?;
-        let offset = start * self.position_bytes();
-        let entry = &mut self.layers[layer];
-        // SAFETY: positions start..start+n are within capacity (checked above) and no live
-        // view covers them (`make_writable`); the cache is borrowed mutably, so nothing else
-        // writes meanwhile, and K/V storage is never borrowed memory.
-        unsafe {
-            entry.k.write_at(offset, k_bytes);
-            entry.v.write_at(offset, v_bytes);
+        for (stream, bytes) in bytes.into_iter().enumerate() {
+            let offset = start * self.position_bytes(stream);
+            // SAFETY: positions start..start+n are within capacity (checked above) and no
+            // live view covers them (`make_writable`); the cache is borrowed mutably, so
+            // nothing else writes meanwhile, and stream storage is never borrowed memory.
+            unsafe { self.layers[layer].streams[stream].write_at(offset, bytes) };
         }
-        entry.len = requested;
+        self.layers[layer].len = requested;
         Ok(())
     }
 
@@ -269,7 +323,7 @@ impl KvCache {
     /// layer's first `len` positions into fresh storage if one might.
     fn make_writable(&mut self, layer: usize) -> Result<(), KvCacheError> {
         let entry = &self.layers[layer];
-        let shared = Arc::strong_count(&entry.k) > 1 || Arc::strong_count(&entry.v) > 1;
+        let shared = entry.streams.iter().any(|b| Arc::strong_count(b) > 1);
         if !shared {
             self.layers[layer].exposed = 0;
             return Ok(());
@@ -277,29 +331,36 @@ impl KvCache {
         if entry.exposed <= entry.len {
             return Ok(());
         }
-        let keep = entry.len * self.position_bytes();
-        let (k, v) = (self.alloc_positions()?, self.alloc_positions()?);
-        let entry = &mut self.layers[layer];
-        // SAFETY: the new buffers are unshared; the old ones are only read, over their first
-        // `keep` bytes (in bounds), which no writer touches while the cache is borrowed.
-        unsafe {
-            k.write_at(0, std::slice::from_raw_parts(entry.k.ptr_at(0), keep));
-            v.write_at(0, std::slice::from_raw_parts(entry.v.ptr_at(0), keep));
+        let len = entry.len;
+        let mut fresh = Vec::with_capacity(self.streams.len());
+        for (stream, old) in entry.streams.iter().enumerate() {
+            let keep = len * self.position_bytes(stream);
+            let new = self.alloc_positions(stream)?;
+            // SAFETY: the new buffer is unshared; the old one is only read, over its first
+            // `keep` bytes (in bounds), which no writer touches while the cache is borrowed.
+            unsafe { new.write_at(0, std::slice::from_raw_parts(old.ptr_at(0), keep)) };
+            fresh.push(new);
         }
-        (entry.k, entry.v, entry.exposed) = (k, v, 0);
+        let entry = &mut self.layers[layer];
+        (entry.streams, entry.exposed) = (fresh, 0);
         Ok(())
     }
 
-    /// K and V of `layer` over its first `layer_len` positions, as
-    /// `[len, kv_heads, head_dim]` views of the cache's storage.
-    pub fn view(&mut self, layer: usize) -> Result<(Tensor, Tensor), KvCacheError> {
+    /// Every stream of `layer` over its first `layer_len` positions (K and V as
+    /// `[len, kv_heads, head_dim]`, then an int8 cache's scales as `[len, kv_heads]`), as
+    /// views of the cache's storage.
+    pub fn view(&mut self, layer: usize) -> Result<Vec<Tensor>, KvCacheError> {
         let entry = self.layer(layer)?;
-        let shape = self.layout(entry.len);
-        let k = Tensor::view_of(entry.k.clone(), 0, self.dtype, &shape)?;
-        let v = Tensor::view_of(entry.v.clone(), 0, self.dtype, &shape)?;
+        let views = (entry.streams.iter().enumerate())
+            .map(|(stream, buffer)| {
+                let shape = self.layout(stream, entry.len);
+                let dtype = self.streams[stream].dtype;
+                Tensor::view_of(buffer.clone(), 0, dtype, &shape)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let entry = &mut self.layers[layer];
         entry.exposed = entry.exposed.max(entry.len);
-        Ok((k, v))
+        Ok(views)
     }
 
     /// Drops the last `n` committed positions (and any appends of an unfinished step).

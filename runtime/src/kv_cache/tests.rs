@@ -7,6 +7,12 @@ fn positions(n: i64, base: f32) -> Tensor {
     Tensor::from_slice(&values, &[n, 2, 2]).unwrap()
 }
 
+/// K and V of `layer`'s view of an f32 cache.
+fn kv(c: &mut KvCache, layer: usize) -> (Tensor, Tensor) {
+    let [k, v]: [Tensor; 2] = c.view(layer).unwrap().try_into().unwrap();
+    (k, v)
+}
+
 fn cache(layers: usize, capacity: usize) -> KvCache {
     KvCache::new(layers, 2, 2, capacity, DType::F32).unwrap()
 }
@@ -14,18 +20,18 @@ fn cache(layers: usize, capacity: usize) -> KvCache {
 #[test]
 fn length_advances_per_layer_and_commits_when_all_appended() {
     let mut c = cache(2, 8);
-    c.append(0, &positions(3, 0.0), &positions(3, 100.0))
+    c.append(0, &[&positions(3, 0.0), &positions(3, 100.0)])
         .unwrap();
     assert_eq!(
         (c.len(), c.layer_len(0).unwrap(), c.layer_len(1).unwrap()),
         (0, 3, 0)
     );
-    c.append(1, &positions(3, 10.0), &positions(3, 110.0))
+    c.append(1, &[&positions(3, 10.0), &positions(3, 110.0)])
         .unwrap();
     assert_eq!(c.len(), 3);
-    c.append(0, &positions(1, 50.0), &positions(1, 150.0))
+    c.append(0, &[&positions(1, 50.0), &positions(1, 150.0)])
         .unwrap();
-    let (k, v) = c.view(0).unwrap();
+    let (k, v) = kv(&mut c, 0);
     assert_eq!(k.shape(), &[4, 2, 2]);
     let k = k.as_slice::<f32>().unwrap();
     assert_eq!(&k[..12], &(0..12).map(|i| i as f32).collect::<Vec<_>>()[..]);
@@ -36,10 +42,12 @@ fn length_advances_per_layer_and_commits_when_all_appended() {
 #[test]
 fn views_share_the_cache_storage() {
     let mut c = cache(1, 4);
-    c.append(0, &positions(2, 0.0), &positions(2, 0.0)).unwrap();
-    let (k1, _) = c.view(0).unwrap();
-    c.append(0, &positions(1, 8.0), &positions(1, 8.0)).unwrap();
-    let (k2, _) = c.view(0).unwrap();
+    c.append(0, &[&positions(2, 0.0), &positions(2, 0.0)])
+        .unwrap();
+    let (k1, _) = kv(&mut c, 0);
+    c.append(0, &[&positions(1, 8.0), &positions(1, 8.0)])
+        .unwrap();
+    let (k2, _) = kv(&mut c, 0);
     assert_eq!(
         k1.data_ptr(),
         k2.data_ptr(),
@@ -57,9 +65,10 @@ fn views_share_the_cache_storage() {
 #[test]
 fn appending_past_capacity_names_capacity_and_requested_length() {
     let mut c = cache(1, 4);
-    c.append(0, &positions(3, 0.0), &positions(3, 0.0)).unwrap();
+    c.append(0, &[&positions(3, 0.0), &positions(3, 0.0)])
+        .unwrap();
     let err = c
-        .append(0, &positions(2, 0.0), &positions(2, 0.0))
+        .append(0, &[&positions(2, 0.0), &positions(2, 0.0)])
         .unwrap_err();
     assert_eq!(
         err,
@@ -84,7 +93,7 @@ fn appending_past_capacity_names_capacity_and_requested_length() {
 fn malformed_appends_are_rejected() {
     let mut c = cache(2, 4);
     let k = positions(1, 0.0);
-    let err = c.append(2, &k, &k).unwrap_err();
+    let err = c.append(2, &[&k, &k]).unwrap_err();
     assert_eq!(
         err,
         KvCacheError::LayerOutOfRange {
@@ -93,24 +102,24 @@ fn malformed_appends_are_rejected() {
         }
     );
     let wide = Tensor::zeros(DType::F32, &[1, 2, 3]).unwrap();
-    let err = c.append(0, &wide, &k).unwrap_err();
+    let err = c.append(0, &[&wide, &k]).unwrap_err();
     assert_eq!(err.to_string(), "k has shape [1, 2, 3], expected [n, 2, 2]");
-    let err = c.append(0, &k, &positions(2, 0.0)).unwrap_err();
+    let err = c.append(0, &[&k, &positions(2, 0.0)]).unwrap_err();
     assert_eq!(
         err.to_string(),
         "v has shape [2, 2, 2], expected [n, 2, 2] with n = 1 as in k"
     );
     let halves = Tensor::zeros(DType::F16, &[1, 2, 2]).unwrap();
-    let err = c.append(0, &k, &halves).unwrap_err();
+    let err = c.append(0, &[&k, &halves]).unwrap_err();
     assert_eq!(err.to_string(), "v has dtype f16, the cache stores f32");
     let strided = positions(2, 0.0).narrow(2, 0, 1).unwrap();
-    let err = c.append(0, &strided, &strided).unwrap_err();
+    let err = c.append(0, &[&strided, &strided]).unwrap_err();
     assert!(matches!(err, KvCacheError::Shape { .. }));
     let strided = Tensor::zeros(DType::F32, &[1, 2, 4])
         .unwrap()
         .narrow(2, 0, 2)
         .unwrap();
-    let err = c.append(0, &strided, &strided).unwrap_err();
+    let err = c.append(0, &[&strided, &strided]).unwrap_err();
     assert!(matches!(
         err,
         KvCacheError::Tensor(TensorError::NotContiguous { .. })
@@ -122,10 +131,11 @@ fn malformed_appends_are_rejected() {
 fn pop_and_clear_drop_positions() {
     let mut c = cache(2, 8);
     for layer in 0..2 {
-        c.append(layer, &positions(5, 0.0), &positions(5, 0.0))
+        c.append(layer, &[&positions(5, 0.0), &positions(5, 0.0)])
             .unwrap();
     }
-    c.append(0, &positions(1, 0.0), &positions(1, 0.0)).unwrap();
+    c.append(0, &[&positions(1, 0.0), &positions(1, 0.0)])
+        .unwrap();
     c.pop(2).unwrap();
     assert_eq!((c.len(), c.layer_len(0).unwrap()), (3, 3));
     assert_eq!(
@@ -134,19 +144,20 @@ fn pop_and_clear_drop_positions() {
     );
     c.clear();
     assert!(c.is_empty());
-    assert_eq!(c.view(1).unwrap().0.shape(), &[0, 2, 2]);
+    assert_eq!(kv(&mut c, 1).0.shape(), &[0, 2, 2]);
 }
 
 #[test]
 fn rewriting_popped_positions_never_changes_a_live_view() {
     let mut c = cache(1, 4);
-    c.append(0, &positions(3, 0.0), &positions(3, 0.0)).unwrap();
-    let (old_k, _) = c.view(0).unwrap();
+    c.append(0, &[&positions(3, 0.0), &positions(3, 0.0)])
+        .unwrap();
+    let (old_k, _) = kv(&mut c, 0);
     c.pop(2).unwrap();
-    c.append(0, &positions(1, 90.0), &positions(1, 90.0))
+    c.append(0, &[&positions(1, 90.0), &positions(1, 90.0)])
         .unwrap();
     assert_eq!(old_k.as_slice::<f32>().unwrap()[4..8], [4.0, 5.0, 6.0, 7.0]);
-    let (new_k, _) = c.view(0).unwrap();
+    let (new_k, _) = kv(&mut c, 0);
     assert_ne!(
         new_k.data_ptr(),
         old_k.data_ptr(),
@@ -159,9 +170,10 @@ fn rewriting_popped_positions_never_changes_a_live_view() {
     let ptr = new_k.data_ptr();
     drop((old_k, new_k));
     c.pop(1).unwrap();
-    c.append(0, &positions(1, 7.0), &positions(1, 7.0)).unwrap();
+    c.append(0, &[&positions(1, 7.0), &positions(1, 7.0)])
+        .unwrap();
     assert_eq!(
-        c.view(0).unwrap().0.data_ptr(),
+        kv(&mut c, 0).0.data_ptr(),
         ptr,
         "no live view: written in place"
     );
@@ -234,4 +246,99 @@ fn bytes_count_k_and_v_of_every_layer_at_capacity() {
     assert_eq!(cache(3, 8).bytes(), 3 * 2 * 8 * 2 * 2 * 4);
     let half = KvCache::new(1, 2, 4, 5, DType::F16).unwrap();
     assert_eq!(half.bytes(), 2 * 5 * 2 * 4 * 2);
+}
+
+/// `[n, 2, 3]` int8 codes `base + 0..6n` and `[n, 2]` scales `scale * (1 + 0..2n)`.
+fn q8_positions(n: i64, base: i8, scale: f32) -> (Tensor, Tensor) {
+    let codes: Vec<i8> = (0..n * 6).map(|i| base.wrapping_add(i as i8)).collect();
+    let scales: Vec<f32> = (0..n * 2).map(|i| scale * (1 + i) as f32).collect();
+    (
+        Tensor::from_slice(&codes, &[n, 2, 3]).unwrap(),
+        Tensor::from_slice(&scales, &[n, 2]).unwrap(),
+    )
+}
+
+#[test]
+fn an_int8_cache_stores_codes_and_scales_side_by_side() {
+    let mut c = KvCache::new(2, 2, 3, 6, KvFormat::Q8).unwrap();
+    assert_eq!(c.format(), KvFormat::Q8);
+    // 2 layers x 6 positions x (K + V codes: 2 heads x 3 bytes, + 2 x 2 f32 scales).
+    assert_eq!(c.bytes(), 2 * 6 * (2 * 2 * 3 + 2 * 2 * 4));
+    for layer in 0..2 {
+        let (k, ks) = q8_positions(2, 10, 0.5);
+        let (v, vs) = q8_positions(2, -20, 0.25);
+        c.append(layer, &[&k, &v, &ks, &vs]).unwrap();
+    }
+    let (k, ks) = q8_positions(1, 50, 2.0);
+    c.append(0, &[&k, &k, &ks, &ks]).unwrap();
+    assert_eq!((c.len(), c.layer_len(0).unwrap()), (2, 3));
+    let views = c.view(0).unwrap();
+    let shapes: Vec<&[i64]> = views.iter().map(Tensor::shape).collect();
+    assert_eq!(shapes, [&[3, 2, 3][..], &[3, 2, 3], &[3, 2], &[3, 2]]);
+    assert_eq!(views[0].as_slice::<i8>().unwrap()[11..13], [21, 50]);
+    assert_eq!(
+        views[3].as_slice::<f32>().unwrap()[..5],
+        [0.25, 0.5, 0.75, 1.0, 2.0]
+    );
+    // Copy on write covers the scales too.
+    c.pop(1).unwrap();
+    let (k, ks) = q8_positions(1, 0, 9.0);
+    c.append(0, &[&k, &k, &ks, &ks]).unwrap();
+    assert_eq!(
+        views[2].as_slice::<f32>().unwrap()[2],
+        1.5,
+        "old view unchanged"
+    );
+    assert_eq!(c.view(0).unwrap()[2].as_slice::<f32>().unwrap()[2], 9.0);
+    c.clear();
+    assert!(c.is_empty());
+}
+
+#[test]
+fn an_int8_cache_checks_the_count_shape_and_dtype_of_what_it_appends() {
+    let mut c = KvCache::new(1, 2, 3, 4, KvFormat::Q8).unwrap();
+    let (k, ks) = q8_positions(1, 0, 1.0);
+    let err = c.append(0, &[&k, &k]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a q8 KV cache appends 4 tensors (k, v, k_scales, v_scales), got 2"
+    );
+    let err = c.append(0, &[&k, &k, &k, &ks]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "k_scales has dtype i8, the cache stores f32"
+    );
+    let (_, two) = q8_positions(2, 0, 1.0);
+    let err = c.append(0, &[&k, &k, &ks, &two]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "v_scales has shape [2, 2], expected [n, 2] with n = 1 as in k"
+    );
+    let err = c.append(0, &[&ks, &k, &ks, &ks]).unwrap_err();
+    assert_eq!(err.to_string(), "k has dtype f32, the cache stores i8");
+    assert_eq!(c.layer_len(0).unwrap(), 0);
+}
+
+#[test]
+fn builtins_create_append_to_and_view_an_int8_cache() {
+    let registry = Registry::with_builtins();
+    let sizes = [1, 2, 3, 4].map(Value::Int);
+    let create_args = [&sizes[..], &["q8".into()]].concat();
+    let cache = registry.call("kv_cache.create", &create_args).unwrap();
+    let (k, ks) = q8_positions(2, 1, 0.5);
+    let args = [cache.clone(), Value::Int(0)]
+        .into_iter()
+        .chain([k.clone(), k, ks.clone(), ks].map(Value::from))
+        .collect::<Vec<_>>();
+    registry.call("kv_cache.append_q8", &args).unwrap();
+    let err = registry.call("kv_cache.append", &args[..4]).unwrap_err();
+    assert!(err.to_string().contains("appends 4 tensors"), "{err}");
+    let view = registry
+        .call("kv_cache.view", &[cache.clone(), Value::Int(0)])
+        .unwrap();
+    let fields = view.as_tuple().unwrap();
+    assert_eq!(fields.len(), 4);
+    assert_eq!(fields[3].as_tensor().unwrap().shape(), &[2, 2]);
+    let len = registry.call("kv_cache.len", &[cache]).unwrap();
+    assert_eq!(len.as_int(), Some(2));
 }

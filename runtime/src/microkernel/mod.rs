@@ -4,7 +4,8 @@
 //! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
 //! dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8 activation rows by int8 or
 //! 4-bit panels in integers, group by group, and scale into f32 at the end of each group;
-//! the attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded).
+//! the attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded)
+//! and with int8 ones scaled per row (an int8 KV cache, dequantized as loaded).
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
 //! generates the loops around it (packing, tiling, epilogues). Every kernel has a scalar
@@ -16,6 +17,7 @@
 //! and one implementation row per ISA (at least the scalar one). Adding an ISA: a file with
 //! its `IMPLEMENTATIONS` and a line in `IMPLEMENTATIONS` below.
 
+mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -33,6 +35,7 @@ mod tests_qgemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemm;
 
+pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed
@@ -208,33 +211,6 @@ pub type QGemmW8Fn = QGemmFn<i8>;
 /// As [`QGemmFn`]: `b` readable for `kc * 8` bytes from the start of every panel it lends.
 pub type QGemmW4Fn = QGemmFn<u8>;
 
-/// The attention of one query row over `keys` key/value rows (softmax computed online):
-/// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
-/// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
-/// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
-/// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
-///
-/// # Safety
-/// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
-/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
-/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
-/// Pointers need only the alignment of their element type.
-pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
-    q: *const f32,
-    k: *const KV,
-    v: *const KV,
-    out: *mut f32,
-    keys: i64,
-    kv_stride: i64,
-    head_dim: i64,
-    scale: f32,
-);
-
-/// The attention over f16 keys and values ([`AttentionFn`] with `k` and `v` holding f16
-/// values, each widened to f32 as it is loaded), so an f16 KV cache streams at half the
-/// bytes of an f32 one.
-pub type AttentionF16KvFn = AttentionFn<half::f16>;
-
 /// One microkernel implementation, typed by the kernel's signature.
 #[derive(Clone, Copy, Debug)]
 pub enum MicrokernelFn {
@@ -256,6 +232,8 @@ pub enum MicrokernelFn {
     QGemmW4(QGemmW4Fn),
     /// The attention of one query row over f16 keys and values.
     AttentionF16Kv(AttentionF16KvFn),
+    /// The attention of one query row over int8 keys and values with row scales.
+    AttentionQ8Kv(AttentionQ8KvFn),
 }
 
 impl MicrokernelFn {
@@ -272,6 +250,7 @@ impl MicrokernelFn {
             MicrokernelFn::QGemmW8(f) => f as *const (),
             MicrokernelFn::QGemmW4(f) => f as *const (),
             MicrokernelFn::AttentionF16Kv(f) => f as *const (),
+            MicrokernelFn::AttentionQ8Kv(f) => f as *const (),
         }
     }
 
@@ -311,6 +290,14 @@ impl MicrokernelFn {
     pub fn attention_f16kv(self) -> Option<AttentionF16KvFn> {
         match self {
             MicrokernelFn::AttentionF16Kv(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The attention kernel over int8 keys and values with row scales, if this is one.
+    pub fn attention_q8kv(self) -> Option<AttentionQ8KvFn> {
+        match self {
+            MicrokernelFn::AttentionQ8Kv(f) => Some(f),
             _ => None,
         }
     }
@@ -377,6 +364,9 @@ pub enum Microkernel {
     Qgemv1x64W4,
     /// [`Microkernel::AttentionF32`] over f16 keys and values ([`AttentionF16KvFn`]).
     AttentionF16Kv,
+    /// [`Microkernel::AttentionF32`] over int8 keys and values with one f32 scale per
+    /// row ([`AttentionQ8KvFn`]).
+    AttentionQ8Kv,
 }
 
 /// The shape of a block GEMM.
@@ -410,6 +400,15 @@ const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usi
     }
 }
 
+/// The spec of attention kernel `name`.
+const fn attention(kernel: Microkernel, name: &'static str) -> KernelSpec {
+    KernelSpec {
+        kernel,
+        name,
+        gemm_block: None,
+    }
+}
+
 /// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
 const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemm6x16, "sgemm_6x16", (6, 16)),
@@ -418,11 +417,7 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemv1x64F16, "sgemv_1x64_f16", (1, 64)),
     gemm(Microkernel::Sgemm12x32, "sgemm_12x32", (12, 32)),
     gemm(Microkernel::Sgemm12x32F16, "sgemm_12x32_f16", (12, 32)),
-    KernelSpec {
-        kernel: Microkernel::AttentionF32,
-        name: "attention_f32",
-        gemm_block: None,
-    },
+    attention(Microkernel::AttentionF32, "attention_f32"),
     gemm(Microkernel::Sgemm6x16Q8, "sgemm_6x16_q8", (6, 16)),
     gemm(Microkernel::Sgemv1x64Q8, "sgemv_1x64_q8", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q8, "sgemm_12x32_q8", (12, 32)),
@@ -438,16 +433,13 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Qgemm4x16W4, "qgemm_4x16_w4", (4, 16)),
     gemm(Microkernel::Qgemv1x64W8, "qgemv_1x64_w8", (1, 64)),
     gemm(Microkernel::Qgemv1x64W4, "qgemv_1x64_w4", (1, 64)),
-    KernelSpec {
-        kernel: Microkernel::AttentionF16Kv,
-        name: "attention_f16kv",
-        gemm_block: None,
-    },
+    attention(Microkernel::AttentionF16Kv, "attention_f16kv"),
+    attention(Microkernel::AttentionQ8Kv, "attention_q8kv"),
 ];
 
 impl Microkernel {
     /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 24;
 
     /// Every microkernel, in table order.
     pub const ALL: [Microkernel; Microkernel::COUNT] = [
@@ -474,6 +466,7 @@ impl Microkernel {
         Microkernel::Qgemv1x64W8,
         Microkernel::Qgemv1x64W4,
         Microkernel::AttentionF16Kv,
+        Microkernel::AttentionQ8Kv,
     ];
 
     fn spec(self) -> &'static KernelSpec {

@@ -6,7 +6,7 @@
 //! kernels use FMA, so results differ from the twins by rounding only.
 
 use super::qgemm::{QCall, QPanel};
-use super::{Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
+use super::{Implementation, Microkernel, MicrokernelFn, RowScales, U4Pair, QUANT_GROUP};
 use half::f16;
 
 /// The scalar twin row of `kernel`.
@@ -88,6 +88,10 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     twin(
         Microkernel::AttentionF16Kv,
         MicrokernelFn::AttentionF16Kv(attention::<f16>),
+    ),
+    twin(
+        Microkernel::AttentionQ8Kv,
+        MicrokernelFn::AttentionQ8Kv(attention_q8kv),
     ),
     twin(
         Microkernel::Qgemm6x32W8,
@@ -356,11 +360,9 @@ unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
     sum
 }
 
-/// The scalar twin of the attention kernels over keys and values of `KV`
+/// The scalar twin of the attention kernels over float keys and values of `KV`
 /// (`attention::<f32>` is [`Microkernel::AttentionF32`], `attention::<f16>`
-/// [`Microkernel::AttentionF16Kv`]; the [`super::AttentionFn`] contract), in two passes
-/// over the keys: the largest score, then the exponentials and the weighted sum of the
-/// values (scores are computed twice; nothing is allocated).
+/// [`Microkernel::AttentionF16Kv`]; the [`super::AttentionFn`] contract): [`attention_rows`].
 ///
 /// # Safety
 /// As [`super::AttentionFn`].
@@ -373,6 +375,54 @@ unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
+    scale: f32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { attention_rows(q, (k, v), None, out, (keys, kv_stride, head_dim), scale) }
+}
+
+/// The scalar twin of [`Microkernel::AttentionQ8Kv`] (the [`super::AttentionQ8KvFn`]
+/// contract): [`attention_rows`] over int8 rows with their scales.
+///
+/// # Safety
+/// As [`super::AttentionQ8KvFn`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn attention_q8kv(
+    q: *const f32,
+    k: *const i8,
+    v: *const i8,
+    k_scales: *const f32,
+    v_scales: *const f32,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+    scale_stride: i64,
+) {
+    let scales = RowScales {
+        k: k_scales,
+        v: v_scales,
+        stride: scale_stride.max(0) as usize,
+    };
+    let scalars = (keys, kv_stride, head_dim);
+    // SAFETY: forwarded contract.
+    unsafe { attention_rows(q, (k, v), Some(scales), out, scalars, scale) }
+}
+
+/// The attention of one query row over key/value rows of `KV`, each row times its scale
+/// when `scales` are given, in two passes over the keys: the largest score, then the
+/// exponentials and the weighted sum of the values (scores are computed twice; nothing is
+/// allocated).
+///
+/// # Safety
+/// As [`super::AttentionFn`] (and [`super::AttentionQ8KvFn`] with `scales`).
+unsafe fn attention_rows<KV: Copy + Into<f32>>(
+    q: *const f32,
+    (k, v): (*const KV, *const KV),
+    scales: Option<RowScales>,
+    out: *mut f32,
+    (keys, kv_stride, head_dim): (i64, i64, i64),
     scale: f32,
 ) {
     let (keys, stride, dim) = (
@@ -393,9 +443,12 @@ unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     let row = |base: *const KV, j: usize| unsafe {
         std::slice::from_raw_parts(base.add(j * stride), dim)
     };
+    // SAFETY (each call): `j < keys`, whose scales are lent with `scales`.
+    let key_scale = |j: usize| scales.map_or(1.0, |s| unsafe { s.key(j) });
+    let value_scale = |j: usize| scales.map_or(1.0, |s| unsafe { s.value(j) });
     let score = |j: usize| {
         let dot = q.iter().zip(row(k, j)).map(|(&a, &b)| a * b.into());
-        scale * dot.sum::<f32>()
+        scale * dot.sum::<f32>() * key_scale(j)
     };
     out.fill(0.0);
     let max = (0..keys).map(score).fold(f32::NEG_INFINITY, f32::max);
@@ -403,8 +456,9 @@ unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     for j in 0..keys {
         let p = (score(j) - max).exp();
         sum += p;
+        let weight = p * value_scale(j);
         for (o, &x) in out.iter_mut().zip(row(v, j)) {
-            *o += p * x.into();
+            *o += weight * x.into();
         }
     }
     if keys > 0 {

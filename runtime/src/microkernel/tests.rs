@@ -54,7 +54,8 @@ fn specs_are_in_table_order_and_names_round_trip() {
     }
     assert_eq!(Microkernel::ALL[16], Microkernel::Qgemm6x32W8);
     assert_eq!(Microkernel::ALL[22], Microkernel::AttentionF16Kv);
-    assert_eq!(Microkernel::COUNT, 23);
+    assert_eq!(Microkernel::ALL[23], Microkernel::AttentionQ8Kv);
+    assert_eq!(Microkernel::COUNT, 24);
 }
 
 #[test]
@@ -476,6 +477,7 @@ impl Case {
             }
             MicrokernelFn::Attention(_)
             | MicrokernelFn::AttentionF16Kv(_)
+            | MicrokernelFn::AttentionQ8Kv(_)
             | MicrokernelFn::QGemmW8(_)
             | MicrokernelFn::QGemmW4(_) => {
                 panic!("{what}: not a block GEMM of f32 activations")

@@ -1,7 +1,7 @@
-//! The attention microkernels (f32 and f16 keys and values) against their scalar twins
-//! and an f64 reference, on random rows of odd lengths and strides, with guards around
-//! `out`; over f16 keys and values each computes exactly what its f32 version computes on
-//! their widening.
+//! The attention microkernels (f32 and f16 keys and values, int8 ones with row scales)
+//! against their scalar twins and an f64 reference, on random rows of odd lengths and
+//! strides, with guards around `out`; over f16 keys and values each computes exactly what
+//! its f32 version computes on their widening.
 
 use super::*;
 use half::f16;
@@ -14,8 +14,9 @@ const GUARD: f32 = 7777.0;
 /// Floats of guard on each side of `out`.
 const GUARD_LEN: usize = 9;
 
-/// Key counts to test: none, fewer and more than a vector of lanes and a key block.
-const KEYS: [usize; 11] = [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100];
+/// Key counts to test: none, fewer and more than a vector of lanes and a key block, and a
+/// long cache (many blocks).
+const KEYS: [usize; 12] = [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100, 1000];
 
 /// Head dims to test: shorter and longer than a vector and than the registers `out` is
 /// accumulated in, with and without a tail.
@@ -24,11 +25,47 @@ const DIMS: [usize; 7] = [1, 7, 8, 16, 23, 64, 67];
 /// A rounding of f32 values to a key/value element type (kept as f32).
 type Rounding = fn(f32) -> f32;
 
-/// The attention kernels, each with the rounding of its key/value element type.
-const KERNELS: [(Microkernel, Rounding); 2] = [
+/// The attention kernels, each with the rounding of its key/value element type (int8
+/// codes: `[-2, 2)` spread over most of the code range).
+const KERNELS: [(Microkernel, Rounding); 3] = [
     (Microkernel::AttentionF32, |x| x),
     (Microkernel::AttentionF16Kv, |x| f16::from_f32(x).to_f32()),
+    (Microkernel::AttentionQ8Kv, |x| (x * 63.0).round()),
 ];
+
+/// The row scales of an int8 case: one per row of k and of v, `stride` floats apart
+/// (NaN between), some of them zero (an all-zero row quantizes to scale 0).
+struct Scales {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    stride: usize,
+}
+
+impl Scales {
+    fn random(rng: &mut StdRng, keys: usize) -> Scales {
+        let stride = rng.gen_range(1..=4);
+        let mut column = || -> Vec<f32> {
+            let len = keys.saturating_sub(1) * stride + usize::from(keys > 0);
+            (0..len)
+                .map(|n| match (n % stride, rng.gen_range(0..10)) {
+                    (0, 0) => 0.0,
+                    (0, _) => rng.gen_range(0.001f32..0.05),
+                    _ => f32::NAN,
+                })
+                .collect()
+        };
+        Scales {
+            k: column(),
+            v: column(),
+            stride,
+        }
+    }
+
+    /// The scale of key (`which` 0) or value (1) row `j`.
+    fn of(&self, which: usize, j: usize) -> f64 {
+        f64::from([&self.k, &self.v][which][j * self.stride])
+    }
+}
 
 /// One call: a query row, `keys` key and value rows at `stride`, an `out` with guards. The
 /// key and value elements are f32 values their kernel's element type holds exactly.
@@ -40,9 +77,26 @@ struct Case {
     q: Vec<f32>,
     k: Vec<f32>,
     v: Vec<f32>,
+    /// The row scales, for int8 keys and values.
+    scales: Option<Scales>,
 }
 
 impl Case {
+    /// Random rows, keys and values rounded by `round` (to `kernel`'s element type), with
+    /// row scales for the int8 kernel.
+    fn for_kernel(rng: &mut StdRng, (keys, dim): (usize, usize), kernel: Microkernel) -> Case {
+        let round = KERNELS
+            .iter()
+            .find(|(k, _)| *k == kernel)
+            .expect("a kernel")
+            .1;
+        let mut case = Case::random(rng, keys, dim, round);
+        if kernel == Microkernel::AttentionQ8Kv {
+            case.scales = Some(Scales::random(rng, keys));
+        }
+        case
+    }
+
     /// Random rows, keys and values rounded by `round` (to the kernel's element type).
     fn random(rng: &mut StdRng, keys: usize, dim: usize, round: Rounding) -> Case {
         let stride = dim + rng.gen_range(0..=3) * 4;
@@ -67,6 +121,7 @@ impl Case {
             q: (0..dim).map(|_| rng.gen_range(-2.0f32..2.0)).collect(),
             k: row_major(rng),
             v: row_major(rng),
+            scales: None,
         }
     }
 
@@ -79,30 +134,66 @@ impl Case {
                 let f16s = |x: &[f32]| x.iter().map(|&e| f16::from_f32(e)).collect::<Vec<_>>();
                 self.call(f, (&f16s(&self.k), &f16s(&self.v)), what)
             }
+            MicrokernelFn::AttentionQ8Kv(f) => self.call_q8(f, what),
             _ => panic!("{what}: not an attention kernel"),
         }
+    }
+
+    /// Calls int8 kernel `func` on this case's codes and scales; returns the row.
+    fn call_q8(&self, func: AttentionQ8KvFn, what: &str) -> Vec<f32> {
+        let scales = self.scales.as_ref().expect("an int8 case has scales");
+        // NaN lanes between rows become code 0 (any code: never read).
+        let codes = |x: &[f32]| x.iter().map(|&e| e as i8).collect::<Vec<_>>();
+        let (k, v) = (codes(&self.k), codes(&self.v));
+        self.guarded(what, |out| {
+            // SAFETY: as `call`, and the scales hold (keys - 1) * stride + 1 floats.
+            unsafe {
+                func(
+                    self.q.as_ptr(),
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    scales.k.as_ptr(),
+                    scales.v.as_ptr(),
+                    out,
+                    self.keys as i64,
+                    self.stride as i64,
+                    self.dim as i64,
+                    self.scale,
+                    scales.stride as i64,
+                )
+            }
+        })
     }
 
     /// Calls `func` on `q`, keys and values `k` and `v` (as many elements as this case's)
     /// and a guarded `out`; returns the row.
     fn call<KV>(&self, func: AttentionFn<KV>, (k, v): (&[KV], &[KV]), what: &str) -> Vec<f32> {
         assert_eq!((k.len(), v.len()), (self.k.len(), self.v.len()));
+        self.guarded(what, |out| {
+            // SAFETY: `q` holds dim floats, `k` and `v` (keys - 1) * stride + dim elements,
+            // and `out` dim floats.
+            unsafe {
+                func(
+                    self.q.as_ptr(),
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    out,
+                    self.keys as i64,
+                    self.stride as i64,
+                    self.dim as i64,
+                    self.scale,
+                )
+            }
+        })
+    }
+
+    /// Runs `call` on a row of `dim` NaNs between guards; asserts the guards are
+    /// untouched; returns the row.
+    fn guarded(&self, what: &str, call: impl FnOnce(*mut f32)) -> Vec<f32> {
         let mut out = vec![GUARD; GUARD_LEN + self.dim + GUARD_LEN];
         out[GUARD_LEN..GUARD_LEN + self.dim].fill(f32::NAN);
-        // SAFETY: `q` holds dim floats, `k` and `v` (keys - 1) * stride + dim elements, and
-        // `out` dim floats after the guard.
-        unsafe {
-            func(
-                self.q.as_ptr(),
-                k.as_ptr(),
-                v.as_ptr(),
-                out.as_mut_ptr().add(GUARD_LEN),
-                self.keys as i64,
-                self.stride as i64,
-                self.dim as i64,
-                self.scale,
-            )
-        };
+        // SAFETY: `GUARD_LEN + dim` is inside `out`.
+        call(unsafe { out.as_mut_ptr().add(GUARD_LEN) });
         let (before, rest) = out.split_at(GUARD_LEN);
         let (row, after) = rest.split_at(self.dim);
         for guard in before.iter().chain(after) {
@@ -111,8 +202,9 @@ impl Case {
         row.to_vec()
     }
 
-    /// The output row in f64.
+    /// The output row in f64 (rows times their scales in an int8 case).
     fn reference(&self) -> Vec<f64> {
+        let scale = |which: usize, j: usize| self.scales.as_ref().map_or(1.0, |s| s.of(which, j));
         let row = |x: &[f32], j: usize| -> Vec<f64> {
             x[j * self.stride..j * self.stride + self.dim]
                 .iter()
@@ -127,7 +219,7 @@ impl Case {
                     .zip(row(&self.k, j))
                     .map(|(&a, b)| f64::from(a) * b)
                     .sum();
-                f64::from(self.scale) * dot
+                f64::from(self.scale) * dot * scale(0, j)
             })
             .collect();
         let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -136,7 +228,7 @@ impl Case {
         (0..self.dim)
             .map(|d| {
                 let sum: f64 = (0..self.keys)
-                    .map(|j| weights[j] * row(&self.v, j)[d])
+                    .map(|j| weights[j] * row(&self.v, j)[d] * scale(1, j))
                     .sum();
                 if self.keys == 0 {
                     0.0
@@ -166,7 +258,7 @@ impl Case {
 #[test]
 fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
     let mut rng = StdRng::seed_from_u64(0xA77E);
-    for (kernel, round) in KERNELS {
+    for (kernel, _) in KERNELS {
         let twin = implementations()
             .find(|imp| imp.kernel == kernel && imp.isa == "scalar")
             .expect("a scalar twin")
@@ -181,7 +273,7 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
                 continue;
             }
             for (keys, dim) in KEYS.into_iter().flat_map(|k| DIMS.map(|d| (k, d))) {
-                let case = Case::random(&mut rng, keys, dim, round);
+                let case = Case::for_kernel(&mut rng, (keys, dim), kernel);
                 let what = format!("{} ({}) keys={keys} dim={dim}", kernel.name(), imp.isa);
                 case.check(imp.func, twin, &what);
             }
@@ -224,15 +316,20 @@ fn attention_kernels_are_in_the_table_with_their_signatures() {
     for (name, kernel) in [
         ("attention_f32", Microkernel::AttentionF32),
         ("attention_f16kv", Microkernel::AttentionF16Kv),
+        ("attention_q8kv", Microkernel::AttentionQ8Kv),
     ] {
         assert_eq!(Microkernel::from_name(name), Some(kernel));
         assert_eq!(kernel.gemm_block(), None);
         let set = MicrokernelSet::detect();
         let func = set.get(kernel);
         assert!(func.gemm().is_none());
-        let f16kv = kernel == Microkernel::AttentionF16Kv;
-        assert_eq!(func.attention().is_some(), !f16kv, "{name}");
+        let (f16kv, q8kv) = (
+            kernel == Microkernel::AttentionF16Kv,
+            kernel == Microkernel::AttentionQ8Kv,
+        );
+        assert_eq!(func.attention().is_some(), !f16kv && !q8kv, "{name}");
         assert_eq!(func.attention_f16kv().is_some(), f16kv, "{name}");
+        assert_eq!(func.attention_q8kv().is_some(), q8kv, "{name}");
         assert_eq!(set.table()[kernel as usize], func.address());
     }
 }

@@ -63,6 +63,106 @@ fn activation_rows_become_codes_around_128_with_their_scale() {
     }
 }
 
+#[test]
+fn kv_rows_become_signed_codes_that_times_their_scale_give_the_rows_back() {
+    // [n, kv_heads, head_dim]: per position and kv head one scale.
+    let (rows, heads, dim) = (3usize, 2usize, 5usize);
+    let mut x = pseudo_random(23, rows * heads * dim);
+    x[dim..2 * dim].fill(0.0); // an all-zero head row: scale 0, codes 0
+    let shape = vec![n(), c(heads as i64), c(dim as i64)];
+    let xe = tensor("x", shape.clone(), DataType::F32);
+    let scales_call = op(
+        "activation_scales",
+        vec![xe.clone()],
+        vec![],
+        out(vec![n(), c(heads as i64)], DataType::F32),
+    );
+    let scales = run(&scales_call, rows, vec![x.clone()]).remove(0);
+    let s = tensor("s", vec![n(), c(heads as i64)], DataType::F32);
+    let codes_call = op("quantize_kv", vec![xe, s], vec![], out(shape, DataType::I8));
+    let codes = run(&codes_call, rows, vec![x.clone(), scales.clone()]).remove(0);
+    assert_eq!(scales[1], 0.0);
+    for (r, row) in x.chunks(dim).enumerate() {
+        let peak = row.iter().map(|v| v.abs()).fold(0.0, f64::max);
+        assert!((scales[r] - peak / 127.0).abs() <= 1e-6 * peak, "row {r}");
+        for (k, &value) in row.iter().enumerate() {
+            let code = codes[r * dim + k];
+            let want = match scales[r] {
+                0.0 => 0.0,
+                s => (value / s).round_ties_even().clamp(-127.0, 127.0),
+            };
+            // floor(v + 0.5) rounds ties up, `round_ties_even` to even: equal off ties.
+            assert!(
+                (code - want).abs() <= 1.0,
+                "row {r} k {k}: {code} vs {want}"
+            );
+            assert!((code * scales[r] - value).abs() <= scales[r] / 2.0 + 1e-9);
+        }
+    }
+}
+
+#[test]
+fn attention_over_int8_kv_is_attention_over_the_dequantized_rows() {
+    let (t, kv_heads, heads, dim) = (5usize, 2usize, 4usize, 3usize);
+    let codes: Vec<f64> = pseudo_random(31, 2 * t * kv_heads * dim)
+        .iter()
+        .map(|v| (v * 63.0).round())
+        .collect();
+    let (k_codes, v_codes) = codes.split_at(t * kv_heads * dim);
+    let scales: Vec<f64> = pseudo_random(37, 2 * t * kv_heads)
+        .iter()
+        .map(|v| v.abs() / 50.0)
+        .collect();
+    let (k_scales, v_scales) = scales.split_at(t * kv_heads);
+    let dequantized = |codes: &[f64], scales: &[f64]| -> Vec<f64> {
+        let widened = codes.iter().enumerate();
+        widened.map(|(i, &code)| code * scales[i / dim]).collect()
+    };
+    let q = pseudo_random(41, 2 * heads * dim);
+    let kv_shape = vec![n() + c(3), c(kv_heads as i64), c(dim as i64)];
+    let scales_shape = vec![n() + c(3), c(kv_heads as i64)];
+    let q_shape = vec![n(), c(heads as i64), c(dim as i64)];
+    let attrs = || {
+        vec![
+            ("scale", AttrValue::Float(0.5)),
+            ("causal", AttrValue::Bool(true)),
+        ]
+    };
+    let qe = tensor("q", q_shape.clone(), DataType::F32);
+    let kv = |name, dtype| tensor(name, kv_shape.clone(), dtype);
+    let float_call = op(
+        "attention",
+        vec![qe.clone(), kv("k", DataType::F32), kv("v", DataType::F32)],
+        attrs(),
+        out(q_shape.clone(), DataType::F32),
+    );
+    let (ks, vs) = (
+        tensor("ks", scales_shape.clone(), DataType::F32),
+        tensor("vs", scales_shape, DataType::F32),
+    );
+    let q8_call = op(
+        "attention_q8kv",
+        vec![qe, kv("k", DataType::I8), kv("v", DataType::I8), ks, vs],
+        attrs(),
+        out(q_shape, DataType::F32),
+    );
+    let float_inputs = vec![
+        q.clone(),
+        dequantized(k_codes, k_scales),
+        dequantized(v_codes, v_scales),
+    ];
+    let want = run(&float_call, 2, float_inputs).remove(0);
+    let q8_inputs = vec![
+        q,
+        k_codes.to_vec(),
+        v_codes.to_vec(),
+        k_scales.to_vec(),
+        v_scales.to_vec(),
+    ];
+    let got = run(&q8_call, 2, q8_inputs).remove(0);
+    assert_close(&got, &want, 1e-6);
+}
+
 /// `(packed, scales, correction)` of weight `w` (`[h, l]`) packed by the legalized ops
 /// in the quads layout.
 fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 3] {

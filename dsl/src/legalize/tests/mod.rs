@@ -150,7 +150,9 @@ const ALL_OPS: &[&str] = &[
     "quantize_activations",
     "weight_correction",
     "packed_matmul_int",
+    "quantize_kv",
     "attention",
+    "attention_q8kv",
 ];
 
 #[test]

@@ -143,7 +143,7 @@ impl Machine<'_> {
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
-        let &[keys, kv_stride, head_dim, scale] = values else {
+        let (&[keys, kv_stride, head_dim, scale], scale_stride) = values.split_at(4) else {
             unreachable!("the scalar count was checked");
         };
         let scalars = AttentionScalars {
@@ -151,19 +151,29 @@ impl Machine<'_> {
             kv_stride: kv_stride.as_i64(),
             head_dim: head_dim.as_i64(),
             scale: scale.as_f64(),
+            scale_stride: scale_stride.first().map(|s| s.as_i64()),
         };
-        if scalars.head_dim < 0 || scalars.kv_stride < scalars.head_dim {
+        let bad_stride = scalars.scale_stride.is_some_and(|s| s < 0);
+        if scalars.head_dim < 0 || scalars.kv_stride < scalars.head_dim || bad_stride {
             return Err(error(format!("bad scalars {scalars:?}")));
         }
         let [len_q, len_k, len_v, len_out] = scalars.footprint();
-        let [q, k, v, out] = &call.operands[..] else {
-            unreachable!("the operand count was checked");
+        let (out, inputs) = call
+            .operands
+            .split_last()
+            .expect("the operand count was checked");
+        let mut lens = vec![len_q, len_k, len_v];
+        lens.resize(inputs.len(), scalars.scales_footprint());
+        let mut read = Vec::with_capacity(inputs.len());
+        for (operand, &len) in inputs.iter().zip(&lens) {
+            read.push(self.region(&operand.buffer, &operand.offset, len, error)?);
+        }
+        let scales = match &read[..] {
+            [_, _, _, k_scales, v_scales] => Some((k_scales.as_slice(), v_scales.as_slice())),
+            _ => None,
         };
-        let q = self.region(&q.buffer, &q.offset, len_q, error)?;
-        let k = self.region(&k.buffer, &k.offset, len_k, error)?;
-        let v = self.region(&v.buffer, &v.offset, len_v, error)?;
         self.write_region(out, len_out, error, |out| {
-            scalars.reference(&q, &k, &v, out)
+            scalars.reference(&read[0], (&read[1], &read[2]), scales, out)
         })
     }
 

@@ -1,8 +1,10 @@
-//! [`Microkernel::AttentionF32`](super::Microkernel::AttentionF32) for AVX2 + FMA, and
+//! [`Microkernel::AttentionF32`](super::Microkernel::AttentionF32) for AVX2 + FMA,
 //! [`Microkernel::AttentionF16Kv`](super::Microkernel::AttentionF16Kv) (f16 keys and values
-//! widened with F16C as they are loaded): one body, generic over the key/value element
-//! ([`KvElement`]) and always inlined into the entry points, which enable their features
-//! ([`attention_entry!`]). One pass over the keys in blocks of [`KEY_BLOCK`] (online
+//! widened with F16C as they are loaded) and
+//! [`Microkernel::AttentionQ8Kv`](super::Microkernel::AttentionQ8Kv) (int8 codes widened as
+//! loaded, their row scales folded into each key's score and each value's weight): one
+//! body, generic over the key/value element ([`KvElement`]) and always inlined into the
+//! entry points, which enable their features ([`attention_entry!`], [`attention_q8kv`]). One pass over the keys in blocks of [`KEY_BLOCK`] (online
 //! softmax). Per block: the scores, 8 keys at a time (8 dot products in 8 accumulators,
 //! reduced together), the block's largest score, a rescale of the running sum and of `out`
 //! when the maximum grew, the exponentials 8 lanes at a time, then `out += p_j * v_j` with
@@ -11,13 +13,15 @@
 //! elements are the f32 values the f32 kernel would read, so over f16 keys and values the
 //! kernel computes exactly what the f32 one computes on their widening.
 
+use super::super::RowScales;
 use half::f16;
 use std::arch::x86_64::{
-    __m256, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps, _mm256_cvtph_ps,
-    _mm256_cvtps_epi32, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_hadd_ps, _mm256_loadu_ps,
-    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_permute2f128_ps, _mm256_round_ps,
-    _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_storeu_ps,
-    _mm256_sub_ps, _mm_loadu_si128, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
+    __m256, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps, _mm256_cvtepi32_ps,
+    _mm256_cvtepi8_epi32, _mm256_cvtph_ps, _mm256_cvtps_epi32, _mm256_fmadd_ps, _mm256_fnmadd_ps,
+    _mm256_hadd_ps, _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps,
+    _mm256_permute2f128_ps, _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps,
+    _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps, _mm_loadl_epi64, _mm_loadu_si128,
+    _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
 };
 
 /// Keys scored before their exponentials are folded into `out`.
@@ -66,6 +70,19 @@ impl KvElement for f16 {
     }
 }
 
+impl KvElement for i8 {
+    #[inline(always)]
+    unsafe fn load8(p: *const i8) -> __m256 {
+        // SAFETY: 8 readable bytes, AVX2 available (caller's contract).
+        unsafe { _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()))) }
+    }
+
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from(self)
+    }
+}
+
 /// Defines `extern "C"` entry point `$name`, an [`AttentionFn`](super::super::AttentionFn)
 /// over keys and values of `$kv`: the always-inlined generic [`attention_row`], compiled
 /// with `$features` enabled.
@@ -89,7 +106,9 @@ macro_rules! attention_entry {
             scale: f32,
         ) {
             // SAFETY: forwarded contract; the body's features are enabled here.
-            unsafe { attention_row::<$kv>(q, (k, v), out, (keys, kv_stride, head_dim), scale) }
+            unsafe {
+                attention_row::<$kv>(q, (k, v), None, out, (keys, kv_stride, head_dim), scale)
+            }
         }
     };
 }
@@ -105,16 +124,49 @@ attention_entry!(
     attention_f16kv, f16, "avx2,fma,f16c"
 );
 
-/// The attention of one query row over keys and values of `KV` (see
-/// [`super::super::AttentionFn`]); `(keys, kv_stride, head_dim)` are its scalars.
+/// [`Microkernel::AttentionQ8Kv`](super::Microkernel::AttentionQ8Kv): int8 keys and values
+/// with one f32 scale per row.
 ///
 /// # Safety
-/// As [`super::super::AttentionFn`]; inlined into a function enabling AVX2 and FMA (and
-/// F16C for f16), which the CPU has.
+/// As [`super::super::AttentionQ8KvFn`], and the CPU has AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe extern "C" fn attention_q8kv(
+    q: *const f32,
+    k: *const i8,
+    v: *const i8,
+    k_scales: *const f32,
+    v_scales: *const f32,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+    scale_stride: i64,
+) {
+    let scales = RowScales {
+        k: k_scales,
+        v: v_scales,
+        stride: scale_stride.max(0) as usize,
+    };
+    let scalars = (keys, kv_stride, head_dim);
+    // SAFETY: forwarded contract; the body's features are enabled here.
+    unsafe { attention_row::<i8>(q, (k, v), Some(scales), out, scalars, scale) }
+}
+
+/// The attention of one query row over keys and values of `KV` (see
+/// [`super::super::AttentionFn`]), rows scaled by `scales` when given (see
+/// [`super::super::AttentionQ8KvFn`]); `(keys, kv_stride, head_dim)` are its scalars.
+///
+/// # Safety
+/// As [`super::super::AttentionFn`] (and [`super::super::AttentionQ8KvFn`] with
+/// `scales`); inlined into a function enabling AVX2 and FMA (and F16C for f16), which the
+/// CPU has.
 #[inline(always)]
 unsafe fn attention_row<KV: KvElement>(
     q: *const f32,
     (k, v): (*const KV, *const KV),
+    scales: Option<RowScales>,
     out: *mut f32,
     (keys, kv_stride, head_dim): (i64, i64, i64),
     scale: f32,
@@ -126,7 +178,8 @@ unsafe fn attention_row<KV: KvElement>(
     );
     // SAFETY (every block below): the caller lends `dim` floats at `q` and `out`, and key or
     // value row `j < keys` at `k + j * stride` / `v + j * stride`, `dim` elements each; the
-    // features are enabled in the entry point this is inlined into.
+    // features are enabled in the entry point this is inlined into; with `scales`, row
+    // `j < keys`'s scales are lent.
     unsafe { scale_row(out, dim, 0.0) };
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut block = [0.0f32; KEY_BLOCK];
@@ -139,6 +192,11 @@ unsafe fn attention_row<KV: KvElement>(
             dim,
         };
         unsafe { score_block(q, k, rows, scale, scores) };
+        if let Some(scales) = scales {
+            for (j, score) in scores.iter_mut().enumerate() {
+                *score *= unsafe { scales.key(start + j) };
+            }
+        }
         let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         if block_max > max {
             let correction = (max - block_max).exp();
@@ -147,6 +205,12 @@ unsafe fn attention_row<KV: KvElement>(
             max = block_max;
         }
         sum += unsafe { exp_shifted(scores, max) };
+        // The sum is taken: each weight becomes its value row's weight times its scale.
+        if let Some(scales) = scales {
+            for (j, p) in scores.iter_mut().enumerate() {
+                *p *= unsafe { scales.value(start + j) };
+            }
+        }
         unsafe { accumulate_values(out, v, rows, scores) };
         start += scores.len();
     }

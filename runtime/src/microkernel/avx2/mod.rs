@@ -150,6 +150,11 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         true,
         MicrokernelFn::AttentionF16Kv(attention::attention_f16kv),
     ),
+    row(
+        Microkernel::AttentionQ8Kv,
+        false,
+        MicrokernelFn::AttentionQ8Kv(attention::attention_q8kv),
+    ),
 ];
 
 /// One row of a block: 16 lanes in two ymm registers.

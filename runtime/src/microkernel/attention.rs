@@ -1,0 +1,83 @@
+//! The signatures of the attention microkernels (one query row over a strided run of
+//! key/value rows) and the row scales of an int8 KV cache they share.
+
+/// The attention of one query row over `keys` key/value rows (softmax computed online):
+/// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
+/// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
+/// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
+/// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
+///
+/// # Safety
+/// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
+/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
+/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
+/// Pointers need only the alignment of their element type.
+pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
+    q: *const f32,
+    k: *const KV,
+    v: *const KV,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+);
+
+/// The attention over f16 keys and values ([`AttentionFn`] with `k` and `v` holding f16
+/// values, each widened to f32 as it is loaded), so an f16 KV cache streams at half the
+/// bytes of an f32 one.
+pub type AttentionF16KvFn = AttentionFn<half::f16>;
+
+/// The attention over int8 keys and values with one f32 scale per row (an int8 KV cache,
+/// a quarter of the bytes of an f32 one plus the scales): [`AttentionFn`] where key row
+/// `j` is `k[j*kv_stride + d] * k_scales[j*scale_stride]` and value row `j` is
+/// `v[j*kv_stride + d] * v_scales[j*scale_stride]`.
+///
+/// # Safety
+/// As [`AttentionFn`] over i8 elements, and `k_scales` and `v_scales` readable for
+/// `(keys - 1) * scale_stride + 1` floats when `keys > 0`; `scale_stride >= 0`.
+pub type AttentionQ8KvFn = unsafe extern "C" fn(
+    q: *const f32,
+    k: *const i8,
+    v: *const i8,
+    k_scales: *const f32,
+    v_scales: *const f32,
+    out: *mut f32,
+    keys: i64,
+    kv_stride: i64,
+    head_dim: i64,
+    scale: f32,
+    scale_stride: i64,
+);
+
+/// The row scales of int8 keys and values ([`AttentionQ8KvFn`]): row `j`'s at
+/// `j * stride` in `k` and in `v`.
+#[derive(Clone, Copy, Debug)]
+pub struct RowScales {
+    /// The keys' scales.
+    pub k: *const f32,
+    /// The values' scales.
+    pub v: *const f32,
+    /// Floats from one row's scale to the next.
+    pub stride: usize,
+}
+
+impl RowScales {
+    /// The scale of key row `j`.
+    ///
+    /// # Safety
+    /// Row `j`'s key scale is lent.
+    pub unsafe fn key(self, j: usize) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe { *self.k.add(j * self.stride) }
+    }
+
+    /// The scale of value row `j`.
+    ///
+    /// # Safety
+    /// Row `j`'s value scale is lent.
+    pub unsafe fn value(self, j: usize) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe { *self.v.add(j * self.stride) }
+    }
+}

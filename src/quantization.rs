@@ -1,7 +1,7 @@
 //! [`Quantization`]: how a model's projection weights are stored and computed with
 //! (`--quant`, named as MLC-LLM names its schemes), and how a scheme reaches the
 //! compiler: the model is declared with the scheme's storage dtype, and a quantizing
-//! scheme marks every weighted function ([`WEIGHT_QUANT_ATTR`]) so `PackMatmulWeights`
+//! scheme marks every weighted function ([`WEIGHT_QUANT_ATTR`]) so `QuantizeWeights`
 //! quantizes its linear weights at compile time.
 
 use oxrelax_dsl::{AttrValue, DataType, IRModule};
@@ -12,7 +12,7 @@ pub use crate::passes::WEIGHT_QUANT_ATTR;
 
 /// A weight quantization scheme. Norms and biases stay f32, and activations are f32
 /// except the inputs of linear layers under `w8a8` / `w4a8`.
-/// The quantized formats are `PackMatmulWeights`' [`WEIGHT_FORMATS`](crate::passes::WEIGHT_FORMATS).
+/// The quantized formats are `QuantizeWeights`' [`WEIGHT_FORMATS`](crate::passes::WEIGHT_FORMATS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
     /// As the checkpoint stores the weights: `q0f16` when the embedding table is stored
@@ -120,7 +120,7 @@ impl Quantization {
         }
     }
 
-    /// The packed-weight format `PackMatmulWeights` produces for this scheme, if not the
+    /// The packed-weight format `QuantizeWeights` produces for this scheme, if not the
     /// float panels.
     fn weight_format(self) -> Option<&'static str> {
         match self {

@@ -105,3 +105,41 @@ fn every_scheme_quantizes_every_matrix_of_every_fixture_and_stays_near_f32() {
         }
     }
 }
+
+/// After the rewrite phases no weight is left dequantized or multiplied unpacked: every
+/// linear layer and embedding lookup of every fixture (tied heads included) under every
+/// scheme reads its quantized panels in a fused kernel.
+#[test]
+fn the_rewrite_phases_fuse_every_quantized_weight_of_every_fixture() {
+    use oxrelax::artifact::{modules_after_each_pass, source_module};
+    use oxrelax::passes::Instrument;
+    use oxrelax_dsl::ir::Callee;
+    for dir in fixture_models() {
+        for (scheme, ..) in SCHEMES {
+            let options = oxrelax_models::ExportOptions::default();
+            let module = source_module(&dir, &options, scheme).unwrap();
+            let target = oxrelax_dsl::Target::host();
+            let stages = modules_after_each_pass(module, &target, Instrument::default()).unwrap();
+            let (_, rewritten) = stages
+                .iter()
+                .find(|(stage, _)| stage.ends_with("rewrite-layout"))
+                .unwrap();
+            for (name, function) in &rewritten.functions {
+                for binding in function.bindings() {
+                    let oxrelax_dsl::Expr::Call(call) = binding.value.expr() else {
+                        continue;
+                    };
+                    let unfused = matches!(&call.callee, Callee::Op(op)
+                        if op == "dequantize_weight" || op == "matmul" || op == "take");
+                    assert!(
+                        !unfused,
+                        "{} {scheme:?} @{name}: {} is {:?}",
+                        dir.display(),
+                        binding.var.name,
+                        call.callee
+                    );
+                }
+            }
+        }
+    }
+}

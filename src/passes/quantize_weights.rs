@@ -131,69 +131,87 @@ fn quantize_function(function: &mut Function, (block, format): (i64, &WeightForm
     let mut taken: BTreeSet<String> = function.params.iter().map(|p| p.name.clone()).collect();
     taken.extend(function.bindings().map(|b| b.var.name.clone()));
     for binding_block in &mut function.blocks {
-        let mut dequantized: HashMap<String, Expr> = HashMap::new();
-        let mut rewritten = Vec::with_capacity(binding_block.bindings.len());
-        for mut binding in binding_block.bindings.drain(..) {
-            let mut uses = Vec::new();
+        let mut panels: HashMap<String, (Expr, Expr)> = HashMap::new();
+        let mut binder = Binder {
+            taken: &mut taken,
+            dataflow: binding_block.dataflow,
+            bindings: Vec::with_capacity(binding_block.bindings.len()),
+        };
+        for mut binding in std::mem::take(&mut binding_block.bindings) {
+            let mut uses = BTreeSet::new();
             binding.value.expr().for_each_var(&mut |v| {
-                if params.contains_key(&v.name) && !dequantized.contains_key(&v.name) {
-                    uses.push(v.name.clone());
+                if params.contains_key(&v.name) {
+                    uses.insert(v.name.clone());
                 }
             });
+            let mut dequantized = HashMap::new();
             for name in uses {
-                let context = (&mut taken, binding_block.dataflow);
-                let value = quantized(&params[&name], (block, format), context, &mut rewritten);
+                let weight = &params[&name];
+                let (scales, packed) = panels
+                    .entry(name.clone())
+                    .or_insert_with(|| binder.panels(weight, (block, format)))
+                    .clone();
+                let value = binder.dequantized(weight, &packed, &scales);
                 dequantized.insert(name, value);
             }
             replace_weights(binding.value.expr_mut(), &dequantized);
-            rewritten.push(binding);
+            binder.bindings.push(binding);
         }
-        binding_block.bindings = rewritten;
+        binding_block.bindings = binder.bindings;
     }
 }
 
-/// Binds `weight`'s scales, quantized panels and their dequantized form (after
-/// `bindings`); the dequantized weight.
-fn quantized(
-    weight: &Var,
-    (block, format): (i64, &WeightFormat),
-    (taken, dataflow): (&mut BTreeSet<String>, bool),
-    bindings: &mut Vec<Binding>,
-) -> Expr {
-    let hint = short_weight_name(&weight.name);
-    let mut bind = |suffix: &str, value: Expr| {
-        let name =
-            oxrelax_dsl::names::fresh_name(&format!("{hint}_{suffix}"), |n| taken.contains(n));
-        taken.insert(name.clone());
+/// Binds new variables in a block being rewritten.
+struct Binder<'a> {
+    taken: &'a mut BTreeSet<String>,
+    dataflow: bool,
+    bindings: Vec<Binding>,
+}
+
+impl Binder<'_> {
+    /// Binds `value` to a fresh variable named after `weight` and `suffix`.
+    fn bind(&mut self, weight: &Var, suffix: &str, value: Expr) -> Expr {
+        let hint = format!("{}_{suffix}", short_weight_name(&weight.name));
+        let name = oxrelax_dsl::names::fresh_name(&hint, |n| self.taken.contains(n));
+        self.taken.insert(name.clone());
         let var = Var {
             name,
             sinfo: value.sinfo(),
-            dataflow,
+            dataflow: self.dataflow,
         };
-        bindings.push(Binding {
+        self.bindings.push(Binding {
             var: var.clone(),
             value: BindingValue::Expr(value),
         });
         Expr::Var(var)
-    };
-    let w = Expr::Var(weight.clone());
-    let dims = weight
-        .sinfo
-        .as_tensor()
-        .and_then(|t| t.dims())
-        .unwrap_or_default();
-    let shape = (
-        dims[0].as_const().unwrap_or(0),
-        dims[1].as_const().unwrap_or(0),
-    );
-    let scales = quantize_scales(&w, block, format.bits, format.scales)
-        .expect("a static 2-D f32 weight has group scales");
-    let scales = bind("scales", scales);
-    let packed = pack_weight_quant(&w, &scales, (format.bits, format.layout))
-        .expect("a static 2-D f32 weight packs with its scales");
-    let packed = bind("packed", packed);
-    let value = dequantize_weight(&packed, &scales, shape).expect("panels dequantize");
-    bind("dequantized", value)
+    }
+
+    /// Binds `weight`'s scales and quantized panels; `(scales, packed)`.
+    fn panels(&mut self, weight: &Var, (block, format): (i64, &WeightFormat)) -> (Expr, Expr) {
+        let w = Expr::Var(weight.clone());
+        let scales = quantize_scales(&w, block, format.bits, format.scales)
+            .expect("a static 2-D f32 weight has group scales");
+        let scales = self.bind(weight, "scales", scales);
+        let packed = pack_weight_quant(&w, &scales, (format.bits, format.layout))
+            .expect("a static 2-D f32 weight packs with its scales");
+        (scales.clone(), self.bind(weight, "packed", packed))
+    }
+
+    /// Binds `weight` dequantized from its panels, next to the call reading it (so the
+    /// rewrite phase sees both in one segment); the dequantized weight.
+    fn dequantized(&mut self, weight: &Var, packed: &Expr, scales: &Expr) -> Expr {
+        let dims = weight
+            .sinfo
+            .as_tensor()
+            .and_then(|t| t.dims())
+            .unwrap_or_default();
+        let shape = (
+            dims[0].as_const().unwrap_or(0),
+            dims[1].as_const().unwrap_or(0),
+        );
+        let value = dequantize_weight(packed, scales, shape).expect("panels dequantize");
+        self.bind(weight, "dequantized", value)
+    }
 }
 
 /// The part of a weight's name that says what it is (`q_proj` of

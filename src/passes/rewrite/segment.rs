@@ -102,9 +102,29 @@ pub fn segments(
         runs.last_mut().expect("a run was started").push(position);
     }
     let used_outside = uses_outside_runs(block, &runs, outside);
+    let constants = weight_only(block, weights);
     runs.into_iter()
-        .map(|positions| canonical(block, positions, weights, &used_outside))
+        .map(|positions| canonical(block, positions, &constants, &used_outside))
         .collect()
+}
+
+/// The weights and the variables the block binds to op calls on weights only (weight
+/// transforms, computed once at compile time).
+fn weight_only(block: &BindingBlock, weights: &BTreeSet<String>) -> HashSet<String> {
+    let mut constants: HashSet<String> = weights.iter().cloned().collect();
+    for binding in &block.bindings {
+        let Some(call) = op_call(binding) else {
+            continue;
+        };
+        let only_weights = call.args.iter().all(|a| match a {
+            Expr::Var(v) => constants.contains(&v.name),
+            _ => true,
+        });
+        if only_weights {
+            constants.insert(binding.var.name.clone());
+        }
+    }
+    constants
 }
 
 /// The variables a run's results are used by from elsewhere: other bindings than the
@@ -140,11 +160,12 @@ fn uses_outside_runs(
     used
 }
 
-/// The canonical form of the run of op calls at `positions`.
+/// The canonical form of the run of op calls at `positions`; `constants` are the
+/// weight-only variables.
 fn canonical(
     block: &BindingBlock,
     positions: Vec<usize>,
-    weights: &BTreeSet<String>,
+    constants: &HashSet<String>,
     used_outside: &HashSet<String>,
 ) -> Segment {
     let mut locals: HashMap<&str, usize> = HashMap::new();
@@ -167,7 +188,7 @@ fn canonical(
                     _ => format!("literal{}", inputs.len()),
                 };
                 let index = *input_of.entry(key).or_insert_with(|| {
-                    let constant = !matches!(arg, Expr::Var(v) if !weights.contains(&v.name));
+                    let constant = !matches!(arg, Expr::Var(v) if !constants.contains(&v.name));
                     inputs.push(Input {
                         expr: arg.clone(),
                         constant,

@@ -63,6 +63,15 @@ pub struct RowScales {
 }
 
 impl RowScales {
+    /// The scales of an [`AttentionQ8KvFn`] call (a negative stride counts as 0).
+    pub fn new(k: *const f32, v: *const f32, stride: i64) -> Self {
+        RowScales {
+            k,
+            v,
+            stride: stride.max(0) as usize,
+        }
+    }
+
     /// The scale of key row `j`.
     ///
     /// # Safety

@@ -400,11 +400,7 @@ unsafe extern "C" fn attention_q8kv(
     scale: f32,
     scale_stride: i64,
 ) {
-    let scales = RowScales {
-        k: k_scales,
-        v: v_scales,
-        stride: scale_stride.max(0) as usize,
-    };
+    let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
     // SAFETY: forwarded contract.
     unsafe { attention_rows(q, (k, v), Some(scales), out, scalars, scale) }

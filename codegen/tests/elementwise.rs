@@ -101,6 +101,28 @@ fn astype_converts_between_storage_dtypes() {
     }
 }
 
+#[test]
+fn astype_to_8_bit_truncates_and_wraps_as_the_scalar_cast_does() {
+    let mut rng = rng(12);
+    let shape = vec![n(), c(19)];
+    let wrap = |to: DataType, v: f32| {
+        let int = v.trunc() as i64;
+        f64::from(if to == DataType::U8 {
+            i32::from(int as u8)
+        } else {
+            i32::from(int as i8)
+        })
+    };
+    for to in [DataType::U8, DataType::I8] {
+        let kernel = compile(&op::astype(&var("x", shape.clone(), DataType::F32), to).unwrap());
+        for n in NS {
+            let x = random(&mut rng, &dims(&shape, n), DataType::F32, -1000.0, 1000.0);
+            let want = x.mapv(|v| wrap(to, v));
+            assert_exact(&kernel.run1(n, &[&x]), &want, &format!("astype f32->{to}"));
+        }
+    }
+}
+
 /// `f` applied elementwise to `a` and `b` broadcast together.
 fn zip2(a: &ArrayD<f64>, b: &ArrayD<f64>, f: impl Fn(f64, f64) -> f64) -> ArrayD<f64> {
     let shape = IxDyn(&broadcast_shape(a.shape(), b.shape()));

@@ -1,6 +1,7 @@
 //! The default schedule: makes any legalized primitive function correct and not naive.
 //!
-//! 0. Accumulate reductions in registers ([`accumulate_in_registers`]).
+//! 0. Accumulate reductions in registers ([`accumulate_in_registers`]), across vector
+//!    lanes where they read contiguously ([`reduce_across_lanes`]).
 //! 0. Read loop-invariant loads once before their loop ([`hoist_invariant_loads`]).
 //! 1. Vectorize every innermost loop whose stores all write contiguously along it (last
 //!    index is the loop variable, no other index uses it).
@@ -10,7 +11,7 @@
 //!
 //! Other loop-invariant arithmetic is left to Cranelift's GVN and LICM.
 
-use crate::{accumulate_in_registers, hoist_invariant_loads, Schedule};
+use crate::{accumulate_in_registers, hoist_invariant_loads, reduce_across_lanes, Schedule};
 use oxrelax_dsl::tir::{BinOp, ForKind, PrimExpr, PrimFunc, Stmt};
 
 /// Knobs of the default schedule.
@@ -31,7 +32,7 @@ impl Default for ScheduleConfig {
 
 /// Applies the default rule to `func`.
 pub fn default_schedule(func: &PrimFunc, config: &ScheduleConfig) -> PrimFunc {
-    let func = hoist_invariant_loads(&accumulate_in_registers(func));
+    let func = hoist_invariant_loads(&reduce_across_lanes(&accumulate_in_registers(func)));
     let mut schedule = Schedule::new(func.clone());
     for var in innermost_contiguous_loops(&func.body) {
         schedule

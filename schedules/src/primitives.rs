@@ -37,7 +37,7 @@ pub struct Schedule {
 }
 
 /// `expr` simplified by the symbolic simplifier when it is a pure index expression.
-fn simplified(expr: PrimExpr, dims: &[oxrelax_dsl::SymVar]) -> PrimExpr {
+pub(crate) fn simplified(expr: PrimExpr, dims: &[oxrelax_dsl::SymVar]) -> PrimExpr {
     expr.to_sym(dims).map_or(expr, |s| PrimExpr::from(&s))
 }
 

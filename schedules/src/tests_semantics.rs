@@ -91,6 +91,38 @@ fn invariant_loads_are_read_once_before_their_loop() {
     assert!(!text.contains("/ exp_sum["), "{text}");
 }
 
+#[test]
+fn long_contiguous_reductions_run_across_lanes_and_keep_their_results() {
+    let config = ScheduleConfig::default();
+    let mut rng = StdRng::seed_from_u64(11);
+    let f = DataType::F32;
+    let rows = [vec![3.into(), 40.into()], vec![3.into(), n().expr()]];
+    for shape in rows {
+        let x = tensor("x", shape.clone(), f);
+        let reductions = [
+            ("sum", op::sum(&x, Some(vec![-1]), false).unwrap()),
+            ("max", op::max(&x, Some(vec![-1]), false).unwrap()),
+        ];
+        for (name, expr) in reductions {
+            let func = legalized(expr);
+            let scheduled = default_schedule(&func, &config);
+            let text = oxrelax_dsl::text::print_prim_func(name, &scheduled);
+            assert!(text.contains("_part: Buffer((16,), f32)"), "{text}");
+            // 1 and 3: only the tail; 17, 40, 64: whole runs of 16 and a tail, or none.
+            for value in [1, 3, 17, 40, 64] {
+                let dims = SymBindings::from([("n".to_string(), value)]);
+                let inputs = random_inputs(&func, &dims, &mut rng);
+                let before = run_with_inputs(&func, &dims, &inputs).unwrap();
+                let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
+                for (b, a) in before[0].iter().zip(&after[0]) {
+                    let close = (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+                    assert!(close, "{name} {shape:?} n {value}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
+
 /// Random inputs for `func`'s input buffers with `dims` bound (ids in `0..9`).
 fn random_inputs(
     func: &oxrelax_dsl::tir::PrimFunc,

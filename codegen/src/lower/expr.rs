@@ -201,7 +201,7 @@ impl Lowerer<'_, '_> {
     }
 
     /// Applies the precision of `dtype`'s storage to a compute-type value.
-    fn narrow(&mut self, x: Value, dtype: DataType) -> Value {
+    pub(crate) fn narrow(&mut self, x: Value, dtype: DataType) -> Value {
         let ins = self.b.ins();
         match dtype {
             DataType::F16 => {

@@ -1,7 +1,8 @@
 //! Expressions inside a vectorized loop body. Each value is tracked by how it varies
 //! across the 4 lanes, so index arithmetic stays scalar and only data becomes vectors:
 //! uniform (same in every lane), affine integer (`base + lane * stride`), an `f32x4`
-//! vector, an `i32x4` lane mask, or 4 independent scalars (gathers, integer data).
+//! vector, an `i32x4` lane mask, an `i32x4` of small integers (a float converted to an
+//! integer dtype), or 4 independent scalars (gathers, other integer data).
 
 use super::expr::float_cc;
 use super::vector::{int_const, LANES};
@@ -23,6 +24,9 @@ pub(crate) enum Lane {
     Vector(Value),
     /// An `i32x4` mask (all ones where true).
     Mask(Value),
+    /// An `i32x4` of integer values already wrapped to their dtype (8-bit, 4-bit or
+    /// 32-bit), each lane the `i64` value it sign-extends to.
+    Words(Value),
     /// One scalar per lane.
     Lanes([Value; LANES as usize]),
 }
@@ -69,6 +73,11 @@ impl Lowerer<'_, '_> {
                 let x = self.vector_expr(a)?;
                 if from.is_float() && *to == DataType::F32 {
                     return Ok(x);
+                }
+                if let (Lane::Vector(v), true) = (x, from.is_float()) {
+                    if let Some(words) = self.vector_float_to_int(v, *to) {
+                        return Ok(words);
+                    }
                 }
                 self.per_lane(&[x], *to, |l, v| Ok(l.cast(v[0], from, *to)))
             }
@@ -168,6 +177,28 @@ impl Lowerer<'_, '_> {
         })
     }
 
+    /// An `f32x4` converted to `to` (an integer dtype of at most 32 bits): truncated
+    /// toward zero, saturating at `i32`'s bounds (NaN gives 0), then wrapped to `to`'s
+    /// width as a scalar cast wraps; `None` for other dtypes.
+    fn vector_float_to_int(&mut self, v: Value, to: DataType) -> Option<Lane> {
+        let ints = self.b.ins().fcvt_to_sint_sat(types::I32X4, v);
+        let wrapped = match to {
+            DataType::I32 => ints,
+            DataType::U8 | DataType::U4 => {
+                let mask = if to == DataType::U8 { 0xFF } else { 0xF };
+                let mask = self.b.ins().iconst(types::I32, mask);
+                let mask = self.b.ins().splat(types::I32X4, mask);
+                self.b.ins().band(ints, mask)
+            }
+            DataType::I8 => {
+                let high = self.b.ins().ishl_imm_u(ints, 24);
+                self.b.ins().sshr_imm_u(high, 24)
+            }
+            _ => return None,
+        };
+        Some(Lane::Words(wrapped))
+    }
+
     /// Applies a scalar lowering lane by lane.
     fn per_lane(
         &mut self,
@@ -219,6 +250,7 @@ impl Lowerer<'_, '_> {
             Lane::Vector(v) => v,
             Lane::Uniform(v) => self.b.ins().splat(types::F32X4, v),
             Lane::Lanes(lanes) => self.build_vector(types::F32X4, lanes),
+            Lane::Words(words) => self.b.ins().fcvt_from_sint(types::F32X4, words),
             Lane::Affine(..) | Lane::Mask(_) => {
                 let lanes = self.lanes_of(lane);
                 let floats = lanes.map(|v| self.b.ins().fcvt_from_sint(types::F32, v));
@@ -251,6 +283,10 @@ impl Lowerer<'_, '_> {
                 std::array::from_fn(|k| self.b.ins().iadd_imm_s(base, stride * k as i64))
             }
             Lane::Vector(v) => std::array::from_fn(|k| self.b.ins().extractlane(v, k as u8)),
+            Lane::Words(words) => std::array::from_fn(|k| {
+                let word = self.b.ins().extractlane(words, k as u8);
+                self.b.ins().sextend(types::I64, word)
+            }),
             Lane::Mask(m) => std::array::from_fn(|k| {
                 let word = self.b.ins().extractlane(m, k as u8);
                 self.b.ins().icmp_imm_u(IntCC::NotEqual, word, 0)
@@ -346,6 +382,19 @@ impl Lowerer<'_, '_> {
                     .store(MemFlagsData::new().with_notrap(), vector, address, 0);
                 Ok(())
             }
+            (Lane::Affine(flat, 1), DataType::U8 | DataType::I8)
+                if matches!(value, Lane::Words(_)) =>
+            {
+                let Lane::Words(words) = value else {
+                    unreachable!("matched above")
+                };
+                let bytes = self.narrow_words_to_bytes(words, dtype);
+                let address = self.element_address(base, flat, dtype);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::new().with_notrap(), bytes, address, 0);
+                Ok(())
+            }
             (flat, _) => {
                 let flats = self.lanes_of(flat);
                 let values = self.lanes_of(value);
@@ -355,6 +404,23 @@ impl Lowerer<'_, '_> {
                 Ok(())
             }
         }
+    }
+}
+
+impl Lowerer<'_, '_> {
+    /// The 4 bytes of an `i32x4` of 8-bit values (wrapped to `dtype`, `U8` or `I8`) as one
+    /// `i32`: two saturating narrows, exact on values already in range.
+    fn narrow_words_to_bytes(&mut self, words: Value, dtype: DataType) -> Value {
+        let ins = self.b.ins();
+        let halves = ins.snarrow(words, words);
+        let bytes = if dtype == DataType::U8 {
+            self.b.ins().unarrow(halves, halves)
+        } else {
+            self.b.ins().snarrow(halves, halves)
+        };
+        let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+        let quads = self.b.ins().bitcast(types::I32X4, little, bytes);
+        self.b.ins().extractlane(quads, 0)
     }
 }
 

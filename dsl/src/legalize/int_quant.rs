@@ -50,18 +50,25 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
 }
 
 /// `out[r, l] = clamp(floor(x[r, l] / scale[r] + 0.5), -127, 127) + 128` for `l < L`
-/// (an infinite divisor for a zero scale), 128 past it.
+/// (an infinite divisor for a zero scale), 128 past it (only a row padded to whole
+/// groups has a past: the kernel of an unpadded row reads and writes contiguously).
 fn quantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x", "scales"])?;
     let (x, scales) = (&inputs[0], &inputs[1]);
     let (shape, dtype) = call.output_of_rank(x.ndim())?;
-    let depth = Expr::from(x.shape()[x.ndim() - 1].clone());
+    let x_depth = x.shape()[x.ndim() - 1].clone();
+    let padded = shape.last() != Some(&x_depth);
+    let depth = Expr::from(x_depth);
     let out = te::compute("codes", shape, |i| {
         let (l, row) = i.split_last().expect("rows of codes");
-        let mut at = row.to_vec();
-        at.push(l.minimum(depth.clone() - Expr::int(1)));
-        let q = code_of(load(x, &at), load(scales, row));
-        let q = te::select(l.lt(depth.clone()), q, Expr::f32(0.0));
+        let q = if padded {
+            let mut at = row.to_vec();
+            at.push(l.minimum(depth.clone() - Expr::int(1)));
+            let q = code_of(load(x, &at), load(scales, row));
+            te::select(l.lt(depth.clone()), q, Expr::f32(0.0))
+        } else {
+            code_of(load(x, i), load(scales, row))
+        };
         (q + Expr::f32(CODE_OFFSET)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))

@@ -21,6 +21,7 @@
 //! an `and` and a byte subtraction; the results are divided by 16 (exactly) at the end.
 
 use super::qgemm::{qgemm_entry, QCall, QPanel};
+use super::x86_gemm::prefetch_ahead;
 use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
@@ -162,7 +163,11 @@ unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>
     let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
     // SAFETY (rest): the features (the caller's contract).
     let mut acc = [[unsafe { _mm512_setzero_ps() }; NQ]; EP];
+    let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {
+        if EP == 1 {
+            prefetch_ahead(&panels, g * group_bytes, group_bytes);
+        }
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {

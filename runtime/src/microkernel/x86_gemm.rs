@@ -20,7 +20,8 @@
 
 use super::U4Pair;
 use std::arch::x86_64::{
-    __m128i, _mm_and_si128, _mm_loadu_si128, _mm_set1_epi8, _mm_srli_epi16, _mm_sub_epi8,
+    __m128i, _mm_and_si128, _mm_loadu_si128, _mm_prefetch, _mm_set1_epi8, _mm_srli_epi16,
+    _mm_sub_epi8, _MM_HINT_T0,
 };
 
 /// Width of a packed weight panel, and of one row of a GEMM block here.
@@ -77,6 +78,12 @@ pub(super) trait PanelElement<R: Row16>: Copy {
         lda * HP
     }
 
+    /// The element holding depth `k` (`k` even for pairs) from the start of a panel.
+    #[inline(always)]
+    fn depth_offset(k: usize) -> usize {
+        k * HP
+    }
+
     /// The 16 elements from `p` as f32 lanes.
     ///
     /// # Safety
@@ -91,7 +98,7 @@ pub(super) trait PanelElement<R: Row16>: Copy {
     #[inline(always)]
     unsafe fn load_k(panel: *const Self, k: usize) -> R {
         // SAFETY: forwarded contract: one element per weight, 16 per k.
-        unsafe { Self::load16(panel.add(k * HP)) }
+        unsafe { Self::load16(panel.add(<Self as PanelElement<R>>::depth_offset(k))) }
     }
 
     /// Whether one load feeds two k ([`PanelElement::load_pair`] costs about one
@@ -130,6 +137,11 @@ impl<R: Row16> PanelElement<R> for U4Pair {
         lda.div_ceil(2) * HP
     }
 
+    #[inline(always)]
+    fn depth_offset(k: usize) -> usize {
+        k / 2 * HP
+    }
+
     /// The 16 low nibbles at `p` (the weights of the even k), as f32 lanes.
     #[inline(always)]
     unsafe fn load16(p: *const U4Pair) -> R {
@@ -151,7 +163,11 @@ impl<R: Row16> PanelElement<R> for U4Pair {
     #[inline(always)]
     unsafe fn load_pair(panel: *const U4Pair, k: usize) -> (R, R) {
         // SAFETY: forwarded contract: the 16 bytes of pair `k / 2`.
-        unsafe { R::from_u4_pairs(_mm_loadu_si128(panel.add(k / 2 * HP).cast())) }
+        unsafe {
+            R::from_u4_pairs(_mm_loadu_si128(
+                panel.add(<Self as PanelElement<R>>::depth_offset(k)).cast(),
+            ))
+        }
     }
 }
 
@@ -332,7 +348,10 @@ impl<W, S> Block<W, S> {
                     S::load16(self.scales.add(q * scale_stride + k0 / group * HP))
                 });
                 if EP == 1 {
-                    // The GEMV: the group's products unscaled, then scaled once.
+                    // The GEMV: the group's products unscaled, then scaled once; the
+                    // weights [`PREFETCH_AHEAD`] ahead asked for.
+                    let width = |k| W::depth_offset(k) * size_of::<W>();
+                    prefetch_ahead(&panels, width(k0), width(group));
                     let mut part = [[unsafe { R::zero() }; NQ]; EP];
                     // SAFETY: forwarded contract; `k1 <= kc`.
                     unsafe { Self::add_products(&mut part, run, None) };
@@ -486,6 +505,25 @@ unsafe fn store_block<R: Row16, const EP: usize>(
                 let out = c.offset(i as isize * ldc + j as isize);
                 *out = if accumulate != 0 { *out + sum } else { sum };
             }
+        }
+    }
+}
+
+/// How far ahead of the group a decode GEMV reads it asks for the next weights (software
+/// prefetch; on a 2-core Zen 4, 1 KiB ahead decoded TinyLlama w4a8 ~4% faster than none
+/// and than 4 KiB).
+pub(super) const PREFETCH_AHEAD: usize = 1024;
+
+/// Asks for the cache lines of bytes `at + PREFETCH_AHEAD ..` (`bytes` of them) of every
+/// panel, where the GEMV reads bytes `at ..` now (a hint: it never faults, so the lines
+/// may lie past the end of a panel).
+#[inline(always)]
+pub(super) fn prefetch_ahead<W, const NQ: usize>(panels: &[*const W; NQ], at: usize, bytes: usize) {
+    for &panel in panels {
+        let ahead = panel.cast::<u8>().wrapping_add(at + PREFETCH_AHEAD);
+        for line in (0..bytes).step_by(64) {
+            // SAFETY: SSE (baseline on x86-64); a prefetch reads nothing architecturally.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast()) }
         }
     }
 }

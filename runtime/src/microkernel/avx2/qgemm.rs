@@ -19,6 +19,7 @@
 //!   `128 * w` the bytes add.
 
 use super::super::qgemm::{qgemm_entry, QCall, QPanel};
+use super::super::x86_gemm::prefetch_ahead;
 use super::super::{QPANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_and_si256,
@@ -177,7 +178,11 @@ unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>
     let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
     // SAFETY (rest): the features (the caller's contract).
     let mut acc = [[[unsafe { _mm256_setzero_ps() }; 2]; NQ]; EP];
+    let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {
+        if EP == 1 {
+            prefetch_ahead(&panels, g * group_bytes, group_bytes);
+        }
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { W::group_sums(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {

@@ -2,11 +2,12 @@
 //! and JIT compilation of every kernel for the host.
 
 use crate::lower_vm::{lower_to_vm, LowerError};
-use crate::passes::{compile_pipeline, Instrument, PassError};
+use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_codegen::{CodegenError, JitLibrary};
-use oxrelax_dsl::IRModule;
+use oxrelax_dsl::{IRModule, Target};
 use oxrelax_runtime::vm::{Executable, VirtualMachine, VmError};
-use oxrelax_runtime::Registry;
+use oxrelax_runtime::{KernelLibrary, Registry};
+use std::sync::Arc;
 
 /// Why a module could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +39,20 @@ pub struct Built {
 /// Compiles `module` for the host: runs the compile pipeline (with `instrument`), lowers
 /// every graph function to bytecode, then [`load_compiled`].
 pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildError> {
-    let (module, _) = compile_pipeline().instrumented(instrument).run(module)?;
+    build_for(module, instrument, &Target::host())
+}
+
+/// [`build`] with the passes and schedules of `target` (its tile table and microkernels);
+/// the kernels are still JIT-compiled for the host, which runs `transform_params` when an
+/// artifact for `target` is written.
+pub fn build_for(
+    module: IRModule,
+    instrument: Instrument,
+    target: &Target,
+) -> Result<Built, BuildError> {
+    let (module, _) = compile_pipeline_for(target)
+        .instrumented(instrument)
+        .run(module)?;
     let executable = lower_to_vm(&module)?;
     load_compiled(module, executable)
 }
@@ -48,6 +62,16 @@ pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildErr
 /// builtins (KV cache, ...).
 pub fn load_compiled(module: IRModule, executable: Executable) -> Result<Built, BuildError> {
     let library = JitLibrary::compile_cached(&module.prim_funcs)?;
+    load_with(module, executable, library)
+}
+
+/// Loads `executable` into a VM with the kernels of `library` (compiled from `module`)
+/// and the runtime's builtins (KV cache, ...).
+pub fn load_with(
+    module: IRModule,
+    executable: Executable,
+    library: Arc<dyn KernelLibrary>,
+) -> Result<Built, BuildError> {
     let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
     Ok(Built {
         module,

@@ -2,8 +2,8 @@
 
 use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep};
-use oxrelax::model::{LoadError, Quantization};
+use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, KernelTarget};
+use oxrelax::model::Quantization;
 use oxrelax_models::KvDtype;
 use std::path::PathBuf;
 
@@ -34,10 +34,29 @@ pub struct CompileArgs {
     /// reasons) to stderr.
     #[arg(long)]
     verbose: bool,
+    /// The target triple the kernels are compiled for (x86_64-unknown-linux-gnu,
+    /// aarch64-unknown-linux-gnu, aarch64-linux-android, aarch64-apple-darwin,
+    /// x86_64-apple-darwin). Default: the host.
+    #[arg(long)]
+    target: Option<String>,
+    /// The CPU features the kernels may use, comma-separated (e.g. `+avx2,+fma`,
+    /// `+dotprod,+i8mm`); loading on a CPU without them is an error. Default: the host's
+    /// features for the host; the architecture's baseline for another triple.
+    #[arg(long)]
+    target_features: Option<String>,
+    /// The linker that makes the kernel library (default per target: cc,
+    /// aarch64-linux-gnu-gcc, ld.lld for Android, ld64.lld for Apple).
+    #[arg(long)]
+    linker: Option<String>,
 }
 
 /// Compiles the model with a progress bar and prints a summary line.
-pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
+pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let target = KernelTarget::parse(
+        args.target.as_deref(),
+        args.target_features.as_deref(),
+        args.linker.clone(),
+    )?;
     let defaults = CompileOptions::default();
     let options = CompileOptions {
         quantization: args.quant,
@@ -45,6 +64,7 @@ pub fn run(args: &CompileArgs) -> Result<(), LoadError> {
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         kv_dtype: args.kv_dtype,
         verbose: args.verbose,
+        target,
     };
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(

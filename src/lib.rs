@@ -13,5 +13,5 @@ pub mod model;
 pub mod passes;
 pub mod quantization;
 
-pub use build::{build, BuildError, Built};
+pub use build::{build, build_for, BuildError, Built};
 pub use oxrelax_dsl as dsl;

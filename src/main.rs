@@ -114,7 +114,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
         Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
-        Command::Compile(args) => Ok(cli_compile::run(&args)?),
+        Command::Compile(args) => cli_compile::run(&args),
         Command::DumpIr(args) => cli_dump_ir::run(&args),
         Command::Generate(args) => cli_generate::run(&args),
         Command::Chat(args) => cli_chat::run(&args),

@@ -100,6 +100,7 @@ fn a_compiled_artifact_matches_transformers_over_prefill() {
         manifest.files.keys().collect::<Vec<_>>(),
         [
             "generation_config.json",
+            "kernels.so",
             "module.txt",
             "params/model.safetensors",
             "tokenizer.json",
@@ -132,19 +133,63 @@ fn a_compiled_artifact_matches_transformers_over_prefill() {
 #[test]
 fn a_modified_file_is_a_hash_error_naming_it() {
     let (_tmp, dir) = compiled();
-    let path = dir.join("params/model.safetensors");
-    let mut bytes = std::fs::read(&path).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
-    std::fs::write(&path, bytes).unwrap();
+    for file in ["params/model.safetensors", "kernels.so"] {
+        let path = dir.join(file);
+        let original = std::fs::read(&path).unwrap();
+        let mut bytes = original.clone();
+        bytes[200] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let err = load_err(&dir);
+        assert!(
+            matches!(err, LoadError::Artifact(ArtifactError::HashMismatch { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains(file), "{err}");
+        std::fs::write(&path, original).unwrap();
+    }
+}
+
+/// Edits the first kernel declaration of the artifact's `vm.json` and records the new
+/// hash in the manifest (as someone rewriting both files would), then loads it.
+fn load_with_edited_kernel(edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let (_tmp, dir) = compiled();
+    let vm_path = dir.join("vm.json");
+    let mut vm: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&vm_path).unwrap()).unwrap();
+    edit(&mut vm["kernels"][0]);
+    std::fs::write(&vm_path, vm.to_string()).unwrap();
+    let hash = oxrelax::artifact::sha256_file(&vm_path).unwrap();
+    edit_manifest(&dir, |json| json["files"]["vm.json"] = hash.into());
     let err = load_err(&dir);
     assert!(
-        matches!(err, LoadError::Artifact(ArtifactError::HashMismatch { .. })),
+        matches!(err, LoadError::Artifact(ArtifactError::Kernels(_))),
         "{err}"
     );
+    err.to_string()
+}
+
+#[test]
+fn a_library_lacking_a_kernel_the_bytecode_calls_is_refused_naming_both() {
+    let message = load_with_edited_kernel(|k| k["name"] = "no_such_kernel".into());
     assert!(
-        err.to_string().contains("params/model.safetensors"),
-        "{err}"
+        message.contains("kernels.so") && message.contains("no_such_kernel"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_kernel_declared_otherwise_than_compiled_is_refused_naming_it() {
+    let mut name = String::new();
+    let message = load_with_edited_kernel(|k| {
+        name = k["name"].as_str().unwrap().to_string();
+        // The kernel would read twice the rows its first buffer holds.
+        let rows = &mut k["params"][0]["shape"][0]["const"];
+        *rows = (rows.as_i64().unwrap() * 2).into();
+    });
+    assert!(
+        message.contains("kernels.so")
+            && message.contains(&format!("kernel `{name}` was compiled as")),
+        "{message}"
     );
 }
 
@@ -438,5 +483,48 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
             "09-schedule-kernels.txt",
             "10-static-plan-block-memory.txt"
         ]
+    );
+}
+
+#[test]
+fn compile_replaces_an_artifact_refuses_a_foreign_folder_and_leaves_nothing_on_failure() {
+    let (tmp, dir) = compiled();
+    let src = fixture();
+    let compile_into = |out: &Path, model: &Path| {
+        oxrelax(&[
+            "compile",
+            model.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    // An earlier artifact is replaced by the new one.
+    let (ok, _, stderr) = compile_into(&dir, &src);
+    assert!(ok, "recompiling over an artifact: {stderr}");
+    assert_eq!(Manifest::read(&dir).unwrap().context_window, 4096);
+    // A folder holding something else is left alone.
+    let foreign = tmp.path().join("photos");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("cat.jpg"), b"meow").unwrap();
+    let (ok, _, stderr) = compile_into(&foreign, &src);
+    assert!(
+        !ok && stderr.contains("photos") && stderr.contains("not an artifact"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(foreign.join("cat.jpg")).unwrap(), b"meow");
+    // A compile that fails writes nothing: no output folder, no staging folder left.
+    let broken = tmp.path().join("broken-model");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::write(broken.join("config.json"), b"{ not json").unwrap();
+    let out = tmp.path().join("never");
+    let (ok, _, _) = compile_into(&out, &broken);
+    assert!(!ok);
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !left.iter().any(|n| n == "never" || n.contains("partial")),
+        "{left:?}"
     );
 }

@@ -29,3 +29,40 @@ pub fn enabled_features(isa: &OwnedTargetIsa) -> Vec<&'static str> {
         .map(|f| f.name)
         .collect()
 }
+
+/// Features a named x86-64 triple gets when none are given (x86-64-v2: the SSE4.1 vector
+/// instructions the lowering relies on, e.g. `roundps` for `floor`).
+const X86_64_BASELINE: &[&str] = &["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
+
+/// The ISA of `triple` (e.g. `aarch64-unknown-linux-gnu`), position-independent and
+/// configured for speed, with `features` (LLVM-style names with or without a leading
+/// `+`: `avx2`, `fma`, `sse4.1`, `lse`); none given: the x86-64-v2 baseline on x86-64,
+/// the architecture's baseline elsewhere (NEON is part of aarch64's).
+pub fn target_isa(triple: &str, features: &[String]) -> Result<OwnedTargetIsa, CodegenError> {
+    let parsed: target_lexicon::Triple = triple
+        .parse()
+        .map_err(|e| CodegenError::Isa(format!("target `{triple}`: {e}")))?;
+    let mut builder = cranelift_codegen::isa::lookup(parsed)
+        .map_err(|e| CodegenError::Isa(format!("target `{triple}`: {e}")))?;
+    let is_x86 = triple.starts_with("x86_64");
+    let defaults: Vec<String> = if features.is_empty() && is_x86 {
+        X86_64_BASELINE.iter().map(|f| f.to_string()).collect()
+    } else {
+        features.to_vec()
+    };
+    for feature in &defaults {
+        let flag = format!("has_{}", feature.trim_start_matches('+').replace('.', ""));
+        builder
+            .enable(&flag)
+            .map_err(|e| CodegenError::Isa(format!("feature `{feature}` of `{triple}`: {e}")))?;
+    }
+    let mut flags = settings::builder();
+    for (name, value) in [("opt_level", "speed"), ("is_pic", "true")] {
+        flags
+            .set(name, value)
+            .map_err(|e| CodegenError::Isa(format!("{name}={value}: {e}")))?;
+    }
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CodegenError::Isa(e.to_string()))
+}

@@ -25,7 +25,7 @@ fn cranelift_error(func: &str, message: impl std::fmt::Display) -> CodegenError 
 
 /// Lowers `func` and its outlined parallel bodies into `module`; returns the kernel's id.
 /// When `clif` is given, the Cranelift IR of every function is appended to it.
-fn define_prim_func<M: Module>(
+pub(crate) fn define_prim_func<M: Module>(
     module: &mut M,
     name: &str,
     func: &PrimFunc,

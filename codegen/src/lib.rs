@@ -8,8 +8,10 @@ pub mod isa;
 mod jit;
 mod lower;
 mod math;
+mod object;
 #[cfg(test)]
 mod tests;
 
 pub use error::CodegenError;
 pub use jit::{clif_text, JitLibrary, RawKernel};
+pub use object::{compile_object, kernel_symbol};

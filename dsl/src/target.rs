@@ -126,6 +126,25 @@ const INT_TILE_TABLE: &[IntTileRow] = &[
     },
 ];
 
+/// The CPU features a target may name, per architecture: those the tile tables and
+/// microkernels distinguish (and the host is probed for).
+pub const KNOWN_FEATURES: &[(&str, &[&str])] = &[
+    (
+        "x86_64",
+        &[
+            "sse4.1",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bw",
+            "avx512vnni",
+        ],
+    ),
+    ("aarch64", &["neon", "dotprod", "i8mm", "fp16"]),
+];
+
 /// The x86-64 features the host is probed for.
 #[cfg(target_arch = "x86_64")]
 fn detect_host_features() -> BTreeSet<String> {
@@ -177,6 +196,12 @@ fn detect_host_features() -> BTreeSet<String> {
 /// still runs each chosen microkernel's best implementation for the CPU.
 pub const TARGET_FEATURES_ENV: &str = "OXRELAX_TARGET_FEATURES";
 
+/// Every feature of those the tile tables know that this CPU has (not restricted by
+/// [`TARGET_FEATURES_ENV`]): what an artifact's kernels may use here.
+pub fn detected_features() -> BTreeSet<String> {
+    detect_host_features()
+}
+
 /// The host's detected features, restricted by [`TARGET_FEATURES_ENV`] if it is set.
 fn host_features() -> BTreeSet<String> {
     let detected = detect_host_features();
@@ -220,6 +245,24 @@ impl Target {
             triple: triple.to_string(),
             features: features.iter().map(|f| f.to_string()).collect(),
         }
+    }
+
+    /// A named target whose features (`+` prefixes allowed) are checked against
+    /// [`KNOWN_FEATURES`] for its architecture; the error names the unknown one.
+    pub fn named(triple: &str, features: &[&str]) -> Result<Target, String> {
+        let arch = triple.split('-').next().unwrap_or("");
+        let known = KNOWN_FEATURES
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map_or(&[][..], |(_, f)| *f);
+        let names: Vec<&str> = features.iter().map(|f| f.trim_start_matches('+')).collect();
+        if let Some(unknown) = names.iter().find(|f| !known.contains(f)) {
+            return Err(format!(
+                "unknown CPU feature `{unknown}` for {triple} (known: {})",
+                known.join(", ")
+            ));
+        }
+        Ok(Target::new(triple, &names))
     }
 
     /// The architecture (the triple's first component).
@@ -279,6 +322,15 @@ fn host_triple() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_is_probed_for_known_features_only() {
+        let host = Target::host();
+        let detected = detected_features();
+        let names: Vec<&str> = detected.iter().map(String::as_str).collect();
+        assert!(Target::named(&host.triple, &names).is_ok(), "{names:?}");
+        assert!(Target::named(&host.triple, &["+nosuch"]).is_err());
+    }
 
     #[test]
     fn the_tile_table_picks_the_row_of_the_named_features() {

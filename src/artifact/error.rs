@@ -101,12 +101,63 @@ pub enum ArtifactError {
         /// The dtype asked for.
         requested: oxrelax_models::KvDtype,
     },
-    /// The manifest names a weight dtype this runtime does not load.
-    #[error("{}: quantization {value:?} is not one of q0f32, q0f16, q8f32", path.display())]
+    /// The manifest names a weight quantization scheme this build does not know.
+    #[error("{}: quantization {value:?} is not a known scheme", path.display())]
     Quantization {
         /// The manifest.
         path: PathBuf,
-        /// The dtype it names.
+        /// The scheme it names.
         value: String,
     },
+    /// The manifest names a file outside the artifact (absolute, or with `..`).
+    #[error(
+        "{}: {file:?} is not a plain relative path inside the artifact",
+        manifest.display()
+    )]
+    BadPath {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The path it names.
+        file: String,
+    },
+    /// A file the manifest lists is missing or not a regular file (a directory, a
+    /// symbolic link, a device).
+    #[error("{}: not a regular file", path.display())]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The output folder holds something other than an artifact.
+    #[error(
+        "{}: exists and is not an artifact or an empty folder; not writing over it",
+        path.display()
+    )]
+    Destination {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// The kernels could not be compiled into an object file or linked.
+    #[error("{}: {reason}", path.display())]
+    Link {
+        /// The object file or library being written.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The artifact's kernels use CPU features this machine lacks.
+    #[error(
+        "{}: the kernels were compiled for {triple} with {missing:?}, which this CPU lacks",
+        path.display()
+    )]
+    MissingFeatures {
+        /// The manifest.
+        path: PathBuf,
+        /// The artifact's triple.
+        triple: String,
+        /// The features the CPU lacks.
+        missing: Vec<String>,
+    },
+    /// The kernel library could not be opened, or lacks a kernel the bytecode calls.
+    #[error(transparent)]
+    Kernels(#[from] oxrelax_runtime::abi::SharedLibraryError),
 }

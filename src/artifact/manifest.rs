@@ -1,6 +1,7 @@
 //! `oxrelax-model.json`: what an artifact holds and what it was compiled for.
 
 use super::error::ArtifactError;
+use super::kernels::{KernelTarget, KERNELS_AOT};
 use crate::quantization::Quantization;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::KvDtype;
@@ -8,18 +9,17 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The artifact format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+/// The artifact format this build writes and reads (3: kernels in a shared library).
+pub const FORMAT_VERSION: u32 = 3;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).
 pub const VM_FILE: &str = "vm.json";
-/// The compiled module's text form (its primitive functions are JIT-compiled at load).
+/// The compiled module's text form: a readable record of what the kernels were compiled
+/// from (never compiled at load).
 pub const MODULE_FILE: &str = "module.txt";
 /// The converted weights.
 pub const PARAMS_FILE: &str = "params/model.safetensors";
-/// How the kernels are shipped: compiled from `module.txt` for the loading host.
-pub const KERNELS_JIT: &str = "jit-at-load";
 
 /// An artifact's manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,11 +59,25 @@ fn f32_kv_dtype() -> String {
 pub struct Target {
     /// The target triple (`x86_64-unknown-linux-gnu`).
     pub triple: String,
-    /// The CPU features of the compiling host. With [`KERNELS_JIT`] the kernels are
-    /// compiled for the loading host's features, so these are informational.
+    /// The CPU features the kernels and schedules use: loading needs a CPU with all of
+    /// them.
     pub cpu_features: Vec<String>,
-    /// How the kernels are shipped ([`KERNELS_JIT`]).
+    /// How the kernels are shipped ([`KERNELS_AOT`]).
     pub kernels: String,
+    /// The kernel library's file name in the artifact (`kernels.so`, `kernels.dylib`).
+    pub library: String,
+}
+
+impl Target {
+    /// The target `kernels` were compiled for, with its library `library`.
+    pub fn compiled(kernels: &KernelTarget, library: String) -> Target {
+        Target {
+            triple: kernels.target.triple.clone(),
+            cpu_features: kernels.target.features.iter().cloned().collect(),
+            kernels: KERNELS_AOT.to_string(),
+            library,
+        }
+    }
 }
 
 /// An exported function's parameters and result, as struct info text.
@@ -73,45 +87,6 @@ pub struct FunctionSignature {
     pub params: Vec<(String, String)>,
     /// The result's struct info.
     pub ret: String,
-}
-
-impl Target {
-    /// The host: its triple and the CPU features detected at run time.
-    pub fn host() -> Target {
-        Target {
-            triple: target_lexicon::HOST.to_string(),
-            cpu_features: host_cpu_features(),
-            kernels: KERNELS_JIT.to_string(),
-        }
-    }
-}
-
-/// The vector features of the host CPU that the kernels can use.
-fn host_cpu_features() -> Vec<String> {
-    #[cfg(target_arch = "x86_64")]
-    let detected = [
-        ("sse4.2", std::arch::is_x86_feature_detected!("sse4.2")),
-        ("avx", std::arch::is_x86_feature_detected!("avx")),
-        ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-        ("fma", std::arch::is_x86_feature_detected!("fma")),
-        ("f16c", std::arch::is_x86_feature_detected!("f16c")),
-        ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-    ];
-    #[cfg(target_arch = "aarch64")]
-    let detected = [
-        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        (
-            "dotprod",
-            std::arch::is_aarch64_feature_detected!("dotprod"),
-        ),
-    ];
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let detected: [(&str, bool); 0] = [];
-    detected
-        .into_iter()
-        .filter(|(_, on)| *on)
-        .map(|(name, _)| name.to_string())
-        .collect()
 }
 
 /// The signatures of `module`'s exported graph functions.
@@ -188,8 +163,9 @@ impl Manifest {
         std::fs::write(&path, text).map_err(|source| ArtifactError::Io { path, source })
     }
 
-    /// Checks the format version and that the artifact targets `host`.
-    pub fn check_compatible(&self, dir: &Path, host: &Target) -> Result<(), ArtifactError> {
+    /// Checks the format version, that the artifact targets this host's triple, and that
+    /// this CPU has every feature its kernels use.
+    pub fn check_compatible(&self, dir: &Path) -> Result<(), ArtifactError> {
         let path = dir.join(MANIFEST_FILE);
         if self.format_version != FORMAT_VERSION {
             return Err(ArtifactError::FormatVersion {
@@ -198,27 +174,60 @@ impl Manifest {
                 expected: FORMAT_VERSION,
             });
         }
+        let host = oxrelax_dsl::Target::host();
         if self.target.triple != host.triple {
             return Err(ArtifactError::WrongTarget {
                 path,
                 artifact: self.target.triple.clone(),
-                host: host.triple.clone(),
+                host: host.triple,
+            });
+        }
+        let detected = oxrelax_dsl::target::detected_features();
+        let missing: Vec<String> = self
+            .target
+            .cpu_features
+            .iter()
+            .filter(|f| !detected.contains(*f))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(ArtifactError::MissingFeatures {
+                path,
+                triple: self.target.triple.clone(),
+                missing,
             });
         }
         Ok(())
     }
 
-    /// Checks that every listed file has its recorded hash and that `required` files
-    /// are listed.
+    /// Checks that every file the manifest names is a plain relative path inside the
+    /// artifact (no `..`, no absolute path) of a regular file, that every listed file has
+    /// its recorded hash, and that `required` files and the tokenizer files are listed.
     pub fn check_files(&self, dir: &Path, required: &[&str]) -> Result<(), ArtifactError> {
-        if let Some(file) = required.iter().find(|f| !self.files.contains_key(**f)) {
+        let manifest = dir.join(MANIFEST_FILE);
+        let named = self.files.keys().chain(&self.tokenizer_files);
+        if let Some(bad) = named.clone().find(|f| !is_plain_relative(f)) {
+            return Err(ArtifactError::BadPath {
+                manifest,
+                file: bad.clone(),
+            });
+        }
+        let required = required
+            .iter()
+            .copied()
+            .chain(self.tokenizer_files.iter().map(String::as_str));
+        if let Some(file) = required.clone().find(|f| !self.files.contains_key(*f)) {
             return Err(ArtifactError::Unlisted {
-                manifest: dir.join(MANIFEST_FILE),
+                manifest,
                 file: file.to_string(),
             });
         }
         self.files.iter().try_for_each(|(file, expected)| {
             let path = dir.join(file);
+            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+            if !regular {
+                return Err(ArtifactError::NotAFile { path });
+            }
             let found = super::hash::sha256_file(&path)?;
             if &found != expected {
                 return Err(ArtifactError::HashMismatch {
@@ -230,4 +239,14 @@ impl Manifest {
             Ok(())
         })
     }
+}
+
+/// Whether `name` is a relative path of plain components (`params/model.safetensors`):
+/// no root, no `.` or `..`, nothing empty.
+fn is_plain_relative(name: &str) -> bool {
+    let path = Path::new(name);
+    !name.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }

@@ -1,13 +1,15 @@
 //! `load_artifact`: an artifact folder in, a model ready to run out.
 
 use super::error::ArtifactError;
-use super::manifest::{Manifest, Target, MODULE_FILE, PARAMS_FILE, VM_FILE};
+use super::manifest::{Manifest, MODULE_FILE, PARAMS_FILE, VM_FILE};
 use crate::model::{compiled_weights, expected_weights, LoadError, LoadedModel};
 use oxrelax_models::{causal_lm, KvDtype, ModelConfig, ModelError};
+use oxrelax_runtime::abi::SharedKernelLibrary;
 use oxrelax_runtime::vm::Executable;
 use oxrelax_runtime::weights::WeightStore;
 use oxrelax_runtime::Value;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Whether `dir` is an artifact folder (it holds a manifest).
 pub fn is_artifact(dir: &Path) -> bool {
@@ -15,17 +17,18 @@ pub fn is_artifact(dir: &Path) -> bool {
 }
 
 /// Reads the manifest of the artifact in `dir` and checks it: the format version, the
-/// target triple (against this host) and the hash of every file.
+/// target triple and CPU features (against this host) and the hash of every file.
 pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
     let manifest = Manifest::read(dir)?;
-    manifest.check_compatible(dir, &Target::host())?;
-    manifest.check_files(dir, &[MODULE_FILE, VM_FILE, PARAMS_FILE])?;
+    manifest.check_compatible(dir)?;
+    let library = manifest.target.library.as_str();
+    manifest.check_files(dir, &[MODULE_FILE, VM_FILE, PARAMS_FILE, library])?;
     Ok(manifest)
 }
 
 /// Loads the artifact in `dir`: verifies it ([`verify_artifact`]) and that its KV cache
-/// stores `kv_dtype` when given, parses its module, JIT-compiles the module's kernels for
-/// the host, loads the executable into a VM and the weights.
+/// stores `kv_dtype` when given, parses its module, opens its kernel library, loads the
+/// executable into a VM with the library's kernels, and loads the weights.
 pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedModel, LoadError> {
     let manifest = verify_artifact(dir)?;
     manifest.check_kv_dtype(dir, kv_dtype)?;
@@ -47,7 +50,12 @@ pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedMode
         path: vm_path,
         source,
     })?;
-    let built = crate::build::load_compiled(module, executable).map_err(Box::new)?;
+    let library_path = dir.join(&manifest.target.library);
+    // SAFETY: the library's hash is the one the compiler recorded (`verify_artifact`), so
+    // it is the kernel library the compiler wrote.
+    let library = unsafe { SharedKernelLibrary::open(&library_path, &executable.kernels) }
+        .map_err(ArtifactError::from)?;
+    let built = crate::build::load_with(module, executable, Arc::new(library)).map_err(Box::new)?;
     let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
     let expected = compiled_weights(&built.module).unwrap_or_else(|| expected_weights(&model));
     let weights = store.load_expected(&expected)?;

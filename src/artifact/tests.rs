@@ -21,15 +21,45 @@ fn a_missing_file_is_an_io_error_naming_it() {
 }
 
 #[test]
-fn the_host_target_is_the_build_triple() {
-    let host = Target::host();
-    assert_eq!(host.triple, target_lexicon::HOST.to_string());
-    assert!(
-        host.triple.starts_with(std::env::consts::ARCH),
-        "{}",
-        host.triple
+fn the_default_kernel_target_is_the_host_with_its_features() {
+    let host = KernelTarget::parse(None, None, None).unwrap();
+    assert_eq!(host.target, oxrelax_dsl::Target::host());
+    assert!(host.target.triple.starts_with(std::env::consts::ARCH));
+    let arm = KernelTarget::parse(
+        Some("aarch64-unknown-linux-gnu"),
+        Some("+dotprod,i8mm"),
+        None,
     );
-    assert_eq!(host.kernels, KERNELS_JIT);
+    let arm = arm.unwrap().target;
+    assert_eq!(arm.features.iter().collect::<Vec<_>>(), ["dotprod", "i8mm"]);
+    let err = KernelTarget::parse(Some("aarch64-linux-android"), Some("+avx2"), None).unwrap_err();
+    assert!(err.contains("unknown CPU feature `avx2`"), "{err}");
+    let err = KernelTarget::parse(Some("riscv64gc-unknown-linux-gnu"), None, None).unwrap_err();
+    assert!(
+        err.contains("no linker is known for target `riscv64gc"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kernels_using_a_feature_this_cpu_lacks_are_refused_by_name() {
+    let foreign = if cfg!(target_arch = "x86_64") {
+        "neon"
+    } else {
+        "avx2"
+    };
+    let mut lacking = manifest();
+    lacking.target.cpu_features.push(foreign.to_string());
+    let err = lacking.check_compatible(Path::new("art")).unwrap_err();
+    assert!(
+        matches!(err, ArtifactError::MissingFeatures { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(foreign) && err.to_string().contains("art/"),
+        "{err}"
+    );
+    manifest().check_compatible(Path::new("art")).unwrap();
 }
 
 /// A manifest of an f32 model with an f32 KV cache, listing no file.
@@ -43,7 +73,7 @@ fn manifest() -> Manifest {
         quantization: "q0f32".into(),
         kv_dtype: "f32".into(),
         tokenizer_files: vec![],
-        target: Target::host(),
+        target: Target::compiled(&KernelTarget::host(), "kernels.so".into()),
         files: Default::default(),
     }
 }
@@ -85,4 +115,35 @@ fn a_manifest_without_kv_dtype_means_f32_and_another_dtype_is_a_mismatch() {
     let err = bf16.kv_dtype(dir).unwrap_err();
     assert!(matches!(err, ArtifactError::KvDtype { .. }), "{err}");
     assert!(err.to_string().contains("\"bf16\""), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn paths_outside_the_artifact_and_special_files_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["../secret", "/dev/zero", "params/../../x", "./vm.json", ""] {
+        let mut outside = manifest();
+        outside.files.insert(bad.to_string(), "0".repeat(64));
+        let err = outside.check_files(dir.path(), &[]).unwrap_err();
+        assert!(matches!(err, ArtifactError::BadPath { .. }), "{bad}: {err}");
+        assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+    }
+    let mut tokenizer_outside = manifest();
+    tokenizer_outside.tokenizer_files.push("/etc/passwd".into());
+    let err = tokenizer_outside.check_files(dir.path(), &[]).unwrap_err();
+    assert!(matches!(err, ArtifactError::BadPath { .. }), "{err}");
+
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("real"), b"x").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+    for special in ["sub", "link", "missing"] {
+        let mut listed = manifest();
+        listed.files.insert(special.to_string(), "0".repeat(64));
+        let err = listed.check_files(dir.path(), &[]).unwrap_err();
+        assert!(
+            matches!(err, ArtifactError::NotAFile { .. }),
+            "{special}: {err}"
+        );
+        assert!(err.to_string().contains(special), "{err}");
+    }
 }

@@ -2,10 +2,11 @@
 
 use super::error::ArtifactError;
 use super::hash::sha256_file;
+use super::kernels::{write_kernels, KernelTarget};
 use super::manifest::{
     exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
-use crate::build;
+use crate::build_for;
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
@@ -34,6 +35,8 @@ pub struct CompileOptions {
     pub kv_dtype: KvDtype,
     /// Print what the passes report (`--verbose`).
     pub verbose: bool,
+    /// The triple and CPU features the kernels are compiled for, and the linker.
+    pub target: KernelTarget,
 }
 
 impl Default for CompileOptions {
@@ -45,6 +48,7 @@ impl Default for CompileOptions {
             prefill_chunk: export.prefill_chunk,
             kv_dtype: export.kv_dtype,
             verbose: false,
+            target: KernelTarget::host(),
         }
     }
 }
@@ -59,16 +63,19 @@ pub enum CompileStep {
     Weights,
     /// Writing the module, the executable and the tokenizer files.
     Files,
+    /// Compiling the kernels for the target and linking them.
+    Kernels,
     /// Hashing every file and writing the manifest.
     Manifest,
 }
 
 impl CompileStep {
     /// Every step, in order.
-    pub const ALL: [CompileStep; 4] = [
+    pub const ALL: [CompileStep; 5] = [
         CompileStep::Compile,
         CompileStep::Weights,
         CompileStep::Files,
+        CompileStep::Kernels,
         CompileStep::Manifest,
     ];
 
@@ -78,14 +85,80 @@ impl CompileStep {
             CompileStep::Compile => "compiling the model",
             CompileStep::Weights => "converting the weights",
             CompileStep::Files => "writing the module, bytecode and tokenizer",
+            CompileStep::Kernels => "compiling and linking the kernels for the target",
             CompileStep::Manifest => "hashing files and writing the manifest",
         }
     }
 }
 
-/// Compiles the Hugging Face model in `src` into an artifact folder `out` (created if
-/// needed), calling `progress` as each step starts. Returns the manifest written.
+/// Compiles the Hugging Face model in `src` into an artifact folder `out`, calling
+/// `progress` as each step starts; returns the manifest written. The artifact is written
+/// into a fresh folder beside `out` and renamed into place when complete (replacing an
+/// earlier artifact or an empty folder; a folder holding anything else is refused), so
+/// a failed or interrupted compile never leaves a folder that loads.
 pub fn compile_artifact(
+    src: &Path,
+    out: &Path,
+    options: &CompileOptions,
+    progress: impl FnMut(CompileStep),
+) -> Result<Manifest, LoadError> {
+    check_destination(out)?;
+    let staging = staging_dir(out);
+    let _ = std::fs::remove_dir_all(&staging);
+    create_dir(&staging)?;
+    match write_artifact(src, &staging, options, progress) {
+        Ok(manifest) => {
+            move_into_place(&staging, out)?;
+            Ok(manifest)
+        }
+        Err(err) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(err)
+        }
+    }
+}
+
+/// Refuses an `out` that exists and is neither an artifact nor an empty folder.
+fn check_destination(out: &Path) -> Result<(), ArtifactError> {
+    let Ok(mut entries) = std::fs::read_dir(out) else {
+        return match out.exists() {
+            true => Err(ArtifactError::Destination {
+                path: out.to_path_buf(),
+            }),
+            false => Ok(()),
+        };
+    };
+    if entries.next().is_none() || super::is_artifact(out) {
+        return Ok(());
+    }
+    Err(ArtifactError::Destination {
+        path: out.to_path_buf(),
+    })
+}
+
+/// The folder an artifact for `out` is written into: a hidden sibling, so the final
+/// rename stays on one file system.
+fn staging_dir(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map_or("artifact".into(), |n| n.to_string_lossy());
+    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Replaces `out` (absent, empty, or an earlier artifact) with the complete `staging`.
+fn move_into_place(staging: &Path, out: &Path) -> Result<(), ArtifactError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArtifactError::Io { path, source }
+    };
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(io(out))?;
+    }
+    std::fs::rename(staging, out).map_err(io(out))
+}
+
+/// Writes every file of the artifact into `out` (an empty folder).
+fn write_artifact(
     src: &Path,
     out: &Path,
     options: &CompileOptions,
@@ -107,7 +180,8 @@ pub fn compile_artifact(
         verbose: options.verbose,
         ..Instrument::from_env()
     };
-    let mut built = build(exported.module, instrument).map_err(Box::new)?;
+    let mut built =
+        build_for(exported.module, instrument, &options.target.target).map_err(Box::new)?;
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
@@ -133,8 +207,12 @@ pub fn compile_artifact(
     let tokenizer_files = copy_present(src, out, &TOKENIZER_FILES)?;
     let generation = copy_present(src, out, &[GENERATION_CONFIG])?;
 
+    progress(CompileStep::Kernels);
+    let kernels = &built.executable.kernels;
+    let library = write_kernels(out, &built.module, kernels, &options.target)?;
+
     progress(CompileStep::Manifest);
-    let listed = [MODULE_FILE, VM_FILE, PARAMS_FILE]
+    let listed = [MODULE_FILE, VM_FILE, PARAMS_FILE, library.as_str()]
         .into_iter()
         .map(str::to_string)
         .chain(tokenizer_files.iter().cloned())
@@ -151,7 +229,7 @@ pub fn compile_artifact(
         quantization: scheme.name().into(),
         kv_dtype: exported.kv_dtype.name().into(),
         tokenizer_files,
-        target: Target::host(),
+        target: Target::compiled(&options.target, library),
         files,
     };
     manifest.write(out)?;

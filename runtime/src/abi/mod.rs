@@ -3,6 +3,7 @@
 //! by name: a JIT module, a loaded shared library, or a table of Rust functions).
 
 mod env;
+mod shared_library;
 #[cfg(test)]
 mod tests;
 
@@ -11,6 +12,7 @@ pub use env::{
     RuntimeEnv, UnaryF32Fn,
 };
 
+pub use shared_library::{SharedKernelLibrary, SharedLibraryError, SIGNATURES_SYMBOL};
 use std::collections::HashMap;
 
 /// A compiled kernel: `args` holds the tensor data pointers in parameter order, `dims` the
@@ -44,6 +46,13 @@ pub const INVALID_ARGUMENT: i32 = -2;
 pub unsafe trait KernelLibrary: Send + Sync {
     /// The kernel named `name`, if the library has it.
     fn lookup(&self, name: &str) -> Option<KernelFn>;
+}
+
+/// The symbol a compiled kernel named `name` is exported under in an ahead-of-time
+/// kernel library (`oxrelax_kernel_` + the name), so kernels never clash with the C
+/// library's or the app's symbols.
+pub fn kernel_symbol(name: &str) -> String {
+    format!("oxrelax_kernel_{name}")
 }
 
 /// A kernel library backed by a map of function pointers (e.g. hand-written kernels, or

@@ -24,6 +24,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_vnni;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod qgemm;
 mod scalar;
 #[cfg(test)]
@@ -508,7 +510,8 @@ const IMPLEMENTATIONS: &[&[Implementation]] = &[
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx2::IMPLEMENTATIONS,
-    // aarch64: `#[cfg(target_arch = "aarch64")] neon::IMPLEMENTATIONS,` goes here.
+    #[cfg(target_arch = "aarch64")]
+    neon::IMPLEMENTATIONS,
     scalar::IMPLEMENTATIONS,
 ];
 
@@ -539,8 +542,24 @@ fn detect_host_features() -> Vec<&'static str> {
         .collect()
 }
 
-// aarch64: detect with `is_aarch64_feature_detected!` here once NEON kernels exist.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn detect_host_features() -> Vec<&'static str> {
+    let known = [
+        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
+        (
+            "dotprod",
+            std::arch::is_aarch64_feature_detected!("dotprod"),
+        ),
+        ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
+    ];
+    known
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(f, _)| *f)
+        .collect()
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn detect_host_features() -> Vec<&'static str> {
     Vec::new()
 }
@@ -597,7 +616,7 @@ impl MicrokernelSet {
     }
 
     /// The ISA the function for `kernel` was written for: `"avx512vnni"`, `"avx512f"`,
-    /// `"avx2+fma"`, `"avx2+fma+f16c"` or `"scalar"`.
+    /// `"avx2+fma"`, `"avx2+fma+f16c"`, `"neon"` or `"scalar"`.
     pub fn isa(&self, kernel: Microkernel) -> &'static str {
         self.isas[kernel as usize]
     }

@@ -121,7 +121,10 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         );
         let all = MicrokernelSet::for_features(&["avx2", "fma", "f16c"]);
         assert_eq!(all.isa(kernel), best);
-        let detected = if int8_activations.contains(&kernel) && vnni.iter().all(|f| host_has(f)) {
+        let neon = [Microkernel::Sgemm6x16, Microkernel::Sgemv1x64];
+        let detected = if neon.contains(&kernel) && host_has("neon") {
+            "neon"
+        } else if int8_activations.contains(&kernel) && vnni.iter().all(|f| host_has(f)) {
             "avx512vnni"
         } else if avx512.contains(&kernel) && host_has("avx512f") {
             "avx512f"

@@ -6,7 +6,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args};
 use oxrelax::model::{load, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::chat::{Message, Tokenizer};
+use oxrelax_runtime::chat::{eos_ids, Message, Tokenizer};
 use oxrelax_runtime::engine::{
     Engine, EngineConfig, GenerateOptions, Generation, Step, StopReason,
 };
@@ -116,25 +116,6 @@ pub struct GenerateArgs {
     load: ModelArgs,
 }
 
-/// Reads `eos_token_id` (a number or a list) from a JSON file, if present.
-fn eos_ids_in(path: &Path) -> CliResult<Vec<u32>> {
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let ids = match &json["eos_token_id"] {
-        serde_json::Value::Array(list) => list.iter().filter_map(|v| v.as_u64()).collect(),
-        value => value.as_u64().into_iter().collect::<Vec<_>>(),
-    };
-    Ok(ids
-        .into_iter()
-        .filter_map(|id| u32::try_from(id).ok())
-        .collect())
-}
-
 /// A model loaded into an engine, with its tokenizer when the folder has one.
 pub struct LoadedEngine {
     /// The engine.
@@ -169,11 +150,7 @@ pub fn open_engine_on(
     } else {
         None
     };
-    let mut eos_ids = eos_ids_in(&model.dir.join("generation_config.json"))?;
-    eos_ids.extend(eos_ids_in(&model.dir.join("config.json"))?);
-    eos_ids.extend(tokenizer.iter().flat_map(|t| t.eos_ids().to_vec()));
-    eos_ids.sort_unstable();
-    eos_ids.dedup();
+    let eos_ids = eos_ids(&model.dir, tokenizer.as_ref())?;
     let config = EngineConfig {
         context_window: usize::try_from(model.context_window)?,
         prefill_chunk: usize::try_from(model.prefill_chunk)?,

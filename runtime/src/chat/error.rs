@@ -29,6 +29,14 @@ pub enum ChatError {
         /// The JSON error, with line and column.
         error: serde_json::Error,
     },
+    /// A model JSON file (`config.json`, `generation_config.json`) that does not parse.
+    #[error("{}: not valid JSON: {error}", path.display())]
+    ParseJson {
+        /// The file.
+        path: PathBuf,
+        /// The JSON error, with line and column.
+        error: serde_json::Error,
+    },
     /// A special token named by the config that the vocabulary does not have.
     #[error("{}: {role} `{token}` is not in the tokenizer's vocabulary", path.display())]
     UnknownSpecialToken {

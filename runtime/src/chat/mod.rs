@@ -6,10 +6,12 @@
 //! library that produced the reference ids — and reads the special tokens and the chat
 //! template from the config. [`ChatTemplate`] renders a conversation the way transformers'
 //! `apply_chat_template` does, with minijinja. [`Detokenizer`] turns generated ids into text
-//! one id at a time, emitting only complete characters.
+//! one id at a time, emitting only complete characters. [`eos_ids`] gathers a model's
+//! end-of-sequence ids from its configs and tokenizer.
 
 mod config;
 mod detokenizer;
+mod eos;
 mod error;
 mod template;
 mod tokenizer;
@@ -19,6 +21,7 @@ mod tests;
 
 pub use config::TokenizerConfig;
 pub use detokenizer::Detokenizer;
+pub use eos::eos_ids;
 pub use error::ChatError;
 pub use template::{ChatTemplate, Message, SpecialTokens};
 pub use tokenizer::Tokenizer;

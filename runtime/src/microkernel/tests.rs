@@ -121,7 +121,11 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         );
         let all = MicrokernelSet::for_features(&["avx2", "fma", "f16c"]);
         assert_eq!(all.isa(kernel), best);
-        let neon = [Microkernel::Sgemm6x16, Microkernel::Sgemv1x64];
+        let neon = [
+            Microkernel::Sgemm6x16,
+            Microkernel::Sgemv1x64,
+            Microkernel::AttentionF32,
+        ];
         let detected = if neon.contains(&kernel) && host_has("neon") {
             "neon"
         } else if int8_activations.contains(&kernel) && vnni.iter().all(|f| host_has(f)) {

@@ -528,3 +528,30 @@ fn compile_replaces_an_artifact_refuses_a_foreign_folder_and_leaves_nothing_on_f
         "{left:?}"
     );
 }
+
+#[test]
+fn an_executable_without_a_recorded_function_or_with_other_parameters_is_refused() {
+    let (_tmp, dir) = compiled();
+    edit_manifest(&dir, |json| {
+        let decode = json["functions"]["decode"].clone();
+        json["functions"]["decode_twice"] = decode;
+    });
+    let message = load_err(&dir).to_string();
+    assert!(
+        message.contains("vm.json")
+            && message.contains("`decode_twice`: the executable has no such function"),
+        "{message}"
+    );
+    edit_manifest(&dir, |json| {
+        json["functions"]
+            .as_object_mut()
+            .unwrap()
+            .remove("decode_twice");
+        json["functions"]["prefill"]["params"][0][0] = "tokens".into();
+    });
+    let message = load_err(&dir).to_string();
+    assert!(
+        message.contains("`prefill`") && message.contains("\"tokens\""),
+        "{message}"
+    );
+}

@@ -127,6 +127,17 @@ pub enum ArtifactError {
         /// The file.
         path: PathBuf,
     },
+    /// The executable lacks an exported function the manifest records, or takes other
+    /// parameters.
+    #[error("{}: exported function `{function}`: {reason}", path.display())]
+    FunctionMismatch {
+        /// The executable (`vm.json`).
+        path: PathBuf,
+        /// The function.
+        function: String,
+        /// What differs.
+        reason: String,
+    },
     /// The output folder holds something other than an artifact.
     #[error(
         "{}: exists and is not an artifact or an empty folder; not writing over it",

@@ -5,6 +5,7 @@ use super::kernels::{KernelTarget, KERNELS_AOT};
 use crate::quantization::Quantization;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::KvDtype;
+use oxrelax_runtime::vm::Executable;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -150,6 +151,36 @@ impl Manifest {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Checks that `executable` (the artifact's `vm.json` in `dir`) has every exported
+    /// function the manifest records, taking the recorded parameters in order: an app
+    /// calls what the manifest promises.
+    pub fn check_functions(
+        &self,
+        dir: &Path,
+        executable: &Executable,
+    ) -> Result<(), ArtifactError> {
+        let mismatch = |function: &str, reason: String| ArtifactError::FunctionMismatch {
+            path: dir.join(VM_FILE),
+            function: function.to_string(),
+            reason,
+        };
+        for (name, signature) in &self.functions {
+            let function = executable
+                .functions
+                .get(name)
+                .ok_or_else(|| mismatch(name, "the executable has no such function".into()))?;
+            let recorded: Vec<&str> = signature.params.iter().map(|(p, _)| p.as_str()).collect();
+            if function.params != recorded {
+                let reason = format!(
+                    "it takes {:?}, the manifest records {recorded:?}",
+                    function.params
+                );
+                return Err(mismatch(name, reason));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the manifest into the artifact folder `dir`.

@@ -50,6 +50,7 @@ pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedMode
         path: vm_path,
         source,
     })?;
+    manifest.check_functions(dir, &executable)?;
     let library_path = dir.join(&manifest.target.library);
     // SAFETY: the library's hash is the one the compiler recorded (`verify_artifact`), so
     // it is the kernel library the compiler wrote.

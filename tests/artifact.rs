@@ -555,3 +555,46 @@ fn an_executable_without_a_recorded_function_or_with_other_parameters_is_refused
         "{message}"
     );
 }
+
+/// An artifact compiled with `--target-features avx2,fma,f16c` records them and runs the
+/// microkernels they allow (AVX2, not AVX-512, on any CPU that has both).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn target_features_pick_the_microkernels_an_artifact_runs() {
+    use oxrelax_runtime::microkernel::Microkernel;
+    if !std::arch::is_x86_feature_detected!("avx2") || !std::arch::is_x86_feature_detected!("f16c")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("avx2");
+    let (ok, _, stderr) = oxrelax(&[
+        "compile",
+        fixture().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--target-features",
+        "+avx2,+fma,+f16c",
+    ]);
+    assert!(ok, "{stderr}");
+    let manifest = Manifest::read(&out).unwrap();
+    assert_eq!(
+        manifest.target.cpu_features,
+        ["avx2", "f16c", "fma", "sse4.1"]
+    );
+    let model = load_ok(&out);
+    let isa = model.built.vm.microkernels().isa(Microkernel::Sgemv1x64Q4);
+    assert!(isa.starts_with("avx2"), "{isa}");
+    let (ok, _, stderr) = oxrelax(&[
+        "compile",
+        fixture().to_str().unwrap(),
+        "-o",
+        tmp.path().join("bad").to_str().unwrap(),
+        "--target-features",
+        "+avx9",
+    ]);
+    assert!(
+        !ok && stderr.contains("unknown CPU feature `avx9`"),
+        "{stderr}"
+    );
+}

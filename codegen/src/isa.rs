@@ -30,14 +30,15 @@ pub fn enabled_features(isa: &OwnedTargetIsa) -> Vec<&'static str> {
         .collect()
 }
 
-/// Features a named x86-64 triple gets when none are given (x86-64-v2: the SSE4.1 vector
+/// Features every x86-64 target gets besides those given (x86-64-v2: the SSE4.1 vector
 /// instructions the lowering relies on, e.g. `roundps` for `floor`).
 const X86_64_BASELINE: &[&str] = &["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
 
 /// The ISA of `triple` (e.g. `aarch64-unknown-linux-gnu`), position-independent and
 /// configured for speed, with `features` (LLVM-style names with or without a leading
-/// `+`: `avx2`, `fma`, `sse4.1`, `lse`); none given: the x86-64-v2 baseline on x86-64,
-/// the architecture's baseline elsewhere (NEON is part of aarch64's).
+/// `+`: `avx2`, `fma`, `sse4.1`, `lse`; those of the tile tables' features Cranelift has
+/// no setting for only select microkernels), on top of the x86-64-v2 baseline on x86-64
+/// (NEON is part of aarch64's baseline).
 pub fn target_isa(triple: &str, features: &[String]) -> Result<OwnedTargetIsa, CodegenError> {
     let parsed: target_lexicon::Triple = triple
         .parse()
@@ -45,16 +46,31 @@ pub fn target_isa(triple: &str, features: &[String]) -> Result<OwnedTargetIsa, C
     let mut builder = cranelift_codegen::isa::lookup(parsed)
         .map_err(|e| CodegenError::Isa(format!("target `{triple}`: {e}")))?;
     let is_x86 = triple.starts_with("x86_64");
-    let defaults: Vec<String> = if features.is_empty() && is_x86 {
-        X86_64_BASELINE.iter().map(|f| f.to_string()).collect()
-    } else {
-        features.to_vec()
+    let baseline = if is_x86 { X86_64_BASELINE } else { &[] };
+    let defaults: Vec<String> = baseline
+        .iter()
+        .map(|f| f.to_string())
+        .chain(features.iter().cloned())
+        .collect();
+    let arch = triple.split('-').next().unwrap_or("");
+    let selects_microkernels = |name: &str| {
+        oxrelax_dsl::target::KNOWN_FEATURES
+            .iter()
+            .any(|(a, known)| *a == arch && known.contains(&name))
     };
     for feature in &defaults {
-        let flag = format!("has_{}", feature.trim_start_matches('+').replace('.', ""));
-        builder
-            .enable(&flag)
-            .map_err(|e| CodegenError::Isa(format!("feature `{feature}` of `{triple}`: {e}")))?;
+        let name = feature.trim_start_matches('+');
+        let flag = format!("has_{}", name.replace('.', ""));
+        match builder.enable(&flag) {
+            Ok(()) => {}
+            // A feature Cranelift's code does not use (F16C, AVX-512 VNNI, dotprod, ...)
+            // only selects microkernels.
+            Err(_) if selects_microkernels(name) => {}
+            Err(e) => {
+                let message = format!("feature `{feature}` of `{triple}`: {e}");
+                return Err(CodegenError::Isa(message));
+            }
+        }
     }
     let mut flags = settings::builder();
     for (name, value) in [("opt_level", "speed"), ("is_pic", "true")] {

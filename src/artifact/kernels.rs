@@ -101,7 +101,7 @@ impl KernelTarget {
 
     /// The target of `--target TRIPLE --target-features LIST --linker PROGRAM`: the host
     /// and its features by default; a named triple gets exactly the listed features
-    /// (comma-separated, `+` prefixes allowed; x86-64 gets `sse4.1` when none are given).
+    /// (comma-separated, `+` prefixes allowed) and, on x86-64, `sse4.1`.
     pub fn parse(
         triple: Option<&str>,
         features: Option<&str>,
@@ -109,15 +109,21 @@ impl KernelTarget {
     ) -> Result<KernelTarget, String> {
         let host = Target::host();
         let triple = triple.unwrap_or(&host.triple);
+        // x86-64 code always assumes x86-64-v2 (SSE4.1), recorded so loading checks it.
+        let baseline: &[&str] = if triple.starts_with("x86_64") {
+            &["sse4.1"]
+        } else {
+            &[]
+        };
         let target = match features {
             None if triple == host.triple => host.clone(),
-            None if triple.starts_with("x86_64") => Target::named(triple, &["sse4.1"])?,
-            None => Target::named(triple, &[])?,
+            None => Target::named(triple, baseline)?,
             Some(list) => {
                 let names: Vec<&str> = list
                     .split(',')
                     .map(str::trim)
                     .filter(|f| !f.is_empty())
+                    .chain(baseline.iter().copied())
                     .collect();
                 Target::named(triple, &names)?
             }

@@ -5,6 +5,7 @@ use super::manifest::{Manifest, MODULE_FILE, PARAMS_FILE, VM_FILE};
 use crate::model::{compiled_weights, expected_weights, LoadError, LoadedModel};
 use oxrelax_models::{causal_lm, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::abi::SharedKernelLibrary;
+use oxrelax_runtime::microkernel::MicrokernelSet;
 use oxrelax_runtime::vm::Executable;
 use oxrelax_runtime::weights::WeightStore;
 use oxrelax_runtime::Value;
@@ -56,7 +57,19 @@ pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedMode
     // it is the kernel library the compiler wrote.
     let library = unsafe { SharedKernelLibrary::open(&library_path, &executable.kernels) }
         .map_err(ArtifactError::from)?;
-    let built = crate::build::load_with(module, executable, Arc::new(library)).map_err(Box::new)?;
+    let mut built =
+        crate::build::load_with(module, executable, Arc::new(library)).map_err(Box::new)?;
+    // The microkernels the artifact's features allow (its `--target-features`), not
+    // necessarily the best this CPU has.
+    let features: Vec<&str> = manifest
+        .target
+        .cpu_features
+        .iter()
+        .map(String::as_str)
+        .collect();
+    built.vm = built
+        .vm
+        .with_microkernels(MicrokernelSet::for_features(&features));
     let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
     let expected = compiled_weights(&built.module).unwrap_or_else(|| expected_weights(&model));
     let weights = store.load_expected(&expected)?;

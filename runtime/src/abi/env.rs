@@ -218,8 +218,10 @@ extern "C" fn rt_parallel_for(
 #[derive(Debug)]
 pub struct RuntimeEnv {
     env: Box<RtEnv>,
-    /// Keeps the pool that `env.context` points to alive.
-    _pool: Arc<ThreadPool>,
+    /// The pool that `env.context` points to (kept alive here).
+    pool: Arc<ThreadPool>,
+    /// The microkernels of `env.microkernels`.
+    microkernels: MicrokernelSet,
 }
 
 // SAFETY: the raw `context` pointer refers to the pool this value keeps alive, and
@@ -256,7 +258,21 @@ impl RuntimeEnv {
             context: Arc::as_ptr(&pool).cast(),
             microkernels: set.table(),
         });
-        RuntimeEnv { env, _pool: pool }
+        RuntimeEnv {
+            env,
+            pool,
+            microkernels: set,
+        }
+    }
+
+    /// The pool kernels launch their parallel loops on.
+    pub fn pool(&self) -> &Arc<ThreadPool> {
+        &self.pool
+    }
+
+    /// The microkernels kernels call.
+    pub fn microkernels(&self) -> &MicrokernelSet {
+        &self.microkernels
     }
 
     /// The env to pass to kernels.

@@ -7,6 +7,7 @@ use super::exec::{Executable, VmFunction};
 use super::profile::{KernelProfile, KernelStat};
 use super::run::Ctx;
 use crate::abi::{KernelFn, KernelLibrary, RuntimeEnv};
+use crate::microkernel::MicrokernelSet;
 use crate::packed::{PackedFunc, Registry};
 use crate::pool::ThreadPool;
 use crate::tensor::{Arena, TensorError};
@@ -128,8 +129,20 @@ impl VirtualMachine {
 
     /// Launches kernels' parallel loops on `pool` instead of the global pool.
     pub fn with_thread_pool(mut self, pool: Arc<ThreadPool>) -> VirtualMachine {
-        self.env = RuntimeEnv::new(pool);
+        self.env = RuntimeEnv::with_microkernels(pool, *self.env.microkernels());
         self
+    }
+
+    /// Calls the microkernels of `set` (e.g. only those an artifact's CPU features allow)
+    /// instead of the best for this CPU.
+    pub fn with_microkernels(mut self, set: MicrokernelSet) -> VirtualMachine {
+        self.env = RuntimeEnv::with_microkernels(self.env.pool().clone(), set);
+        self
+    }
+
+    /// The microkernels the kernels call.
+    pub fn microkernels(&self) -> &MicrokernelSet {
+        self.env.microkernels()
     }
 
     /// The loaded executable.

@@ -36,6 +36,12 @@ const LINKERS: &[Linker] = &[
         args: &["-shared", "-lm"],
     },
     Linker {
+        matches: |t| t == Target::host().triple && t.contains("-apple-"),
+        library: "kernels.dylib",
+        programs: &["cc"],
+        args: &["-shared", "-undefined", "dynamic_lookup"],
+    },
+    Linker {
         matches: |t| t == "aarch64-unknown-linux-gnu",
         library: "kernels.so",
         programs: &["aarch64-linux-gnu-gcc"],

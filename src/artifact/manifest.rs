@@ -236,18 +236,18 @@ impl Manifest {
     /// its recorded hash, and that `required` files and the tokenizer files are listed.
     pub fn check_files(&self, dir: &Path, required: &[&str]) -> Result<(), ArtifactError> {
         let manifest = dir.join(MANIFEST_FILE);
-        let named = self.files.keys().chain(&self.tokenizer_files);
-        if let Some(bad) = named.clone().find(|f| !is_plain_relative(f)) {
+        let mut named = self.files.keys().chain(&self.tokenizer_files);
+        if let Some(bad) = named.find(|f| !is_plain_relative(f)) {
             return Err(ArtifactError::BadPath {
                 manifest,
                 file: bad.clone(),
             });
         }
-        let required = required
+        let mut required = required
             .iter()
             .copied()
             .chain(self.tokenizer_files.iter().map(String::as_str));
-        if let Some(file) = required.clone().find(|f| !self.files.contains_key(*f)) {
+        if let Some(file) = required.find(|f| !self.files.contains_key(*f)) {
             return Err(ArtifactError::Unlisted {
                 manifest,
                 file: file.to_string(),

@@ -373,8 +373,8 @@ impl Lowerer<'_, '_> {
         value: Lane,
     ) -> Result<(), CodegenError> {
         let (base, dtype) = self.slot(buffer)?;
-        match (self.vector_flat(buffer, indices)?, dtype) {
-            (Lane::Affine(flat, 1), DataType::F32) => {
+        match (self.vector_flat(buffer, indices)?, dtype, value) {
+            (Lane::Affine(flat, 1), DataType::F32, _) => {
                 let vector = self.vector_of(value);
                 let address = self.element_address(base, flat, dtype);
                 self.b
@@ -382,12 +382,7 @@ impl Lowerer<'_, '_> {
                     .store(MemFlagsData::new().with_notrap(), vector, address, 0);
                 Ok(())
             }
-            (Lane::Affine(flat, 1), DataType::U8 | DataType::I8)
-                if matches!(value, Lane::Words(_)) =>
-            {
-                let Lane::Words(words) = value else {
-                    unreachable!("matched above")
-                };
+            (Lane::Affine(flat, 1), DataType::U8 | DataType::I8, Lane::Words(words)) => {
                 let bytes = self.narrow_words_to_bytes(words, dtype);
                 let address = self.element_address(base, flat, dtype);
                 self.b
@@ -395,7 +390,7 @@ impl Lowerer<'_, '_> {
                     .store(MemFlagsData::new().with_notrap(), bytes, address, 0);
                 Ok(())
             }
-            (flat, _) => {
+            (flat, _, _) => {
                 let flats = self.lanes_of(flat);
                 let values = self.lanes_of(value);
                 for (f, v) in flats.into_iter().zip(values) {

@@ -522,45 +522,43 @@ fn implementations() -> impl Iterator<Item = &'static Implementation> {
 /// CPU features the implementations may require, detected on this host once.
 fn host_features() -> &'static [&'static str] {
     static DETECTED: OnceLock<Vec<&'static str>> = OnceLock::new();
-    DETECTED.get_or_init(detect_host_features)
+    DETECTED.get_or_init(|| {
+        let probed = probe_host_features();
+        probed
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| *f)
+            .collect()
+    })
 }
 
+/// Each feature an implementation may require, and whether this CPU has it.
 #[cfg(target_arch = "x86_64")]
-fn detect_host_features() -> Vec<&'static str> {
-    let known = [
+fn probe_host_features() -> Vec<(&'static str, bool)> {
+    vec![
         ("avx2", is_x86_feature_detected!("avx2")),
         ("fma", is_x86_feature_detected!("fma")),
         ("f16c", is_x86_feature_detected!("f16c")),
         ("avx512f", is_x86_feature_detected!("avx512f")),
         ("avx512bw", is_x86_feature_detected!("avx512bw")),
         ("avx512vnni", is_x86_feature_detected!("avx512vnni")),
-    ];
-    known
-        .iter()
-        .filter(|(_, on)| *on)
-        .map(|(f, _)| *f)
-        .collect()
+    ]
 }
 
 #[cfg(target_arch = "aarch64")]
-fn detect_host_features() -> Vec<&'static str> {
-    let known = [
+fn probe_host_features() -> Vec<(&'static str, bool)> {
+    vec![
         ("neon", std::arch::is_aarch64_feature_detected!("neon")),
         (
             "dotprod",
             std::arch::is_aarch64_feature_detected!("dotprod"),
         ),
         ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
-    ];
-    known
-        .iter()
-        .filter(|(_, on)| *on)
-        .map(|(f, _)| *f)
-        .collect()
+    ]
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn detect_host_features() -> Vec<&'static str> {
+fn probe_host_features() -> Vec<(&'static str, bool)> {
     Vec::new()
 }
 

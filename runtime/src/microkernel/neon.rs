@@ -28,8 +28,8 @@ const fn row(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
 
 /// The NEON implementations.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
-    row(Microkernel::Sgemm6x16, MicrokernelFn::Gemm(sgemm_6x16)),
-    row(Microkernel::Sgemv1x64, MicrokernelFn::Gemm(sgemv_1x64)),
+    row(Microkernel::Sgemm6x16, MicrokernelFn::Gemm(sgemm::<6, 1>)),
+    row(Microkernel::Sgemv1x64, MicrokernelFn::Gemm(sgemm::<1, 4>)),
     row(
         Microkernel::AttentionF32,
         MicrokernelFn::Attention(attention_f32),
@@ -39,12 +39,13 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
 /// Columns per packed weight panel (four q registers).
 const PANEL: usize = 16;
 
-/// [`Microkernel::Sgemm6x16`].
+/// The block GEMM of `EP` rows by `NQ` panels ([`Microkernel::Sgemm6x16`] is
+/// `sgemm::<6, 1>`, [`Microkernel::Sgemv1x64`] `sgemm::<1, 4>`).
 ///
 /// # Safety
 /// As [`super::GemmFn`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm_6x16(
+unsafe extern "C" fn sgemm<const EP: usize, const NQ: usize>(
     a: *const f32,
     b: *const f32,
     c: *mut f32,
@@ -57,28 +58,7 @@ unsafe extern "C" fn sgemm_6x16(
 ) {
     let call = Call::new(a, b, c, (kc, lda, ldc), (rows, cols), accumulate);
     // SAFETY: forwarded contract; NEON is part of every aarch64 CPU Rust targets.
-    unsafe { call.block::<6, 1>() }
-}
-
-/// [`Microkernel::Sgemv1x64`].
-///
-/// # Safety
-/// As [`super::GemmFn`].
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemv_1x64(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    kc: i64,
-    lda: i64,
-    ldc: i64,
-    rows: i64,
-    cols: i64,
-    accumulate: i64,
-) {
-    let call = Call::new(a, b, c, (kc, lda, ldc), (rows, cols), accumulate);
-    // SAFETY: forwarded contract; NEON is part of every aarch64 CPU Rust targets.
-    unsafe { call.block::<1, 4>() }
+    unsafe { call.block::<EP, NQ>() }
 }
 
 /// One call's operands, sizes clamped as [`super::GemmFn`] says.

@@ -2,7 +2,8 @@
 
 use crate::cli_generate::kv_dtype_parser;
 use oxrelax::artifact::{
-    extract_functions, is_artifact, modules_after_each_pass, source_module, Manifest,
+    check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass, source_module,
+    Manifest,
 };
 use oxrelax::model::Quantization;
 use oxrelax::passes::Instrument;
@@ -43,7 +44,7 @@ pub struct DumpIrArgs {
 /// Runs the pipeline on the model's exported module and prints or writes the IR.
 pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
     if is_artifact(&args.model) {
-        Manifest::read(&args.model)?.check_kv_dtype(&args.model, args.kv_dtype)?;
+        check_kv_dtype(&Manifest::read(&args.model)?, &args.model, args.kv_dtype)?;
     }
     let defaults = ExportOptions::default();
     let options = ExportOptions {

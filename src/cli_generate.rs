@@ -157,7 +157,7 @@ pub fn open_engine_on(
         vocab_size: usize::try_from(model.config.vocab_size)?,
         eos_ids,
     };
-    let vm = model.built.vm.with_thread_pool(pool);
+    let vm = model.vm.with_thread_pool(pool);
     let engine = Engine::new(vm, model.weights, config)?;
     Ok(LoadedEngine { engine, tokenizer })
 }

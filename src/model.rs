@@ -11,7 +11,7 @@ use oxrelax_dsl::{DataType, IRModule};
 use oxrelax_models::{
     causal_lm, CausalLM, ExportOptions, Exported, KvDtype, ModelConfig, ModelError,
 };
-use oxrelax_runtime::vm::VmError;
+use oxrelax_runtime::vm::{VirtualMachine, VmError};
 use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::Value;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,12 @@ pub enum LoadError {
     /// An artifact could not be written, or failed its checks when loading.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+}
+
+impl From<oxrelax_runtime::artifact::ArtifactError> for LoadError {
+    fn from(error: oxrelax_runtime::artifact::ArtifactError) -> Self {
+        LoadError::Artifact(error.into())
+    }
 }
 
 /// How to compile a model.
@@ -84,9 +90,9 @@ pub struct LoadedModel {
     pub dir: PathBuf,
     /// The parsed `config.json`.
     pub config: ModelConfig,
-    /// The compiled module and its VM (`create_kv_cache`, `embed`, `prefill`,
-    /// `prefill_all`, `decode`, `softmax_with_temperature`).
-    pub built: Built,
+    /// The VM running the compiled module's exported functions (`create_kv_cache`,
+    /// `embed`, `prefill`, `prefill_all`, `decode`, `softmax_with_temperature`).
+    pub vm: VirtualMachine,
     /// The weights, in the order every weighted function takes them after its inputs.
     pub weights: Vec<Value>,
     /// Positions the KV cache holds.
@@ -107,7 +113,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
         config,
-        built,
+        vm: built.vm,
         weights,
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,

@@ -5,6 +5,7 @@
 use oxrelax::artifact::{ArtifactError, Manifest, MANIFEST_FILE, PARAMS_FILE};
 use oxrelax::model::{load, LoadError, LoadOptions, LoadedModel};
 use oxrelax_models::KvDtype;
+use oxrelax_runtime::artifact::{Artifact, ArtifactError as OpenError};
 use oxrelax_runtime::{Tensor, Value};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -54,9 +55,10 @@ fn load_ok(dir: &Path) -> LoadedModel {
     }
 }
 
-fn load_err(dir: &Path) -> LoadError {
-    match load(dir, &LoadOptions::default()) {
-        Ok(_) => panic!("{} loaded, expected an error", dir.display()),
+/// Why the runtime (no compiler involved) refuses to open the artifact in `dir`.
+fn open_err(dir: &Path) -> OpenError {
+    match Artifact::open(dir) {
+        Ok(_) => panic!("{} opened, expected an error", dir.display()),
         Err(err) => err,
     }
 }
@@ -113,13 +115,13 @@ fn a_compiled_artifact_matches_transformers_over_prefill() {
     assert_eq!((model.context_window, model.prefill_chunk), (256, 64));
     assert_eq!(model.config.vocab_size, 1024);
     let (ids, want) = reference_prompt0();
-    let cache = model.built.vm.call("create_kv_cache", &[]).unwrap();
+    let cache = model.vm.call("create_kv_cache", &[]).unwrap();
     let ids = Tensor::from_slice(&ids, &[1, ids.len() as i64]).unwrap();
     let args: Vec<Value> = [Value::Tensor(ids), cache]
         .into_iter()
         .chain(model.weights.iter().cloned())
         .collect();
-    let out = model.built.vm.call("prefill_all", &args).unwrap();
+    let out = model.vm.call("prefill_all", &args).unwrap();
     let got = out.as_tensor().unwrap().as_slice::<f32>().unwrap().to_vec();
     assert_eq!(got.len(), want.len());
     let diff = got
@@ -139,11 +141,8 @@ fn a_modified_file_is_a_hash_error_naming_it() {
         let mut bytes = original.clone();
         bytes[200] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        let err = load_err(&dir);
-        assert!(
-            matches!(err, LoadError::Artifact(ArtifactError::HashMismatch { .. })),
-            "{err}"
-        );
+        let err = open_err(&dir);
+        assert!(matches!(err, OpenError::HashMismatch { .. }), "{err}");
         assert!(err.to_string().contains(file), "{err}");
         std::fs::write(&path, original).unwrap();
     }
@@ -160,11 +159,8 @@ fn load_with_edited_kernel(edit: impl FnOnce(&mut serde_json::Value)) -> String 
     std::fs::write(&vm_path, vm.to_string()).unwrap();
     let hash = oxrelax::artifact::sha256_file(&vm_path).unwrap();
     edit_manifest(&dir, |json| json["files"]["vm.json"] = hash.into());
-    let err = load_err(&dir);
-    assert!(
-        matches!(err, LoadError::Artifact(ArtifactError::Kernels(_))),
-        "{err}"
-    );
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::Kernels(_)), "{err}");
     err.to_string()
 }
 
@@ -199,8 +195,8 @@ fn an_artifact_for_another_target_is_a_typed_error_naming_both() {
     edit_manifest(&dir, |json| {
         json["target"]["triple"] = "riscv64gc-unknown-linux-gnu".into()
     });
-    let err = load_err(&dir);
-    let LoadError::Artifact(ArtifactError::WrongTarget { artifact, host, .. }) = &err else {
+    let err = open_err(&dir);
+    let OpenError::WrongTarget { artifact, host, .. } = &err else {
         panic!("expected a target error, got {err}");
     };
     assert_eq!(artifact, "riscv64gc-unknown-linux-gnu");
@@ -215,12 +211,9 @@ fn an_artifact_for_another_target_is_a_typed_error_naming_both() {
 fn another_format_version_is_an_error() {
     let (_tmp, dir) = compiled();
     edit_manifest(&dir, |json| json["format_version"] = 999.into());
-    let err = load_err(&dir);
+    let err = open_err(&dir);
     assert!(
-        matches!(
-            err,
-            LoadError::Artifact(ArtifactError::FormatVersion { found: 999, .. })
-        ),
+        matches!(err, OpenError::FormatVersion { found: 999, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("999"), "{err}");
@@ -536,7 +529,7 @@ fn an_executable_without_a_recorded_function_or_with_other_parameters_is_refused
         let decode = json["functions"]["decode"].clone();
         json["functions"]["decode_twice"] = decode;
     });
-    let message = load_err(&dir).to_string();
+    let message = open_err(&dir).to_string();
     assert!(
         message.contains("vm.json")
             && message.contains("`decode_twice`: the executable has no such function"),
@@ -549,7 +542,7 @@ fn an_executable_without_a_recorded_function_or_with_other_parameters_is_refused
             .remove("decode_twice");
         json["functions"]["prefill"]["params"][0][0] = "tokens".into();
     });
-    let message = load_err(&dir).to_string();
+    let message = open_err(&dir).to_string();
     assert!(
         message.contains("`prefill`") && message.contains("\"tokens\""),
         "{message}"
@@ -583,7 +576,7 @@ fn target_features_pick_the_microkernels_an_artifact_runs() {
         ["avx2", "f16c", "fma", "sse4.1"]
     );
     let model = load_ok(&out);
-    let isa = model.built.vm.microkernels().isa(Microkernel::Sgemv1x64Q4);
+    let isa = model.vm.microkernels().isa(Microkernel::Sgemv1x64Q4);
     assert!(isa.starts_with("avx2"), "{isa}");
     let (ok, _, stderr) = oxrelax(&[
         "compile",

@@ -280,7 +280,7 @@ fn engine(name: &str, prefill_chunk: i64) -> (Engine, Tokenizer) {
         vocab_size: model.config.vocab_size as usize,
         eos_ids: tokenizer.eos_ids().to_vec(),
     };
-    let engine = Engine::new(model.built.vm, model.weights, config).unwrap();
+    let engine = Engine::new(model.vm, model.weights, config).unwrap();
     (engine, tokenizer)
 }
 

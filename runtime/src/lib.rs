@@ -1,11 +1,13 @@
-//! The runtime (no compiler inside): tensors, values and packed functions, the kernel ABI,
+//! The runtime (no compiler inside): compiled artifacts loaded and checked, tensors, values and packed functions, the kernel ABI,
 //! the thread pool, microkernels, KV caches, the VM that runs compiled graph functions, and
 //! chat text (tokenizer, chat template, streaming detokenizer).
 
 pub mod abi;
+pub mod artifact;
 pub mod chat;
 pub mod dtype;
 pub mod engine;
+pub mod host;
 pub mod kv_cache;
 pub mod microkernel;
 pub mod packed;

@@ -1,13 +1,13 @@
 //! The IR of a model after each pass of the compile pipeline (behind `oxrelax dump-ir`).
 
-use super::manifest::Manifest;
-use super::read::is_artifact;
+use super::recorded::{recorded_kv_dtype, recorded_quantization};
 use crate::model::{export_for, LoadError, Quantization};
 use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::artifact::{is_artifact, Manifest};
 use oxrelax_runtime::weights::WeightStore;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,9 +27,9 @@ pub fn source_module(
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
-            kv_dtype: manifest.kv_dtype(path)?,
+            kv_dtype: recorded_kv_dtype(&manifest, path)?,
         };
-        (config, options, manifest.quantization(path)?)
+        (config, options, recorded_quantization(&manifest, path)?)
     } else {
         let config = ModelConfig::from_file(&path.join("config.json"));
         (

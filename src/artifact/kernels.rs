@@ -11,9 +11,6 @@ use oxrelax_runtime::vm::KernelDecl;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// How the kernels are shipped: a shared library for the target, linked at compile time.
-pub const KERNELS_AOT: &str = "aot";
-
 /// How to link an object file into a shared library for a family of targets.
 struct Linker {
     /// Whether a triple belongs to the family.

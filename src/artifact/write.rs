@@ -1,17 +1,17 @@
 //! `compile_artifact`: a Hugging Face model folder in, an artifact folder out.
 
 use super::error::ArtifactError;
-use super::hash::sha256_file;
 use super::kernels::{write_kernels, KernelTarget};
-use super::manifest::{
-    exported_signatures, Manifest, Target, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
-};
+use super::recorded::{compiled_target, exported_signatures};
 use crate::build_for;
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
 use crate::passes::Instrument;
 use oxrelax_models::{ExportOptions, KvDtype, ModelConfig, ModelError};
+use oxrelax_runtime::artifact::{
+    is_artifact, sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
+};
 use oxrelax_runtime::weights::{stored_as, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
@@ -128,7 +128,7 @@ fn check_destination(out: &Path) -> Result<(), ArtifactError> {
             false => Ok(()),
         };
     };
-    if entries.next().is_none() || super::is_artifact(out) {
+    if entries.next().is_none() || is_artifact(out) {
         return Ok(());
     }
     Err(ArtifactError::Destination {
@@ -200,10 +200,12 @@ fn write_artifact(
     built
         .executable
         .save(&out.join(VM_FILE))
-        .map_err(|source| ArtifactError::Executable {
-            path: out.join(VM_FILE),
-            source,
-        })?;
+        .map_err(
+            |source| oxrelax_runtime::artifact::ArtifactError::Executable {
+                path: out.join(VM_FILE),
+                source,
+            },
+        )?;
     let tokenizer_files = copy_present(src, out, &TOKENIZER_FILES)?;
     let generation = copy_present(src, out, &[GENERATION_CONFIG])?;
 
@@ -219,7 +221,7 @@ fn write_artifact(
         .chain(generation);
     let files = listed
         .map(|file| Ok((file.clone(), sha256_file(&out.join(&file))?)))
-        .collect::<Result<BTreeMap<_, _>, ArtifactError>>()?;
+        .collect::<Result<BTreeMap<_, _>, oxrelax_runtime::artifact::ArtifactError>>()?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         model_config: config_json,
@@ -228,8 +230,9 @@ fn write_artifact(
         prefill_chunk: exported.prefill_chunk,
         quantization: scheme.name().into(),
         kv_dtype: exported.kv_dtype.name().into(),
+        weights: expected,
         tokenizer_files,
-        target: Target::compiled(&options.target, library),
+        target: compiled_target(&options.target, library),
         files,
     };
     manifest.write(out)?;
@@ -286,7 +289,7 @@ fn read_json(path: &Path) -> Result<serde_json::Value, ArtifactError> {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest {
+    serde_json::from_str(&text).map_err(|source| ArtifactError::Json {
         path: path.to_path_buf(),
         source,
     })

@@ -254,5 +254,5 @@ pub fn engine(model: oxrelax::model::LoadedModel) -> oxrelax_runtime::engine::En
         vocab_size: model.config.vocab_size as usize,
         eos_ids: Vec::new(),
     };
-    Engine::new(model.built.vm, model.weights, config).unwrap()
+    Engine::new(model.vm, model.weights, config).unwrap()
 }

@@ -30,14 +30,19 @@ fn eos_ids_in(path: &Path) -> Result<Vec<u32>, ChatError> {
             path: path.to_path_buf(),
             error,
         })?;
+    Ok(eos_token_ids(&json))
+}
+
+/// `eos_token_id` (a number or a list) of a parsed `config.json` or
+/// `generation_config.json`.
+pub fn eos_token_ids(json: &serde_json::Value) -> Vec<u32> {
     let ids = match &json["eos_token_id"] {
         serde_json::Value::Array(list) => list.iter().filter_map(|v| v.as_u64()).collect(),
         value => value.as_u64().into_iter().collect::<Vec<_>>(),
     };
-    Ok(ids
-        .into_iter()
+    ids.into_iter()
         .filter_map(|id| u32::try_from(id).ok())
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ mod tests;
 
 pub use config::TokenizerConfig;
 pub use detokenizer::Detokenizer;
-pub use eos::eos_ids;
+pub use eos::{eos_ids, eos_token_ids};
 pub use error::ChatError;
 pub use template::{ChatTemplate, Message, SpecialTokens};
 pub use tokenizer::Tokenizer;

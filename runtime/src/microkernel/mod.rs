@@ -519,53 +519,6 @@ fn implementations() -> impl Iterator<Item = &'static Implementation> {
     IMPLEMENTATIONS.iter().flat_map(|isa| isa.iter())
 }
 
-/// CPU features the implementations may require, detected on this host once.
-fn host_features() -> &'static [&'static str] {
-    static DETECTED: OnceLock<Vec<&'static str>> = OnceLock::new();
-    DETECTED.get_or_init(|| {
-        let probed = probe_host_features();
-        probed
-            .iter()
-            .filter(|(_, on)| *on)
-            .map(|(f, _)| *f)
-            .collect()
-    })
-}
-
-/// Each feature an implementation may require, and whether this CPU has it.
-#[cfg(target_arch = "x86_64")]
-fn probe_host_features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("avx2", is_x86_feature_detected!("avx2")),
-        ("fma", is_x86_feature_detected!("fma")),
-        ("f16c", is_x86_feature_detected!("f16c")),
-        ("avx512f", is_x86_feature_detected!("avx512f")),
-        ("avx512bw", is_x86_feature_detected!("avx512bw")),
-        ("avx512vnni", is_x86_feature_detected!("avx512vnni")),
-    ]
-}
-
-#[cfg(target_arch = "aarch64")]
-fn probe_host_features() -> Vec<(&'static str, bool)> {
-    vec![
-        ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        (
-            "dotprod",
-            std::arch::is_aarch64_feature_detected!("dotprod"),
-        ),
-        ("i8mm", std::arch::is_aarch64_feature_detected!("i8mm")),
-    ]
-}
-
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn probe_host_features() -> Vec<(&'static str, bool)> {
-    Vec::new()
-}
-
-fn host_has(feature: &str) -> bool {
-    host_features().contains(&feature)
-}
-
 /// One implementation (function pointer) of every [`Microkernel`], and the ISA each came
 /// from.
 #[derive(Clone, Copy, Debug)]
@@ -595,7 +548,11 @@ impl MicrokernelSet {
     /// Per kernel, the first implementation (best first) whose features are all detected
     /// and `allowed`.
     fn pick(allowed: impl Fn(&str) -> bool) -> MicrokernelSet {
-        let usable = |imp: &Implementation| imp.features.iter().all(|&f| host_has(f) && allowed(f));
+        let usable = |imp: &Implementation| {
+            imp.features
+                .iter()
+                .all(|&f| crate::host::has_feature(f) && allowed(f))
+        };
         let best = |kernel: Microkernel| {
             implementations()
                 .find(|imp| imp.kernel == kernel && usable(imp))

@@ -69,8 +69,8 @@ fn every_kernel_has_a_scalar_twin_that_needs_nothing() {
 
 #[test]
 fn sets_pick_the_best_allowed_and_detected_isa() {
-    let avx2 = host_has("avx2") && host_has("fma");
-    let f16c = avx2 && host_has("f16c");
+    let avx2 = crate::host::has_feature("avx2") && crate::host::has_feature("fma");
+    let f16c = avx2 && crate::host::has_feature("f16c");
     // The kernels widening f16 (weights, scales, or keys and values).
     let f16_weights = [
         Microkernel::Sgemm6x16F16,
@@ -126,11 +126,13 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
             Microkernel::Sgemv1x64,
             Microkernel::AttentionF32,
         ];
-        let detected = if neon.contains(&kernel) && host_has("neon") {
+        let detected = if neon.contains(&kernel) && crate::host::has_feature("neon") {
             "neon"
-        } else if int8_activations.contains(&kernel) && vnni.iter().all(|f| host_has(f)) {
+        } else if int8_activations.contains(&kernel)
+            && vnni.iter().all(|f| crate::host::has_feature(f))
+        {
             "avx512vnni"
-        } else if avx512.contains(&kernel) && host_has("avx512f") {
+        } else if avx512.contains(&kernel) && crate::host::has_feature("avx512f") {
             "avx512f"
         } else {
             best
@@ -155,7 +157,7 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
     let mut rng = StdRng::seed_from_u64(0x5EED_6E33);
     for imp in implementations().filter(|imp| f32_gemm(imp.kernel)) {
         let name = imp.kernel.name();
-        if !imp.features.iter().all(|f| host_has(f)) {
+        if !imp.features.iter().all(|f| crate::host::has_feature(f)) {
             println!("note: skipping {name} ({}): host lacks it", imp.isa);
             continue;
         }
@@ -185,7 +187,7 @@ fn every_implementation_matches_the_scalar_twin_and_an_f64_reference() {
 fn no_implementation_reads_past_what_it_is_lent() {
     let mut rng = StdRng::seed_from_u64(0x0DD0_000C);
     for imp in implementations().filter(|imp| f32_gemm(imp.kernel)) {
-        if !imp.features.iter().all(|f| host_has(f)) {
+        if !imp.features.iter().all(|f| crate::host::has_feature(f)) {
             continue;
         }
         let (name, twin) = (imp.kernel.name(), scalar_twin(imp.kernel).func);

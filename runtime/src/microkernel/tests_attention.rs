@@ -264,7 +264,7 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
             .expect("a scalar twin")
             .func;
         for imp in implementations().filter(|imp| imp.kernel == kernel) {
-            if !imp.features.iter().all(|f| host_has(f)) {
+            if !imp.features.iter().all(|f| crate::host::has_feature(f)) {
                 println!(
                     "note: skipping {} ({}): host lacks it",
                     kernel.name(),

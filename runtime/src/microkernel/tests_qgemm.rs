@@ -28,7 +28,7 @@ fn host_implementations() -> impl Iterator<Item = &'static Implementation> {
             imp.func,
             MicrokernelFn::QGemmW8(_) | MicrokernelFn::QGemmW4(_)
         );
-        let runs = imp.features.iter().all(|f| host_has(f));
+        let runs = imp.features.iter().all(|f| crate::host::has_feature(f));
         if int8_activations && !runs {
             let name = imp.kernel.name();
             println!("note: skipping {name} ({}): host lacks it", imp.isa);

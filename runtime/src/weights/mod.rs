@@ -29,7 +29,7 @@ pub const SINGLE_FILE: &str = "model.safetensors";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
 
 /// A tensor a model expects: its name, shape and the dtype to load it as.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExpectedTensor {
     /// The Hugging Face name (`model.layers.0.self_attn.q_proj.weight`).
     pub name: String,

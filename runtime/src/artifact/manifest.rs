@@ -1,17 +1,16 @@
-//! `oxrelax-model.json`: what an artifact holds and what it was compiled for.
+//! `oxrelax-model.json`: what an artifact holds, what it was compiled for, and the checks
+//! made before anything of it is used.
 
 use super::error::ArtifactError;
-use super::kernels::{KernelTarget, KERNELS_AOT};
-use crate::quantization::Quantization;
-use oxrelax_dsl::IRModule;
-use oxrelax_models::KvDtype;
-use oxrelax_runtime::vm::Executable;
+use crate::vm::Executable;
+use crate::weights::ExpectedTensor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The artifact format this build writes and reads (3: kernels in a shared library).
-pub const FORMAT_VERSION: u32 = 3;
+/// The artifact format this build writes and reads (4: kernels in a shared library, the
+/// weights' names, shapes and dtypes recorded).
+pub const FORMAT_VERSION: u32 = 4;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).
@@ -21,6 +20,8 @@ pub const VM_FILE: &str = "vm.json";
 pub const MODULE_FILE: &str = "module.txt";
 /// The converted weights.
 pub const PARAMS_FILE: &str = "params/model.safetensors";
+/// How [`Target::kernels`] records kernels compiled ahead of time into a shared library.
+pub const KERNELS_AOT: &str = "aot";
 
 /// An artifact's manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,13 +36,16 @@ pub struct Manifest {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// The weight quantization scheme (`q0f32`, `q0f16`, `q8f32`; see
-    /// [`Quantization`]).
+    /// The weight quantization scheme (`q0f32`, `q4f16_1`, `w4a8`, ...), as the compiler
+    /// names it.
     pub quantization: String,
     /// How the KV cache stores K and V (`f32`, `f16` or `q8`); a manifest written before
     /// it was recorded has none, which means `f32`.
     #[serde(default = "f32_kv_dtype")]
     pub kv_dtype: String,
+    /// The weights every weighted function takes after its inputs, in order, as
+    /// `params/model.safetensors` stores them (packed at compile time).
+    pub weights: Vec<ExpectedTensor>,
     /// The tokenizer files copied from the model folder.
     pub tokenizer_files: Vec<String>,
     /// What the artifact was compiled for.
@@ -52,7 +56,7 @@ pub struct Manifest {
 
 /// The KV cache dtype of a manifest that records none.
 fn f32_kv_dtype() -> String {
-    KvDtype::F32.name().to_string()
+    "f32".to_string()
 }
 
 /// The target an artifact was compiled for.
@@ -69,18 +73,6 @@ pub struct Target {
     pub library: String,
 }
 
-impl Target {
-    /// The target `kernels` were compiled for, with its library `library`.
-    pub fn compiled(kernels: &KernelTarget, library: String) -> Target {
-        Target {
-            triple: kernels.target.triple.clone(),
-            cpu_features: kernels.target.features.iter().cloned().collect(),
-            kernels: KERNELS_AOT.to_string(),
-            library,
-        }
-    }
-}
-
 /// An exported function's parameters and result, as struct info text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionSignature {
@@ -88,24 +80,6 @@ pub struct FunctionSignature {
     pub params: Vec<(String, String)>,
     /// The result's struct info.
     pub ret: String,
-}
-
-/// The signatures of `module`'s exported graph functions.
-pub fn exported_signatures(module: &IRModule) -> BTreeMap<String, FunctionSignature> {
-    module
-        .functions
-        .iter()
-        .filter(|(_, f)| f.exported)
-        .map(|(name, f)| {
-            let params = f
-                .params
-                .iter()
-                .map(|p| (p.name.clone(), p.sinfo.to_string()))
-                .collect();
-            let ret = f.ret_sinfo().to_string();
-            (name.clone(), FunctionSignature { params, ret })
-        })
-        .collect()
 }
 
 impl Manifest {
@@ -117,40 +91,6 @@ impl Manifest {
             source,
         })?;
         serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest { path, source })
-    }
-
-    /// The weight quantization scheme (`quantization`) of the artifact in `dir`.
-    pub fn quantization(&self, dir: &Path) -> Result<Quantization, ArtifactError> {
-        Quantization::from_name(&self.quantization).ok_or_else(|| ArtifactError::Quantization {
-            path: dir.join(MANIFEST_FILE),
-            value: self.quantization.clone(),
-        })
-    }
-
-    /// The element type the KV cache of the artifact in `dir` stores (`kv_dtype`).
-    pub fn kv_dtype(&self, dir: &Path) -> Result<KvDtype, ArtifactError> {
-        self.kv_dtype.parse().map_err(|_| ArtifactError::KvDtype {
-            path: dir.join(MANIFEST_FILE),
-            value: self.kv_dtype.clone(),
-        })
-    }
-
-    /// Checks that the artifact in `dir` stores its KV cache as `requested`, when given
-    /// (its KV cache dtype is compiled in: another cannot be chosen at load).
-    pub fn check_kv_dtype(
-        &self,
-        dir: &Path,
-        requested: Option<KvDtype>,
-    ) -> Result<(), ArtifactError> {
-        let compiled = self.kv_dtype(dir)?;
-        match requested {
-            Some(requested) if requested != compiled => Err(ArtifactError::KvDtypeMismatch {
-                path: dir.join(MANIFEST_FILE),
-                compiled,
-                requested,
-            }),
-            _ => Ok(()),
-        }
     }
 
     /// Checks that `executable` (the artifact's `vm.json` in `dir`) has every exported
@@ -205,20 +145,19 @@ impl Manifest {
                 expected: FORMAT_VERSION,
             });
         }
-        let host = oxrelax_dsl::Target::host();
-        if self.target.triple != host.triple {
+        let host = crate::host::host_triple();
+        if self.target.triple != host {
             return Err(ArtifactError::WrongTarget {
                 path,
                 artifact: self.target.triple.clone(),
-                host: host.triple,
+                host,
             });
         }
-        let detected = oxrelax_dsl::target::detected_features();
         let missing: Vec<String> = self
             .target
             .cpu_features
             .iter()
-            .filter(|f| !detected.contains(*f))
+            .filter(|f| !crate::host::has_feature(f.as_str()))
             .cloned()
             .collect();
         if !missing.is_empty() {

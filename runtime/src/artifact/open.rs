@@ -1,0 +1,168 @@
+//! [`Artifact::open`]: an artifact folder in, a VM with its kernels and weights out.
+
+use super::error::ArtifactError;
+use super::manifest::{Manifest, MANIFEST_FILE, MODULE_FILE, PARAMS_FILE, VM_FILE};
+use crate::abi::SharedKernelLibrary;
+use crate::chat::{eos_ids, eos_token_ids, Tokenizer};
+use crate::engine::{Engine, EngineConfig};
+use crate::microkernel::MicrokernelSet;
+use crate::packed::Registry;
+use crate::pool::ThreadPool;
+use crate::value::Value;
+use crate::vm::{Executable, VirtualMachine};
+use crate::weights::WeightStore;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Whether `dir` is an artifact folder (it holds a manifest).
+pub fn is_artifact(dir: &Path) -> bool {
+    dir.join(MANIFEST_FILE).is_file()
+}
+
+/// Reads the manifest of the artifact in `dir` and checks it: the format version, the
+/// target triple and CPU features (against this host), and the path and hash of every
+/// file.
+pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
+    let manifest = Manifest::read(dir)?;
+    manifest.check_compatible(dir)?;
+    let library = manifest.target.library.as_str();
+    manifest.check_files(dir, &[MODULE_FILE, VM_FILE, PARAMS_FILE, library])?;
+    Ok(manifest)
+}
+
+/// A checked artifact loaded into a VM with its kernel library and weights.
+pub struct Artifact {
+    dir: PathBuf,
+    manifest: Manifest,
+    vm: VirtualMachine,
+    weights: Vec<Value>,
+}
+
+/// An artifact's engine (VM, weights, one KV cache) and its tokenizer, when it has one.
+pub struct LoadedEngine {
+    /// The engine.
+    pub engine: Engine,
+    /// The tokenizer (`tokenizer.json` and `tokenizer_config.json`), if the artifact has
+    /// one.
+    pub tokenizer: Option<Tokenizer>,
+}
+
+impl Artifact {
+    /// Opens the artifact in `dir`: [`verify_artifact`], then loads its executable,
+    /// checks that it exports what the manifest records, opens its kernel library
+    /// (checking every kernel's recorded signature against the bytecode's calls), picks
+    /// the microkernels its CPU features allow, and maps its weights, checked against the
+    /// names, shapes and dtypes the manifest records.
+    pub fn open(dir: &Path) -> Result<Artifact, ArtifactError> {
+        let manifest = verify_artifact(dir)?;
+        let vm_path = dir.join(VM_FILE);
+        let executable =
+            Executable::load(&vm_path).map_err(|source| ArtifactError::Executable {
+                path: vm_path.clone(),
+                source,
+            })?;
+        manifest.check_functions(dir, &executable)?;
+        let library_path = dir.join(&manifest.target.library);
+        // SAFETY: the library's hash is the one the compiler recorded (`verify_artifact`),
+        // so it is the kernel library the compiler wrote.
+        let library = unsafe { SharedKernelLibrary::open(&library_path, &executable.kernels) }?;
+        let vm = VirtualMachine::new(executable, Arc::new(library), &Registry::with_builtins())
+            .map_err(|source| ArtifactError::Vm {
+                path: vm_path,
+                source: Box::new(source),
+            })?;
+        let features: Vec<&str> = manifest
+            .target
+            .cpu_features
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let vm = vm.with_microkernels(MicrokernelSet::for_features(&features));
+        let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
+        let weights = store.load_expected(&manifest.weights)?;
+        Ok(Artifact {
+            dir: dir.to_path_buf(),
+            manifest,
+            vm,
+            weights: weights.into_iter().map(Value::Tensor).collect(),
+        })
+    }
+
+    /// The folder it was opened from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its manifest (model config, exported signatures, target, ...).
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The VM and the weights its weighted functions take after their inputs.
+    pub fn into_parts(self) -> (VirtualMachine, Vec<Value>) {
+        (self.vm, self.weights)
+    }
+
+    /// The tokenizer, if the artifact has one.
+    pub fn tokenizer(&self) -> Result<Option<Tokenizer>, ArtifactError> {
+        let listed = self
+            .manifest
+            .tokenizer_files
+            .iter()
+            .any(|f| f == "tokenizer.json");
+        Ok(match listed {
+            true => Some(Tokenizer::from_dir(&self.dir)?),
+            false => None,
+        })
+    }
+
+    /// The engine's sizes, from the manifest, and the ids that end generation: those of
+    /// `generation_config.json`, the model config and `tokenizer`.
+    pub fn engine_config(
+        &self,
+        tokenizer: Option<&Tokenizer>,
+    ) -> Result<EngineConfig, ArtifactError> {
+        let mut eos = eos_ids(&self.dir, tokenizer)?;
+        eos.extend(eos_token_ids(&self.manifest.model_config));
+        eos.sort_unstable();
+        eos.dedup();
+        Ok(EngineConfig {
+            context_window: self.size("context_window", self.manifest.context_window)?,
+            prefill_chunk: self.size("prefill_chunk", self.manifest.prefill_chunk)?,
+            vocab_size: self.vocab_size()?,
+            eos_ids: eos,
+        })
+    }
+
+    /// An engine over the artifact whose kernels run on `pool`, and its tokenizer.
+    pub fn into_engine(self, pool: Arc<ThreadPool>) -> Result<LoadedEngine, ArtifactError> {
+        let tokenizer = self.tokenizer()?;
+        let config = self.engine_config(tokenizer.as_ref())?;
+        let (vm, weights) = self.into_parts();
+        let engine = Engine::new(vm.with_thread_pool(pool), weights, config).map_err(Box::new)?;
+        Ok(LoadedEngine { engine, tokenizer })
+    }
+
+    /// `model_config.vocab_size`, positive.
+    fn vocab_size(&self) -> Result<usize, ArtifactError> {
+        let value = &self.manifest.model_config["vocab_size"];
+        let vocab = value.as_i64().ok_or_else(|| ArtifactError::Config {
+            path: self.dir.join(MANIFEST_FILE),
+            key: "model_config.vocab_size",
+            reason: format!("expected a positive integer, found {value}"),
+        })?;
+        self.size("vocab_size", vocab)
+    }
+
+    /// `value` (the manifest's `key`) as a positive size.
+    fn size(&self, key: &'static str, value: i64) -> Result<usize, ArtifactError> {
+        usize::try_from(value)
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| ArtifactError::Config {
+                path: self.dir.join(MANIFEST_FILE),
+                key,
+                reason: format!("expected a positive integer, found {value}"),
+            })
+    }
+}

@@ -53,9 +53,9 @@ enum Command {
     /// pass into a folder.
     DumpIr(cli_dump_ir::DumpIrArgs),
     /// Generate text from a prompt with a model; optionally dump every logit row.
-    Generate(cli_generate::GenerateArgs),
+    Generate(cli_generate::GenerateCommand),
     /// Chat with a model interactively (stdin lines; /reset, /stats, /exit).
-    Chat(cli_chat::ChatArgs),
+    Chat(cli_chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli_bench::BenchArgs),
     /// A model's perplexity on a text file, by llama.cpp's protocol (chunks of --ctx
@@ -70,12 +70,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
-            let mut source = err.source();
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
+            oxrelax_runtime::cli::print_error(err.as_ref());
             ExitCode::FAILURE
         }
     }

@@ -4,7 +4,10 @@
 
 pub mod abi;
 pub mod artifact;
+pub mod capi;
 pub mod chat;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod dtype;
 pub mod engine;
 pub mod host;
@@ -12,6 +15,7 @@ pub mod kv_cache;
 pub mod microkernel;
 pub mod packed;
 pub mod pool;
+pub mod report;
 pub mod sampler;
 pub mod tensor;
 pub mod value;

@@ -31,8 +31,8 @@ pub enum ArtifactError {
     FormatVersion {
         /// The manifest file.
         path: PathBuf,
-        /// The version in the manifest.
-        found: u32,
+        /// The version in the manifest (0 when it records none).
+        found: u64,
         /// The version this build reads.
         expected: u32,
     },

@@ -83,14 +83,28 @@ pub struct FunctionSignature {
 }
 
 impl Manifest {
-    /// Reads the manifest of the artifact in `dir` (no checks beyond its JSON shape).
+    /// Reads the manifest of the artifact in `dir`, checking its format version first.
     pub fn read(dir: &Path) -> Result<Manifest, ArtifactError> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|source| ArtifactError::Io {
             path: path.clone(),
             source,
         })?;
-        serde_json::from_str(&text).map_err(|source| ArtifactError::Manifest { path, source })
+        let malformed = |source| ArtifactError::Manifest {
+            path: path.clone(),
+            source,
+        };
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(malformed)?;
+        // The version first: another version's manifest may lack fields or hold others.
+        let found = json["format_version"].as_u64().unwrap_or(0);
+        if found != u64::from(FORMAT_VERSION) {
+            return Err(ArtifactError::FormatVersion {
+                path,
+                found,
+                expected: FORMAT_VERSION,
+            });
+        }
+        serde_json::from_value(json).map_err(malformed)
     }
 
     /// Checks that `executable` (the artifact's `vm.json` in `dir`) has every exported
@@ -134,17 +148,10 @@ impl Manifest {
         std::fs::write(&path, text).map_err(|source| ArtifactError::Io { path, source })
     }
 
-    /// Checks the format version, that the artifact targets this host's triple, and that
-    /// this CPU has every feature its kernels use.
+    /// Checks that the artifact targets this host's triple and that this CPU has every
+    /// feature its kernels use.
     pub fn check_compatible(&self, dir: &Path) -> Result<(), ArtifactError> {
         let path = dir.join(MANIFEST_FILE);
-        if self.format_version != FORMAT_VERSION {
-            return Err(ArtifactError::FormatVersion {
-                path,
-                found: self.format_version,
-                expected: FORMAT_VERSION,
-            });
-        }
         let host = crate::host::host_triple();
         if self.target.triple != host {
             return Err(ArtifactError::WrongTarget {

@@ -1,0 +1,87 @@
+/*
+ * oxrelax.h: the C API of the oxrelax runtime (liboxrelax_runtime.so / .a).
+ *
+ * Open a compiled artifact (a folder written by `oxrelax compile`), generate with a
+ * token callback, reset the conversation, close. Handles are opaque; every call that can
+ * fail returns an oxrelax_status and leaves a message for oxrelax_last_error(). Strings
+ * are UTF-8 and NUL-terminated. A handle is used by one thread at a time.
+ */
+#ifndef OXRELAX_H
+#define OXRELAX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a call returns. */
+typedef enum oxrelax_status {
+    OXRELAX_OK = 0,
+    OXRELAX_ERROR_INVALID_ARGUMENT = 1, /* null pointer, non-UTF-8 string, bad value */
+    OXRELAX_ERROR_ARTIFACT = 2,         /* the artifact failed a check or did not load */
+    OXRELAX_ERROR_TOKENIZER = 3,
+    OXRELAX_ERROR_GENERATION = 4,       /* context window full, id out of vocabulary */
+    OXRELAX_ERROR_BUFFER_TOO_SMALL = 5, /* the needed size was still reported */
+    OXRELAX_ERROR_INTERNAL = 6          /* a bug in oxrelax, caught at the boundary */
+} oxrelax_status;
+
+/* An opened model: the artifact's engine (one KV cache) and tokenizer. */
+typedef struct oxrelax_model oxrelax_model;
+
+/* How oxrelax_generate samples and when it stops. */
+typedef struct oxrelax_generate_options {
+    uint32_t max_new_tokens;  /* tokens to generate at most */
+    float temperature;        /* 0: greedy */
+    float top_p;              /* nucleus sampling mass (1: off) */
+    uint32_t top_k;           /* keep this many most likely tokens (0: all) */
+    float repetition_penalty; /* 1: off */
+    uint64_t seed;            /* seed of the random generator */
+    int ignore_eos;           /* nonzero: go on past EOS tokens */
+} oxrelax_generate_options;
+
+/* Called with each generated token: its id, its text (empty while a multi-byte
+ * character is incomplete, or without a tokenizer; valid during the call only) and
+ * user_data. Return nonzero to stop generating. */
+typedef int (*oxrelax_token_callback)(uint32_t id, const char *piece, void *user_data);
+
+/* Greedy decoding of at most 128 tokens, stopping at EOS. */
+oxrelax_generate_options oxrelax_default_generate_options(void);
+
+/* The message of the last failed call on this thread (empty after a success); valid
+ * until the next call on this thread. */
+const char *oxrelax_last_error(void);
+
+/* Opens the artifact folder artifact_dir: checks its format, target triple and CPU
+ * features, the SHA-256 of every file and each kernel's signature, then loads it. */
+oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
+
+/* Closes a handle (NULL is ignored). */
+void oxrelax_close(oxrelax_model *model);
+
+/* Positions the KV cache holds; tokens it holds now (the conversation so far). */
+size_t oxrelax_context_window(const oxrelax_model *model);
+size_t oxrelax_cached_tokens(const oxrelax_model *model);
+
+/* Encodes text with the artifact's tokenizer into ids (capacity values); *n_ids is the
+ * number of ids, also when the buffer is too small. */
+oxrelax_status oxrelax_encode(oxrelax_model *model, const char *text, int add_special_tokens,
+                              uint32_t *ids, size_t capacity, size_t *n_ids);
+
+/* Appends prompt to the conversation in the KV cache and generates after it, calling
+ * callback (may be NULL) with each token. The generated ids go to out_ids (capacity
+ * values), their number to *n_out. options NULL: oxrelax_default_generate_options(). */
+oxrelax_status oxrelax_generate(oxrelax_model *model, const uint32_t *prompt, size_t n_prompt,
+                                const oxrelax_generate_options *options,
+                                oxrelax_token_callback callback, void *user_data,
+                                uint32_t *out_ids, size_t capacity, size_t *n_out);
+
+/* Forgets the conversation (empties the KV cache). */
+oxrelax_status oxrelax_reset(oxrelax_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OXRELAX_H */

@@ -1,0 +1,57 @@
+//! The command-line front ends an app-side binary shares with the compiler's: the
+//! `generate` and `chat` commands over an opened model, and the sampling options
+//! (behind the `cli` feature; `oxrelax-run` and `oxrelax` both use them).
+
+mod chat;
+mod generate;
+
+pub use chat::{run_chat, ChatArgs};
+pub use generate::{run_generate, stop_word, GenerateArgs, GenerateReport, StatsReport};
+
+use crate::sampler::{Sampler, SamplingConfig};
+use clap::Args;
+
+/// What a command returns: any error, printed with its causes by [`print_error`].
+pub type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Prints `err` and each of its causes to stderr, once each.
+pub fn print_error(err: &dyn std::error::Error) {
+    let lines = crate::report::error_chain(err);
+    eprintln!("error: {}", lines[0]);
+    for cause in &lines[1..] {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+/// How to pick tokens (greedy unless a temperature is given).
+#[derive(Args, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature (0 or absent: greedy).
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Keep only this many most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Penalize tokens seen already (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    /// Seed of the random generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    /// The sampler these options describe.
+    pub fn sampler(&self) -> Sampler {
+        Sampler::new(SamplingConfig {
+            temperature: self.temperature.unwrap_or(0.0),
+            top_p: self.top_p,
+            top_k: self.top_k,
+            repetition_penalty: self.repetition_penalty,
+            seed: self.seed,
+        })
+    }
+}

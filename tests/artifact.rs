@@ -91,6 +91,15 @@ fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     std::fs::write(&path, json.to_string()).unwrap();
 }
 
+/// Writes `bytes` as the artifact's `file` and records their hash in the manifest (as
+/// someone rewriting both would).
+fn rewrite_hashed(dir: &Path, file: &str, bytes: &[u8]) {
+    let path = dir.join(file);
+    std::fs::write(&path, bytes).unwrap();
+    let hash = oxrelax::artifact::sha256_file(&path).unwrap();
+    edit_manifest(dir, |json| json["files"][file] = hash.into());
+}
+
 #[test]
 fn a_compiled_artifact_matches_transformers_over_prefill() {
     let (_tmp, dir) = compiled();
@@ -156,9 +165,7 @@ fn load_with_edited_kernel(edit: impl FnOnce(&mut serde_json::Value)) -> String 
     let mut vm: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&vm_path).unwrap()).unwrap();
     edit(&mut vm["kernels"][0]);
-    std::fs::write(&vm_path, vm.to_string()).unwrap();
-    let hash = oxrelax::artifact::sha256_file(&vm_path).unwrap();
-    edit_manifest(&dir, |json| json["files"]["vm.json"] = hash.into());
+    rewrite_hashed(&dir, "vm.json", vm.to_string().as_bytes());
     let err = open_err(&dir);
     assert!(matches!(err, OpenError::Kernels(_)), "{err}");
     err.to_string()
@@ -203,6 +210,85 @@ fn an_artifact_for_another_target_is_a_typed_error_naming_both() {
     let message = err.to_string();
     assert!(
         message.contains("riscv64gc-unknown-linux-gnu") && message.contains(host.as_str()),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_truncated_executable_is_refused_naming_it() {
+    let (_tmp, dir) = compiled();
+    let vm = std::fs::read(dir.join("vm.json")).unwrap();
+    std::fs::write(dir.join("vm.json"), &vm[..vm.len() / 2]).unwrap();
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::HashMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("vm.json"), "{err}");
+    rewrite_hashed(&dir, "vm.json", &vm[..vm.len() / 2]);
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::Executable { .. }), "{err}");
+    assert!(err.to_string().contains("vm.json"), "{err}");
+}
+
+#[test]
+fn manifest_paths_outside_the_artifact_are_refused_naming_the_manifest() {
+    let (_tmp, dir) = compiled();
+    for outside in ["../oxrelax-model.json", "/dev/zero", "params/../../x"] {
+        edit_manifest(&dir, |json| json["files"][outside] = "0".repeat(64).into());
+        let err = open_err(&dir);
+        assert!(matches!(err, OpenError::BadPath { .. }), "{outside}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(MANIFEST_FILE) && message.contains(outside),
+            "{message}"
+        );
+        edit_manifest(&dir, |json| {
+            json["files"].as_object_mut().unwrap().remove(outside);
+        });
+    }
+    edit_manifest(&dir, |json| {
+        json["target"]["library"] = "/usr/lib/libm.so.6".into()
+    });
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::BadPath { .. }), "{err}");
+}
+
+#[test]
+fn kernels_for_a_feature_this_cpu_lacks_are_refused_naming_it() {
+    let (_tmp, dir) = compiled();
+    let foreign = if cfg!(target_arch = "x86_64") {
+        "i8mm"
+    } else {
+        "avx512vnni"
+    };
+    edit_manifest(&dir, |json| {
+        json["target"]["cpu_features"]
+            .as_array_mut()
+            .unwrap()
+            .push(foreign.into())
+    });
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::MissingFeatures { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(foreign) && message.contains(MANIFEST_FILE),
+        "{message}"
+    );
+}
+
+#[test]
+fn weights_recorded_otherwise_than_stored_are_refused_naming_the_tensor() {
+    let (_tmp, dir) = compiled();
+    let mut name = String::new();
+    edit_manifest(&dir, |json| {
+        let first = &mut json["weights"][0];
+        name = first["name"].as_str().unwrap().to_string();
+        let rows = first["shape"][0].as_i64().unwrap();
+        first["shape"][0] = (rows + 1).into();
+    });
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::Weights(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&name) && message.contains("model.safetensors"),
         "{message}"
     );
 }

@@ -177,16 +177,18 @@ impl Manifest {
         Ok(())
     }
 
-    /// Checks that every file the manifest names is a plain relative path inside the
-    /// artifact (no `..`, no absolute path) of a regular file, that every listed file has
-    /// its recorded hash, and that `required` files and the tokenizer files are listed.
+    /// Checks that every file the manifest names (`required` among them, which it may
+    /// name too) is a plain relative path inside the artifact (no `..`, no absolute
+    /// path) of a regular file, that every listed file has its recorded hash, and that
+    /// `required` files and the tokenizer files are listed.
     pub fn check_files(&self, dir: &Path, required: &[&str]) -> Result<(), ArtifactError> {
         let manifest = dir.join(MANIFEST_FILE);
-        let mut named = self.files.keys().chain(&self.tokenizer_files);
+        let listed = self.files.keys().chain(&self.tokenizer_files);
+        let mut named = listed.map(String::as_str).chain(required.iter().copied());
         if let Some(bad) = named.find(|f| !is_plain_relative(f)) {
             return Err(ArtifactError::BadPath {
                 manifest,
-                file: bad.clone(),
+                file: bad.to_string(),
             });
         }
         let mut required = required

@@ -11,6 +11,11 @@ use oxrelax_runtime::vm::KernelDecl;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The features every target of an architecture has, recorded in every artifact for it
+/// (so loading checks them and the runtime picks their microkernels): x86-64 code assumes
+/// x86-64-v2 (SSE4.1); every aarch64 CPU has NEON.
+const BASELINE_FEATURES: &[(&str, &[&str])] = &[("x86_64", &["sse4.1"]), ("aarch64", &["neon"])];
+
 /// How to link an object file into a shared library for a family of targets.
 struct Linker {
     /// Whether a triple belongs to the family.
@@ -104,7 +109,8 @@ impl KernelTarget {
 
     /// The target of `--target TRIPLE --target-features LIST --linker PROGRAM`: the host
     /// and its features by default; a named triple gets exactly the listed features
-    /// (comma-separated, `+` prefixes allowed) and, on x86-64, `sse4.1`.
+    /// (comma-separated, `+` prefixes allowed) and its architecture's
+    /// [`BASELINE_FEATURES`].
     pub fn parse(
         triple: Option<&str>,
         features: Option<&str>,
@@ -112,12 +118,11 @@ impl KernelTarget {
     ) -> Result<KernelTarget, String> {
         let host = Target::host();
         let triple = triple.unwrap_or(&host.triple);
-        // x86-64 code always assumes x86-64-v2 (SSE4.1), recorded so loading checks it.
-        let baseline: &[&str] = if triple.starts_with("x86_64") {
-            &["sse4.1"]
-        } else {
-            &[]
-        };
+        let arch = triple.split('-').next().unwrap_or("");
+        let baseline = BASELINE_FEATURES
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map_or(&[][..], |(_, features)| *features);
         let target = match features {
             None if triple == host.triple => host.clone(),
             None => Target::named(triple, baseline)?,

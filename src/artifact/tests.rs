@@ -13,7 +13,12 @@ fn the_default_kernel_target_is_the_host_with_its_features() {
         None,
     );
     let arm = arm.unwrap().target;
-    assert_eq!(arm.features.iter().collect::<Vec<_>>(), ["dotprod", "i8mm"]);
+    assert_eq!(
+        arm.features.iter().collect::<Vec<_>>(),
+        ["dotprod", "i8mm", "neon"]
+    );
+    let plain = KernelTarget::parse(Some("aarch64-linux-android"), None, None).unwrap();
+    assert_eq!(plain.target.features.iter().collect::<Vec<_>>(), ["neon"]);
     let err = KernelTarget::parse(Some("aarch64-linux-android"), Some("+avx2"), None).unwrap_err();
     assert!(err.contains("unknown CPU feature `avx2`"), "{err}");
     let err = KernelTarget::parse(Some("riscv64gc-unknown-linux-gnu"), None, None).unwrap_err();

@@ -26,6 +26,8 @@ mod avx512;
 mod avx512_vnni;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_dot;
 mod qgemm;
 mod scalar;
 #[cfg(test)]
@@ -510,6 +512,8 @@ const IMPLEMENTATIONS: &[&[Implementation]] = &[
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx2::IMPLEMENTATIONS,
+    #[cfg(target_arch = "aarch64")]
+    neon_dot::IMPLEMENTATIONS,
     #[cfg(target_arch = "aarch64")]
     neon::IMPLEMENTATIONS,
     scalar::IMPLEMENTATIONS,

@@ -115,7 +115,6 @@ impl<W: QPanel> QCall<W> {
     }
 
     /// Panels holding one of the `cols` columns (the only ones read).
-    #[cfg(target_arch = "x86_64")]
     pub fn panels(&self) -> usize {
         self.cols.div_ceil(QPANEL)
     }
@@ -156,7 +155,6 @@ impl<W: QPanel> QCall<W> {
 /// `$ep` rows by `$np` panels, compiled with `$features` enabled: its [`QCall`], then
 /// `$panels::<$w, $ep, NQ>` (an ISA's always-inlined body) for the `NQ` panels holding one
 /// of its `cols` columns (an edge block reads fewer).
-#[cfg(target_arch = "x86_64")]
 macro_rules! qgemm_entry {
     ($(#[$doc:meta])* $name:ident, $w:ty, $ep:literal x $np:literal, $panels:ident, $features:literal) => {
         $(#[$doc])*
@@ -200,5 +198,4 @@ macro_rules! qgemm_entry {
         }
     };
 }
-#[cfg(target_arch = "x86_64")]
 pub(super) use qgemm_entry;

@@ -372,3 +372,19 @@ unsafe fn call<W>(
         )
     }
 }
+
+/// An aarch64 CPU with `dotprod` runs the `sdot` kernels (qemu-user's CPU has it).
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn dotprod_cpus_run_the_sdot_kernels() {
+    let set = super::MicrokernelSet::detect();
+    let want = match crate::host::has_feature("dotprod") {
+        true => "neon+dotprod",
+        false => "scalar",
+    };
+    for kernel in [Microkernel::Qgemm4x16W8, Microkernel::Qgemv1x64W4] {
+        assert_eq!(set.isa(kernel), want, "{}", kernel.name());
+    }
+    let without = super::MicrokernelSet::for_features(&["neon"]);
+    assert_eq!(without.isa(Microkernel::Qgemm4x16W8), "scalar");
+}

@@ -2,8 +2,8 @@
 # End to end on aarch64 under qemu-user: tiny-qwen2 compiled for aarch64-unknown-linux-gnu
 # and run by an aarch64 `oxrelax-run` (the runtime alone).
 # - f32 (NEON microkernels) matches transformers within 1e-4 with its greedy ids.
-# - w4a8, w8a8 and q4f16_1, with `+dotprod` (the NEON sdot int8 kernels) and without (their
-#   scalar twins), generate the ids this host generates for the scheme, with logits
+# - w4a8, w8a8 and q4f16_1, with `+dotprod,+i8mm` (the NEON smmla prefill and sdot decode
+#   int8 kernels), `+dotprod` (sdot only) and without (the scalar twins), generate the ids this host generates for the scheme, with logits
 #   compared loosely (prefill 0.1, decode 1e-3): kernels may round f32 differently (sums
 #   of codes or of bytes minus corrections, other summation orders), which int8
 #   activations can turn into a code one step off and prefill logits 1e-2 apart. Each
@@ -39,14 +39,14 @@ for p in 0 1 2; do
     "generated_ids[0:16]=prompt$p.greedy_ids"
 done
 for quant in w4a8 w8a8 q4f16_1; do
-  for features in +dotprod +neon; do
+  for features in +dotprod,+i8mm +dotprod +neon; do
     "$oxrelax" compile "$fx" --quant "$quant" --target aarch64-unknown-linux-gnu --target-features "$features" \
       -o "$tmp/arm$features" >/dev/null
     generate "$arm_run" "$tmp/arm$features" 2 "$tmp/arm$features.safetensors"
   done
   "$oxrelax" compile "$fx" --quant "$quant" -o "$tmp/host" >/dev/null
   generate "$host_run" "$tmp/host" 2 "$tmp/host.safetensors"
-  for features in +dotprod +neon; do
+  for features in +dotprod,+i8mm +dotprod +neon; do
     python3 "$compare" "$tmp/arm$features.safetensors" "$tmp/host.safetensors" \
       prefill_logits=prefill_logits:0.1 decode_logits=decode_logits:1e-3 generated_ids=generated_ids
   done

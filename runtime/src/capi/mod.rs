@@ -55,14 +55,15 @@ pub type oxrelax_token_callback =
 #[unsafe(no_mangle)]
 pub extern "C" fn oxrelax_default_generate_options() -> oxrelax_generate_options {
     let sampling = SamplingConfig::default();
+    let run = GenerateOptions::default();
     oxrelax_generate_options {
-        max_new_tokens: 128,
+        max_new_tokens: u32::try_from(run.max_new_tokens).unwrap_or(u32::MAX),
         temperature: 0.0,
         top_p: sampling.top_p,
         top_k: 0,
         repetition_penalty: sampling.repetition_penalty,
         seed: sampling.seed,
-        ignore_eos: 0,
+        ignore_eos: c_int::from(run.ignore_eos),
     }
 }
 

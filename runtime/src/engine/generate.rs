@@ -18,6 +18,17 @@ pub struct GenerateOptions {
     pub keep_logits: bool,
 }
 
+impl Default for GenerateOptions {
+    /// At most 128 tokens, stopping at EOS, logits not kept.
+    fn default() -> Self {
+        GenerateOptions {
+            max_new_tokens: 128,
+            ignore_eos: false,
+            keep_logits: false,
+        }
+    }
+}
+
 /// A generated token, as the callback sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Token<'a> {

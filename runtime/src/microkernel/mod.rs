@@ -28,6 +28,8 @@ mod avx512_vnni;
 mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_dot;
+#[cfg(target_arch = "aarch64")]
+mod neon_mmla;
 mod qgemm;
 mod scalar;
 #[cfg(test)]
@@ -512,6 +514,8 @@ const IMPLEMENTATIONS: &[&[Implementation]] = &[
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx2::IMPLEMENTATIONS,
+    #[cfg(target_arch = "aarch64")]
+    neon_mmla::IMPLEMENTATIONS,
     #[cfg(target_arch = "aarch64")]
     neon_dot::IMPLEMENTATIONS,
     #[cfg(target_arch = "aarch64")]

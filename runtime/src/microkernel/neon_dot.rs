@@ -58,12 +58,12 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
 ];
 
 /// Columns per q register (int32 sums or f32 results).
-const LANES: usize = 4;
+pub(super) const LANES: usize = 4;
 /// q registers of columns per panel.
-const PANEL_VECTORS: usize = QPANEL / LANES;
+pub(super) const PANEL_VECTORS: usize = QPANEL / LANES;
 
-/// A panel element's weights as `sdot` operands.
-trait DotPanel: QPanel {
+/// A panel element's weights as signed bytes (`sdot` operands; `smmla` ones after a zip).
+pub(super) trait DotPanel: QPanel {
     /// The signed weights of the quad of depths `k..k + 4` (`k` a multiple of 4) of the 4
     /// columns of vector `v` of `panel`: 4 bytes per column.
     ///
@@ -157,9 +157,7 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
     for g in 0..call.groups {
         let mut sums = [[unsafe { vdupq_n_s32(0) }; NV]; EP];
         for k16 in (g * QUANT_GROUP..(g + 1) * QUANT_GROUP).step_by(16) {
-            let codes: [int8x16_t; EP] = std::array::from_fn(|i| unsafe {
-                vreinterpretq_s8_u8(veorq_u8(vld1q_u8(rows[i].add(k16)), vdupq_n_u8(0x80)))
-            });
+            let codes: [int8x16_t; EP] = std::array::from_fn(|i| unsafe { codes(rows[i], k16) });
             for v in 0..NV {
                 unsafe {
                     let w = [0, 4, 8, 12].map(|t| W::quad(panel, k16 + t, v0 + v));
@@ -196,7 +194,7 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
 /// # Safety
 /// `i < rows` of `call`, whose C is lent.
 #[inline(always)]
-unsafe fn store<W: QPanel>(call: &QCall<W>, i: usize, j: usize, values: float32x4_t) {
+pub(super) unsafe fn store<W: QPanel>(call: &QCall<W>, i: usize, j: usize, values: float32x4_t) {
     if j + LANES <= call.cols {
         // SAFETY: 4 columns below `cols` of row `i`.
         unsafe { vst1q_f32(call.out(i, j), values) };
@@ -214,6 +212,17 @@ unsafe fn store<W: QPanel>(call: &QCall<W>, i: usize, j: usize, values: float32x
         // SAFETY: column `j + t < cols` of row `i`.
         unsafe { *call.out(i, j + t) = value };
     }
+}
+
+/// The 16 activation codes of depths `k..k + 16` of `row` (bytes `code + 128`, the sign
+/// bit flipped).
+///
+/// # Safety
+/// Those 16 bytes are readable.
+#[inline(always)]
+pub(super) unsafe fn codes(row: *const u8, k: usize) -> int8x16_t {
+    // SAFETY: 16 bytes readable (the caller's contract).
+    unsafe { vreinterpretq_s8_u8(veorq_u8(vld1q_u8(row.add(k)), vdupq_n_u8(0x80))) }
 }
 
 /// `acc + dot(w, quad LANE of codes)` per int32 lane: `sdot` by element.
@@ -242,7 +251,7 @@ unsafe fn sdot<const LANE: i32>(mut acc: int32x4_t, w: int8x16_t, codes: int8x16
 /// # Safety
 /// 8 bytes at `halves` are readable.
 #[inline(always)]
-unsafe fn widen(halves: *const f16) -> float32x4_t {
+pub(super) unsafe fn widen(halves: *const f16) -> float32x4_t {
     let wide: float32x4_t;
     // SAFETY: 4 halves readable (the caller's contract); `fcvtl` touches registers only.
     unsafe {

@@ -373,18 +373,25 @@ unsafe fn call<W>(
     }
 }
 
-/// An aarch64 CPU with `dotprod` runs the `sdot` kernels (qemu-user's CPU has it).
+/// An aarch64 CPU with `i8mm` runs the `smmla` prefill kernels, one with `dotprod` the
+/// `sdot` ones (qemu-user's CPU has both); without them, the scalar twins.
 #[cfg(target_arch = "aarch64")]
 #[test]
-fn dotprod_cpus_run_the_sdot_kernels() {
+fn int8_capable_cpus_run_the_neon_int8_kernels() {
     let set = super::MicrokernelSet::detect();
-    let want = match crate::host::has_feature("dotprod") {
-        true => "neon+dotprod",
-        false => "scalar",
+    let best = |features: &[(&'static str, &'static str)]| {
+        features
+            .iter()
+            .find(|(feature, _)| crate::host::has_feature(feature))
+            .map_or("scalar", |(_, isa)| *isa)
     };
-    for kernel in [Microkernel::Qgemm4x16W8, Microkernel::Qgemv1x64W4] {
-        assert_eq!(set.isa(kernel), want, "{}", kernel.name());
-    }
-    let without = super::MicrokernelSet::for_features(&["neon"]);
-    assert_eq!(without.isa(Microkernel::Qgemm4x16W8), "scalar");
+    let prefill = best(&[("i8mm", "neon+i8mm"), ("dotprod", "neon+dotprod")]);
+    let decode = best(&[("dotprod", "neon+dotprod")]);
+    assert_eq!(set.isa(Microkernel::Qgemm4x16W8), prefill);
+    assert_eq!(set.isa(Microkernel::Qgemm4x16W4), prefill);
+    assert_eq!(set.isa(Microkernel::Qgemv1x64W4), decode);
+    let dot_only = super::MicrokernelSet::for_features(&["neon", "dotprod"]);
+    assert_eq!(dot_only.isa(Microkernel::Qgemm4x16W8), decode);
+    let neon = super::MicrokernelSet::for_features(&["neon"]);
+    assert_eq!(neon.isa(Microkernel::Qgemm4x16W8), "scalar");
 }

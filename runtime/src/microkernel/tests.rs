@@ -126,8 +126,18 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
             Microkernel::Sgemv1x64,
             Microkernel::AttentionF32,
         ];
-        let detected = if neon.contains(&kernel) && crate::host::has_feature("neon") {
+        let neon_i8mm = [Microkernel::Qgemm4x16W8, Microkernel::Qgemm4x16W4];
+        let has = crate::host::has_feature;
+        let detected = if neon.contains(&kernel) && has("neon") {
             "neon"
+        } else if neon_i8mm.contains(&kernel) && has("neon") && has("i8mm") {
+            "neon+i8mm"
+        } else if int8_activations.contains(&kernel)
+            && !vnni_only.contains(&kernel)
+            && has("neon")
+            && has("dotprod")
+        {
+            "neon+dotprod"
         } else if int8_activations.contains(&kernel)
             && vnni.iter().all(|f| crate::host::has_feature(f))
         {

@@ -2,15 +2,23 @@
 
 use crate::cli_generate::kv_dtype_parser;
 use oxrelax::artifact::{
-    check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass, source_module,
-    Manifest,
+    check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass,
+    modules_after_passes_of, source_module, Manifest,
 };
 use oxrelax::model::Quantization;
+use oxrelax::npu::{partition_pipeline, PartitionNpu, Soc, QNN_HTP};
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
 use oxrelax_models::{ExportOptions, KvDtype};
 use std::path::PathBuf;
+
+/// An NPU backend.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum NpuBackend {
+    /// Qualcomm's HTP through QNN.
+    Qnn,
+}
 
 /// Arguments of `oxrelax dump-ir`.
 #[derive(clap::Args)]
@@ -35,6 +43,16 @@ pub struct DumpIrArgs {
     /// How to store a model folder's projection weights (auto: as stored).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
+    /// Partition the model for this NPU backend instead of compiling it for the CPU:
+    /// the passes are normalize and `partition-npu`.
+    #[arg(long, value_enum)]
+    npu: Option<NpuBackend>,
+    /// The SoC the NPU graphs are for (with `--npu`).
+    #[arg(long, default_value = "SM8650", requires = "npu", value_parser = Soc::named)]
+    soc: Soc,
+    /// Tokens per NPU prefill graph call (with `--npu`).
+    #[arg(long, default_value_t = 32, requires = "npu", value_parser = clap::value_parser!(i64).range(1..=4096))]
+    chunk: i64,
     /// How a model folder's KV cache stores keys and values (f32 when absent; an
     /// artifact keeps its own, and asking it for another is an error).
     #[arg(long, value_parser = kv_dtype_parser())]
@@ -56,7 +74,17 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
         verbose: args.verbose,
         ..Instrument::default()
     };
-    let stages = modules_after_each_pass(module, &Target::host(), instrument)?;
+    let stages = match args.npu {
+        Some(NpuBackend::Qnn) => {
+            let partition = PartitionNpu {
+                soc: args.soc,
+                chunk: args.chunk,
+                capability: &QNN_HTP,
+            };
+            modules_after_passes_of(partition_pipeline(partition), module, instrument)?
+        }
+        None => modules_after_each_pass(module, &Target::host(), instrument)?,
+    };
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
     let shown = |module| {
         if names.is_empty() {

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod build;
 pub mod lower_vm;
 pub mod model;
+pub mod npu;
 pub mod passes;
 pub mod quantization;
 

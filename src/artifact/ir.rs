@@ -2,7 +2,7 @@
 
 use super::recorded::{recorded_kv_dtype, recorded_quantization};
 use crate::model::{export_for, LoadError, Quantization};
-use crate::passes::{compile_pipeline_for, Instrument, PassError};
+use crate::passes::{compile_pipeline_for, Instrument, PassError, Pipeline};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::IRModule;
@@ -50,8 +50,18 @@ pub fn modules_after_each_pass(
     target: &Target,
     instrument: Instrument,
 ) -> Result<Vec<(String, IRModule)>, PassError> {
+    modules_after_passes_of(compile_pipeline_for(target), module, instrument)
+}
+
+/// The module before `pipeline` and after each of its passes, as `(NN-name, module)`
+/// (see [`modules_after_each_pass`]).
+pub fn modules_after_passes_of(
+    pipeline: Pipeline,
+    module: IRModule,
+    instrument: Instrument,
+) -> Result<Vec<(String, IRModule)>, PassError> {
     let mut stages = Vec::new();
-    compile_pipeline_for(target)
+    pipeline
         .instrumented(instrument)
         .run_observed(module, |name, module| {
             stages.push((format!("{:02}-{name}", stages.len()), module.clone()));

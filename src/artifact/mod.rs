@@ -14,7 +14,7 @@ mod tests;
 mod write;
 
 pub use error::ArtifactError;
-pub use ir::{extract_functions, modules_after_each_pass, source_module};
+pub use ir::{extract_functions, modules_after_each_pass, modules_after_passes_of, source_module};
 pub use kernels::{write_kernels, KernelTarget};
 pub use oxrelax_runtime::artifact::{
     is_artifact, sha256_file, verify_artifact, FunctionSignature, Manifest, Target, FORMAT_VERSION,

@@ -4,7 +4,9 @@
 mod expr;
 mod function;
 mod module;
+mod subst;
 
 pub use expr::{Call, Callee, Constant, Expr, PrimValue, Var};
 pub use function::{Binding, BindingBlock, BindingValue, Function, NUM_INPUT_ATTR};
 pub use module::IRModule;
+pub use subst::DimMap;

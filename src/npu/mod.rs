@@ -1,0 +1,22 @@
+//! The NPU path (Qualcomm HTP through QNN): the SoCs it targets ([`soc`]), what their
+//! NPU runs ([`capability`]), and the pass that moves the static parts of a model's
+//! exported functions onto it ([`partition`]). Emission, the quantization recipe and the
+//! host reference backend build on these.
+
+pub mod capability;
+pub mod partition;
+pub mod soc;
+#[cfg(test)]
+mod tests;
+
+use crate::passes::{Normalize, Pipeline};
+
+pub use capability::{Capability, OpRule, QNN_HTP};
+pub use partition::{PartitionNpu, NPU_FUNCTIONS};
+pub use soc::{Soc, SOCS};
+
+/// The passes that partition a model's exported module for the NPU: normalize, then
+/// `partition` (what `oxrelax dump-ir --npu qnn` shows).
+pub fn partition_pipeline(partition: PartitionNpu) -> Pipeline {
+    Pipeline::new().with(Normalize).with(partition)
+}

@@ -93,20 +93,24 @@ impl PartitionNpu {
             if groups.is_empty() {
                 continue;
             }
-            let mut outlined = Vec::new();
-            for members in &groups {
-                let graph_name = format!("{name}_npu{}", graphs.len());
-                let used_later = |var: &str| later_uses[b].contains(var);
-                let graph = self.outline(&block.bindings, members, &dag, &scope, used_later);
-                outlined.push((
-                    graph_name.clone(),
-                    graph.outputs.clone(),
-                    graph.inputs.clone(),
-                ));
-                graphs.push((graph_name, graph.function));
-            }
+            let used_later = |var: &str| later_uses[b].contains(var);
+            let outlined: Vec<Outlined> = groups
+                .iter()
+                .enumerate()
+                .map(|(k, members)| {
+                    let graph_name = format!("{name}_npu{}", graphs.len() + k);
+                    self.outline(
+                        graph_name,
+                        &block.bindings,
+                        members,
+                        (&dag, &scope),
+                        used_later,
+                    )
+                })
+                .collect();
             let scheduled = schedule(&block.bindings, &dag, &groups, &outlined);
             caller.blocks[b].bindings = drop_unread_weight_only(scheduled, &dag, &later_uses[b]);
+            graphs.extend(outlined.into_iter().map(|o| (o.name, o.function)));
         }
         (caller, graphs)
     }
@@ -178,10 +182,10 @@ impl PartitionNpu {
     /// the weight-only bindings they read copied in, shapes specialized.
     fn outline(
         &self,
+        name: String,
         bindings: &[Binding],
         members: &[usize],
-        dag: &Dag,
-        scope: &Scope,
+        (dag, scope): (&Dag, &Scope),
         used_later: impl Fn(&str) -> bool,
     ) -> Outlined {
         let inside: BTreeSet<usize> = members.iter().copied().collect();
@@ -263,6 +267,7 @@ impl PartitionNpu {
             attrs,
         };
         Outlined {
+            name,
             function: function.subst_dims(&scope.map()),
             inputs,
             outputs,
@@ -270,9 +275,10 @@ impl PartitionNpu {
     }
 }
 
-/// An outlined group: its graph function (specialized), and the caller's values it takes
-/// and gives back.
+/// An outlined group: its name, its graph function (specialized), and the caller's values
+/// it takes and gives back.
 struct Outlined {
+    name: String,
     function: Function,
     inputs: Vec<Var>,
     outputs: Vec<Var>,
@@ -447,7 +453,7 @@ fn schedule(
     bindings: &[Binding],
     dag: &Dag,
     groups: &[Vec<usize>],
-    outlined: &[(String, Vec<Var>, Vec<Var>)],
+    outlined: &[Outlined],
 ) -> Vec<Binding> {
     // Units: one per group, then one per binding outside every group.
     let mut unit_of: Vec<usize> = vec![usize::MAX; dag.len()];
@@ -480,7 +486,7 @@ fn schedule(
     let mut out = Vec::with_capacity(bindings.len());
     while let Some(Reverse((_, u))) = ready.pop() {
         match outlined.get(u) {
-            Some((name, outputs, inputs)) => out.extend(call_graph(name, inputs, outputs)),
+            Some(graph) => out.extend(call_graph(graph)),
             None => out.push(bindings[units[u][0]].clone()),
         }
         for v in 0..units.len() {
@@ -492,9 +498,10 @@ fn schedule(
     out
 }
 
-/// The call of graph `name` on `inputs` (the `npu.<name>` builtin), and the bindings of
-/// its `outputs` to the call's fields.
-fn call_graph(name: &str, inputs: &[Var], outputs: &[Var]) -> Vec<Binding> {
+/// The call of `graph` on its inputs (the `npu.<name>` builtin), and the bindings of its
+/// outputs to the call's fields.
+fn call_graph(graph: &Outlined) -> Vec<Binding> {
+    let (name, inputs, outputs) = (&graph.name, &graph.inputs, &graph.outputs);
     let sinfo = StructInfo::Tuple(outputs.iter().map(|v| v.sinfo.clone()).collect());
     let result = Var {
         name: name.to_string(),

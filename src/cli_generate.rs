@@ -4,10 +4,10 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
-use oxrelax::artifact::check_kv_dtype;
+use oxrelax::artifact::open_artifact;
 use oxrelax::model::{load_hf, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::artifact::{is_artifact, Artifact, LoadedEngine, Manifest};
+use oxrelax_runtime::artifact::{is_artifact, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
 use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
@@ -77,8 +77,7 @@ pub fn open_engine_on(
         ..LoadOptions::default()
     };
     if is_artifact(dir) {
-        check_kv_dtype(&Manifest::read(dir)?, dir, args.kv_dtype)?;
-        return Ok(Artifact::open(dir)?.into_engine(pool)?);
+        return Ok(open_artifact(dir, args.kv_dtype)?.into_engine(pool)?);
     }
     let model = load_hf(dir, &options)?;
     let tokenizer = if model.dir.join("tokenizer.json").is_file() {

@@ -196,12 +196,6 @@ fn detect_host_features() -> BTreeSet<String> {
 /// still runs each chosen microkernel's best implementation for the CPU.
 pub const TARGET_FEATURES_ENV: &str = "OXRELAX_TARGET_FEATURES";
 
-/// Every feature of those the tile tables know that this CPU has (not restricted by
-/// [`TARGET_FEATURES_ENV`]): what an artifact's kernels may use here.
-pub fn detected_features() -> BTreeSet<String> {
-    detect_host_features()
-}
-
 /// The host's detected features, restricted by [`TARGET_FEATURES_ENV`] if it is set.
 fn host_features() -> BTreeSet<String> {
     let detected = detect_host_features();
@@ -326,7 +320,7 @@ mod tests {
     #[test]
     fn the_host_is_probed_for_known_features_only() {
         let host = Target::host();
-        let detected = detected_features();
+        let detected = detect_host_features();
         let names: Vec<&str> = detected.iter().map(String::as_str).collect();
         assert!(Target::named(&host.triple, &names).is_ok(), "{names:?}");
         assert!(Target::named(&host.triple, &["+nosuch"]).is_err());

@@ -17,10 +17,9 @@ pub use error::ArtifactError;
 pub use ir::{extract_functions, modules_after_each_pass, modules_after_passes_of, source_module};
 pub use kernels::{write_kernels, KernelTarget};
 pub use oxrelax_runtime::artifact::{
-    is_artifact, sha256_file, verify_artifact, FunctionSignature, Manifest, Target, FORMAT_VERSION,
-    KERNELS_AOT, MANIFEST_FILE, MODULE_FILE, PARAMS_FILE, VM_FILE,
+    is_artifact, sha256_file, Manifest, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE, PARAMS_FILE,
 };
-pub use read::load_artifact;
+pub use read::{load_artifact, open_artifact};
 pub use recorded::{
     check_kv_dtype, compiled_target, exported_signatures, recorded_kv_dtype, recorded_quantization,
 };

@@ -7,15 +7,17 @@ use oxrelax_models::{KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::artifact::{Artifact, Manifest};
 use std::path::Path;
 
-/// Loads the artifact in `dir` with the runtime ([`Artifact::open`], every check
-/// included), after checking that its KV cache stores `kv_dtype` when given.
+/// Opens the artifact in `dir` with the runtime ([`Artifact::open`], every check
+/// included), after checking that its KV cache stores `kv_dtype` when given (a cheap
+/// check, made before the library and weights are loaded).
+pub fn open_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<Artifact, LoadError> {
+    check_kv_dtype(&Manifest::read(dir)?, dir, kv_dtype)?;
+    Ok(Artifact::open(dir)?)
+}
+
+/// Loads the artifact in `dir` ([`open_artifact`]) as a model in this process.
 pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedModel, LoadError> {
-    check_kv_dtype(
-        &Manifest::read(dir).map_err(super::ArtifactError::from)?,
-        dir,
-        kv_dtype,
-    )?;
-    let artifact = Artifact::open(dir).map_err(super::ArtifactError::from)?;
+    let artifact = open_artifact(dir, kv_dtype)?;
     let manifest = artifact.manifest();
     let config =
         ModelConfig::from_json(&manifest.model_config.to_string()).map_err(ModelError::from)?;

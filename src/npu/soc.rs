@@ -14,8 +14,9 @@ pub struct Soc {
     pub vtcm_mib: u32,
 }
 
-/// The SoCs, newest first (architectures and VTCM sizes as Qualcomm's public QNN
-/// documentation lists them for these parts).
+/// The SoCs, newest first. The HTP architectures are the parts' published ones; the
+/// VTCM sizes are the usual 8 MiB, not yet checked against the SDK's per-SoC tables
+/// (nothing reads them until the backend configs are emitted).
 pub const SOCS: &[Soc] = &[
     Soc {
         name: "SM8750",

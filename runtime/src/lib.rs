@@ -15,6 +15,7 @@ pub mod kv_cache;
 pub mod microkernel;
 pub mod packed;
 pub mod pool;
+pub mod qnn;
 pub mod report;
 pub mod sampler;
 pub mod tensor;

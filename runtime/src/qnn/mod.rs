@@ -1,0 +1,13 @@
+//! What an artifact's `npu/` folder holds for Qualcomm's NPU (QNN HTP): the enum codes
+//! ([`codes`]), the graphs in the QNN converter's JSON form ([`net`]) and their static
+//! data ([`bin`]). The compiler writes these; the validator and the host reference
+//! backend read them.
+
+pub mod bin;
+pub mod codes;
+pub mod net;
+#[cfg(test)]
+mod tests;
+
+pub use codes::QnnDataType;
+pub use net::{NetFile, NetGraph, NetNode, NetTensor, QuantParams, ScaleOffset};

@@ -50,29 +50,34 @@ pub fn build_for(
     instrument: Instrument,
     target: &Target,
 ) -> Result<Built, BuildError> {
+    build_with_builtins(module, instrument, target, &Registry::with_builtins())
+}
+
+/// [`build_for`] with the packed functions of `builtins` (the runtime's, and any a caller
+/// adds, such as a partitioned model's NPU graphs).
+pub fn build_with_builtins(
+    module: IRModule,
+    instrument: Instrument,
+    target: &Target,
+    builtins: &Registry,
+) -> Result<Built, BuildError> {
     let (module, _) = compile_pipeline_for(target)
         .instrumented(instrument)
         .run(module)?;
     let executable = lower_to_vm(&module)?;
-    load_compiled(module, executable)
-}
-
-/// JIT-compiles the kernels of an already compiled `module` (once per process for
-/// identical kernels) and loads `executable` into a VM with them and the runtime's
-/// builtins (KV cache, ...).
-pub fn load_compiled(module: IRModule, executable: Executable) -> Result<Built, BuildError> {
     let library = JitLibrary::compile_cached(&module.prim_funcs)?;
-    load_with(module, executable, library)
+    load_with(module, executable, library, builtins)
 }
 
 /// Loads `executable` into a VM with the kernels of `library` (compiled from `module`)
-/// and the runtime's builtins (KV cache, ...).
+/// and the packed functions of `builtins`.
 pub fn load_with(
     module: IRModule,
     executable: Executable,
     library: Arc<dyn KernelLibrary>,
+    builtins: &Registry,
 ) -> Result<Built, BuildError> {
-    let vm = VirtualMachine::new(executable.clone(), library, &Registry::with_builtins())?;
+    let vm = VirtualMachine::new(executable.clone(), library, builtins)?;
     Ok(Built {
         module,
         executable,

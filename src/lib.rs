@@ -14,5 +14,5 @@ pub mod npu;
 pub mod passes;
 pub mod quantization;
 
-pub use build::{build, build_for, BuildError, Built};
+pub use build::{build, build_for, build_with_builtins, BuildError, Built};
 pub use oxrelax_dsl as dsl;

@@ -5,6 +5,7 @@
 
 pub mod capability;
 pub mod partition;
+pub mod qnn;
 pub mod soc;
 #[cfg(test)]
 mod tests;

@@ -12,32 +12,39 @@ pub struct Soc {
     pub htp_arch: u32,
     /// Vector tightly coupled memory, in MiB.
     pub vtcm_mib: u32,
+    /// QNN's id of the SoC (the HTP backend config's `soc_model`).
+    pub soc_model: u32,
 }
 
 /// The SoCs, newest first. The HTP architectures are the parts' published ones; the
-/// VTCM sizes are the usual 8 MiB, not yet checked against the SDK's per-SoC tables
-/// (nothing reads them until the backend configs are emitted).
+/// `soc_model` ids those of the QNN SDK documentation's supported-SoC table (as its HTP
+/// backend configs take them); the VTCM sizes the usual 8 MiB, not checked against the
+/// SDK's per-SoC tables (no SDK here).
 pub const SOCS: &[Soc] = &[
     Soc {
         name: "SM8750",
+        soc_model: 69,
         product: "Snapdragon 8 Elite",
         htp_arch: 79,
         vtcm_mib: 8,
     },
     Soc {
         name: "SM8650",
+        soc_model: 57,
         product: "Snapdragon 8 Gen 3",
         htp_arch: 75,
         vtcm_mib: 8,
     },
     Soc {
         name: "SM8550",
+        soc_model: 43,
         product: "Snapdragon 8 Gen 2",
         htp_arch: 73,
         vtcm_mib: 8,
     },
     Soc {
         name: "SM8475",
+        soc_model: 42,
         product: "Snapdragon 8+ Gen 1",
         htp_arch: 69,
         vtcm_mib: 8,

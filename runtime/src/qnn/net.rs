@@ -31,6 +31,10 @@ pub struct NetFile {
     pub op_types: Vec<String>,
     /// The graphs of the context, in the order they are composed.
     pub graphs: Vec<GraphSpec>,
+    /// For each graph input or output that holds one row per token, the axis of the
+    /// tokens (a call with fewer tokens than the graph's is padded along it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub token_axes: BTreeMap<String, u32>,
     /// Every tensor and node of every graph.
     pub graph: NetGraph,
 }

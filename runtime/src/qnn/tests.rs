@@ -52,6 +52,7 @@ fn a_net_survives_json_and_scalars_read_back() {
         copyright_str: String::new(),
         op_types: vec!["RmsNorm".into()],
         graphs: vec![],
+        token_axes: BTreeMap::new(),
         graph: NetGraph {
             tensors: BTreeMap::from([("x".to_string(), tensor)]),
             nodes: BTreeMap::from([("norm".to_string(), node)]),

@@ -1,0 +1,13 @@
+//! QNN emission: the partition's outlined graphs lowered to QNN ops ([`lower`]), given
+//! QNN types and encodings by the W4A16 recipe ([`recipe`]), and written as an
+//! artifact's `npu/` folder ([`emit`]) in the formats of `oxrelax_runtime::qnn`.
+
+pub mod cpp;
+pub mod emit;
+pub mod error;
+pub mod lower;
+pub mod names;
+pub mod recipe;
+
+pub use error::QnnError;
+pub use lower::{lower_module, FloatNet};

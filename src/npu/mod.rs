@@ -1,10 +1,12 @@
 //! The NPU path (Qualcomm HTP through QNN): the SoCs it targets ([`soc`]), what their
 //! NPU runs ([`capability`]), and the pass that moves the static parts of a model's
-//! exported functions onto it ([`partition`]). Emission, the quantization recipe and the
-//! host reference backend build on these.
+//! exported functions onto it ([`partition`]), and the validator of the QNN graphs
+//! emitted for it ([`qnn`]). Emission, the quantization recipe and the host reference
+//! backend build on these.
 
 pub mod capability;
 pub mod partition;
+pub mod qnn;
 pub mod soc;
 #[cfg(test)]
 mod tests;

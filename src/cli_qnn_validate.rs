@@ -26,6 +26,6 @@ pub fn run(args: &QnnValidateArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     match report.violations.len() {
         0 => Ok(()),
-        count => Err(format!("{}: {count} violations", args.dir.display()).into()),
+        count => Err(format!("{}: {count} violation(s)", args.dir.display()).into()),
     }
 }

@@ -458,21 +458,25 @@ fn the_cli_exits_nonzero_on_a_violation() {
         .unwrap()
         .scale = 0.0;
     write_folder(&broken, &bad);
-    let run = |dir: &Path| {
+    let run = |dir: &Path, json: bool| {
         Command::new(env!("CARGO_BIN_EXE_oxrelax"))
             .arg("qnn-validate")
             .arg(dir)
+            .args(json.then_some("--json"))
             .output()
             .unwrap()
     };
-    let ok = run(&good);
+    let ok = run(&good, false);
     assert!(
         ok.status.success(),
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("2 graphs, 10 nodes, 15 tensors"));
-    let refused = run(&bad);
+    let json = run(&good, true);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["violations"], serde_json::json!([]), "{report}");
+    let refused = run(&bad, false);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stdout).contains("encoding: tensor prefill_npu0.x"));
 }

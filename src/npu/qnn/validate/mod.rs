@@ -10,6 +10,8 @@ mod quant;
 mod report;
 mod rules;
 mod shapes;
+#[cfg(test)]
+mod tests;
 
 pub use ops::{op_spec, InputSpec, OpSpec, ParamKind, ParamSpec, OPS};
 pub use report::{Report, ValidateError, Violation};

@@ -92,7 +92,7 @@ fn fixed_point(tensor: &NetTensor, dtype: QnnDataType, at: &str, f: &mut Finding
             return f.push(
                 at,
                 format!(
-                    "encoding {code:#x} is not one {kind} of {} may have",
+                    "encoding {code:#x} is not allowed for {kind} of {}",
                     dtype.c_name()
                 ),
             );

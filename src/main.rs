@@ -7,6 +7,7 @@ mod cli_compile;
 mod cli_dump_ir;
 mod cli_generate;
 mod cli_perplexity;
+mod cli_qnn_validate;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -64,6 +65,9 @@ enum Command {
     /// How far a quantized model's logits drift from the q0f32 model's over one greedy
     /// generation (max |diff|, top-1 agreement).
     Compare(cli_compare::CompareArgs),
+    /// Check an artifact's `npu/` folder (model_net.json, model.bin) against QNN's op
+    /// definitions and the runtime's rules; prints every violation.
+    QnnValidate(cli_qnn_validate::QnnValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -116,5 +120,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Bench(args) => cli_bench::run(&args),
         Command::Perplexity(args) => cli_perplexity::run(&args),
         Command::Compare(args) => cli_compare::run(&args),
+        Command::QnnValidate(args) => cli_qnn_validate::run(&args),
     }
 }

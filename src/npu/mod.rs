@@ -1,7 +1,8 @@
 //! The NPU path (Qualcomm HTP through QNN): the SoCs it targets ([`soc`]), what their
-//! NPU runs ([`capability`]), and the pass that moves the static parts of a model's
-//! exported functions onto it ([`partition`]). Emission, the quantization recipe and the
-//! host reference backend build on these.
+//! NPU runs ([`capability`]), the pass that moves the static parts of a model's exported
+//! functions onto it ([`partition`]), the QNN lowering, recipe, validator and emitter
+//! ([`qnn`]), running a partitioned model with the host reference backend ([`host`],
+//! [`load`]) and `compile --npu qnn` ([`compile`]).
 
 pub mod capability;
 pub mod partition;

@@ -6,6 +6,7 @@
 pub mod bin;
 pub mod codes;
 pub mod net;
+pub mod sim;
 #[cfg(test)]
 mod tests;
 

@@ -119,12 +119,19 @@ fn weight_scales(ctx: &NodeCtx, cin: usize, cout: usize) -> Result<WeightScales,
             }
             Ok(per_channel(list))
         }
-        Scales::Block(b) if b.channel.stride == 1 && b.reduce.stride == cout => Ok(WeightScales {
-            channel: b.channel_scales.iter().map(|&s| s as f64).collect(),
-            block_size: b.block_size,
-            blocks: b.blocks,
-            block: b.block_scales.iter().map(|&s| s as i64).collect(),
-        }),
+        Scales::Block(b)
+            if b.channel.len == cout
+                && b.channel.stride == 1
+                && b.reduce.len == cin
+                && b.reduce.stride == cout =>
+        {
+            Ok(WeightScales {
+                channel: b.channel_scales.iter().map(|&s| s as f64).collect(),
+                block_size: b.block_size,
+                blocks: b.blocks,
+                block: b.block_scales.iter().map(|&s| s as i64).collect(),
+            })
+        }
         Scales::Tensor(_) => Err(asymmetric()),
         _ => Err(ctx.error("weight scales must run along the output channels")),
     }

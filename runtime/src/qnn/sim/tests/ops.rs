@@ -4,7 +4,9 @@ use super::builder::Builder;
 use super::model::{self, Params, Ranges, C, H, T};
 use super::{calibrate, SimContext, SimMode};
 use crate::qnn::codes::tensor_type::{APP_READ, APP_WRITE};
-use crate::qnn::net::NetFile;
+use crate::qnn::codes::QnnDataType;
+use crate::qnn::net::{NetFile, QuantParams};
+use half::f16;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::collections::BTreeMap;
@@ -106,4 +108,21 @@ fn outputs_and_inputs_saturate() {
             y[0]
         );
     }
+}
+
+#[test]
+fn f16_tensors_round_through_half_precision() {
+    let mut b = Builder::default();
+    b.activation("x", APP_WRITE, &[T, C], None);
+    let f16_quant = QuantParams::none();
+    b.tensor("y", APP_READ, QnnDataType::Float16, f16_quant, &[T, C]);
+    b.node("op", "Sigmoid", &["x"], "y", &[], &[]);
+    let (net, bin) = b.finish("g");
+    let ctx = SimContext::from_parts(net, bin).unwrap();
+    let x = model::uniform(&mut StdRng::seed_from_u64(2), T * C, -4.0, 4.0);
+    let float = ctx.run("g", &[&x], SimMode::Float).unwrap().remove(0);
+    let spec = ctx.run("g", &[&x], SimMode::Spec).unwrap().remove(0);
+    let rounded: Vec<f32> = float.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+    assert_eq!(spec, rounded);
+    assert_ne!(spec, float);
 }

@@ -51,7 +51,7 @@ fn centered(operand: &Operand) -> Option<(Vec<i64>, f64)> {
     Some((ints.iter().map(|q| q + offset).collect(), so.scale as f64))
 }
 
-/// The requantized output: `round(acc * multiplier) - offset`, saturated, as real values.
+/// An output's requantization: `round(acc * multiplier) - offset`, saturated.
 struct Requantizer<'a> {
     encoding: &'a Encoding,
     scale: f64,
@@ -60,6 +60,7 @@ struct Requantizer<'a> {
 }
 
 impl<'a> Requantizer<'a> {
+    /// The requantizer of `ctx`'s output, if it is per-tensor fixed-point.
     fn of(ctx: &'a NodeCtx) -> Option<Requantizer<'a>> {
         let encoding = ctx.outputs.first()?.encoding;
         let ScaleOffset { scale, offset } = encoding.per_tensor()?;
@@ -71,7 +72,7 @@ impl<'a> Requantizer<'a> {
         })
     }
 
-    /// The output integer of accumulator `acc` in units of `acc_scale`.
+    /// The output integer of accumulator `acc`, given the multiplier of its scale.
     fn quantize(&self, acc: i64, (multiplier, shift): (i32, i32)) -> i64 {
         saturate(
             multiply_by_quantized_multiplier(acc, multiplier, shift) - self.offset,
@@ -79,10 +80,12 @@ impl<'a> Requantizer<'a> {
         )
     }
 
+    /// The Q31 multiplier taking an accumulator in units of `acc_scale` to output units.
     fn multiplier(&self, acc_scale: f64) -> (i32, i32) {
         quantize_multiplier(acc_scale / self.scale)
     }
 
+    /// The output's real values from its integers.
     fn finish(&self, dims: Vec<usize>, ints: &[i64]) -> Array {
         Array {
             dims,
@@ -119,12 +122,19 @@ fn weight_scales(ctx: &NodeCtx, cin: usize, cout: usize) -> Result<WeightScales,
             }
             Ok(per_channel(list))
         }
-        Scales::Block(b) if b.channel.stride == 1 && b.reduce.stride == cout => Ok(WeightScales {
-            channel: b.channel_scales.iter().map(|&s| s as f64).collect(),
-            block_size: b.block_size,
-            blocks: b.blocks,
-            block: b.block_scales.iter().map(|&s| s as i64).collect(),
-        }),
+        Scales::Block(b)
+            if b.channel.len == cout
+                && b.channel.stride == 1
+                && b.reduce.len == cin
+                && b.reduce.stride == cout =>
+        {
+            Ok(WeightScales {
+                channel: b.channel_scales.iter().map(|&s| s as f64).collect(),
+                block_size: b.block_size,
+                blocks: b.blocks,
+                block: b.block_scales.iter().map(|&s| s as i64).collect(),
+            })
+        }
         Scales::Tensor(_) => Err(asymmetric()),
         _ => Err(ctx.error("weight scales must run along the output channels")),
     }

@@ -3,7 +3,10 @@
 use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, KernelTarget};
-use oxrelax::model::Quantization;
+use oxrelax::model::{LoadOptions, Quantization};
+use oxrelax::npu::compile::{compile_npu, NpuCompileOptions, CALIBRATION_TOKENS};
+use oxrelax::npu::qnn::emit::NPU_DIR;
+use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
 use std::path::PathBuf;
 
@@ -48,6 +51,19 @@ pub struct CompileArgs {
     /// aarch64-linux-gnu-gcc, ld.lld for Android, ld64.lld for Apple).
     #[arg(long)]
     linker: Option<String>,
+    /// Also partition prefill and decode for an NPU and write its graphs to `npu/`
+    /// (`qnn`: Qualcomm HTP through QNN, W4A16).
+    #[arg(long, value_parser = ["qnn"])]
+    npu: Option<String>,
+    /// The SoC the NPU graphs are for (with --npu).
+    #[arg(long, default_value = "SM8650", requires = "npu")]
+    soc: String,
+    /// Tokens per NPU prefill graph call (with --npu).
+    #[arg(long, default_value_t = 32, requires = "npu")]
+    chunk: i64,
+    /// The text the NPU activations are calibrated on (required with --npu).
+    #[arg(long, requires = "npu")]
+    calibration_text: Option<PathBuf>,
 }
 
 /// Compiles the model with a progress bar and prints a summary line.
@@ -80,6 +96,9 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     });
     bar.finish_and_clear();
     let manifest = result?;
+    if args.npu.is_some() {
+        compile_npu_part(args)?;
+    }
     println!(
         "wrote {} ({} functions, context {}, prefill chunk {}, kv {}, target {}, kernels {})",
         args.output.display(),
@@ -89,6 +108,39 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         manifest.kv_dtype,
         manifest.target.triple,
         manifest.target.kernels
+    );
+    Ok(())
+}
+
+/// Writes the artifact's `npu/` folder and prints what it holds.
+fn compile_npu_part(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let path = args.calibration_text.as_ref().ok_or(
+        "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
+    )?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let defaults = LoadOptions::default();
+    let options = NpuCompileOptions {
+        soc: Soc::named(&args.soc)?,
+        chunk: args.chunk,
+        calibration_text: text,
+        calibration_tokens: CALIBRATION_TOKENS,
+        load: LoadOptions {
+            max_context: args.context.unwrap_or(defaults.max_context),
+            kv_dtype: Some(args.kv_dtype),
+            ..defaults
+        },
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let npu_dir = args.output.join(NPU_DIR);
+    let summary = compile_npu(&args.model, &npu_dir, &options)?;
+    println!(
+        "wrote {} ({} QNN graphs, {} nodes, {:.1} MiB static, {} tensors calibrated, validated)",
+        npu_dir.display(),
+        summary.graphs,
+        summary.nodes,
+        summary.static_bytes as f64 / (1 << 20) as f64,
+        summary.calibrated
     );
     Ok(())
 }

@@ -5,6 +5,9 @@
 //! [`load`]) and `compile --npu qnn` ([`compile`]).
 
 pub mod capability;
+pub mod compile;
+pub mod host;
+pub mod load;
 pub mod partition;
 pub mod qnn;
 pub mod soc;

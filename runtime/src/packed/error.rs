@@ -65,6 +65,9 @@ pub enum BuiltinFailure {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// The NPU host reference backend failed.
+    #[error(transparent)]
+    Npu(#[from] crate::qnn::sim::SimError),
     /// A dtype name that does not exist.
     #[error(transparent)]
     DType(#[from] UnknownDType),

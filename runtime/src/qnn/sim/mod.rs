@@ -76,6 +76,11 @@ impl SimContext {
         })
     }
 
+    /// The net this context runs.
+    pub fn net(&self) -> &NetFile {
+        &self.net
+    }
+
     /// Runs `graph` on `inputs` (its app-written tensors in order, as f32 values) and
     /// returns its app-read tensors in order, as real values.
     pub fn run(

@@ -137,6 +137,7 @@ impl Builder {
             copyright_str: String::new(),
             op_types: vec![],
             graphs: vec![spec],
+            token_axes: Default::default(),
             graph: self.graph,
         };
         (net, self.bin)

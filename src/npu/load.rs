@@ -1,0 +1,226 @@
+//! A Hugging Face model folder run with its `prefill` and `decode` partitioned for the
+//! NPU: the CPU part compiled for the host, the NPU graphs lowered to QNN and executed by
+//! the host reference backend. Calibration (the W4A16 recipe's activation ranges) runs
+//! the float graphs over a text; `--npu sim` runs the quantized ones.
+
+use super::host::{register_npu_graphs, RangeObserver};
+use super::qnn::emit::{float_parts, net_file};
+use super::qnn::recipe::{quantize, Ranges};
+use super::qnn::{lower_module, FloatNet, QnnError};
+use super::{partition_pipeline, PartitionNpu};
+use crate::model::{
+    expected_weights, export_for, transform_weights, LoadError, LoadOptions, Quantization,
+};
+use crate::passes::PassError;
+use crate::{build_with_builtins, BuildError};
+use oxrelax_dsl::{IRModule, Target};
+use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
+use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
+use oxrelax_runtime::packed::BuiltinError;
+use oxrelax_runtime::qnn::net::NetFile;
+use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
+use oxrelax_runtime::{DType, Registry, Tokenizer, Value, WeightStore};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Why a partitioned model could not be loaded or calibrated.
+#[derive(Debug, thiserror::Error)]
+pub enum NpuError {
+    /// The model folder.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The partition.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    /// QNN lowering or emission.
+    #[error(transparent)]
+    Qnn(#[from] QnnError),
+    /// The host reference backend.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// Registering the NPU graphs.
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    /// Running the model.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The calibration text.
+    #[error("calibration text: {0}")]
+    Calibration(String),
+    /// The emitted graphs failed validation (a compiler bug).
+    #[error("the emitted QNN graphs fail validation:\n{0}")]
+    Invalid(String),
+}
+
+/// A partitioned model folder: its module, the float QNN net of its NPU graphs, and how
+/// to run it.
+pub struct Partitioned {
+    /// The folder's config.
+    pub config: ModelConfig,
+    /// The module after the partition (callers call `npu.<graph>`).
+    pub module: IRModule,
+    /// The NPU graphs, f32.
+    pub net: FloatNet,
+    options: LoadOptions,
+    store: WeightStore,
+}
+
+/// Partitions the model in `dir` (f32 weights; prefill chunks of the partition's chunk)
+/// and lowers its NPU graphs.
+pub fn partition_model(
+    dir: &Path,
+    options: &LoadOptions,
+    partition: PartitionNpu,
+) -> Result<Partitioned, NpuError> {
+    let config = ModelConfig::from_file(&dir.join("config.json"))
+        .map_err(|e| LoadError::Model(ModelError::from(e)))?;
+    let store = WeightStore::open(dir).map_err(LoadError::from)?;
+    let export = ExportOptions {
+        max_context: options.max_context,
+        prefill_chunk: partition.chunk,
+        kv_dtype: options.kv_dtype.unwrap_or_default(),
+    };
+    let (_, exported) = export_for(&config, Quantization::Q0f32, &export)?;
+    let chunk = partition.chunk;
+    let (module, _) = partition_pipeline(partition).run(exported.module)?;
+    let load = |name: &str| {
+        let tensor = store.load(name, DType::F32)?;
+        Ok(tensor
+            .as_slice::<f32>()
+            .map(<[f32]>::to_vec)
+            .unwrap_or_default())
+    };
+    let net = lower_module(&module, &load)?;
+    let options = LoadOptions {
+        prefill_chunk: chunk,
+        quantization: Quantization::Q0f32,
+        ..options.clone()
+    };
+    Ok(Partitioned {
+        config,
+        module,
+        net,
+        options,
+        store,
+    })
+}
+
+impl Partitioned {
+    /// An engine running the CPU part on the host and the NPU graphs of `net` (with
+    /// static data `bin`) on the reference backend in `mode`, observing ranges into
+    /// `observer` when given.
+    pub fn engine(
+        &self,
+        net: NetFile,
+        bin: BTreeMap<String, Vec<u8>>,
+        mode: SimMode,
+        observer: Option<RangeObserver>,
+    ) -> Result<Engine, NpuError> {
+        let sim = Arc::new(SimContext::from_parts(net, bin)?);
+        let mut builtins = Registry::with_builtins();
+        let arity = |graph: &str| {
+            self.module
+                .functions
+                .get(graph)
+                .map_or(0, |f| f.params.len())
+        };
+        register_npu_graphs(&mut builtins, sim, mode, &arity, observer)?;
+        let target = Target::host();
+        let mut built = build_with_builtins(
+            self.module.clone(),
+            self.options.instrument.clone(),
+            &target,
+            &builtins,
+        )
+        .map_err(|e: BuildError| LoadError::Build(Box::new(e)))?;
+        let (model, exported) = export_for(&self.config, Quantization::Q0f32, &self.export())?;
+        let raw = self
+            .store
+            .load_expected(&expected_weights(&model))
+            .map_err(LoadError::from)?;
+        let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
+        let config = EngineConfig {
+            context_window: exported.context_window as usize,
+            prefill_chunk: exported.prefill_chunk as usize,
+            vocab_size: self.config.vocab_size as usize,
+            eos_ids: Vec::new(),
+        };
+        Ok(Engine::new(built.vm, weights, config)?)
+    }
+
+    /// The observed range of every NPU tensor over `tokens` of `text` (prefilled in
+    /// chunks; fewer when the context is shorter) and `decode_steps` greedy decode steps.
+    /// Observed twice: with the float graphs, then with the recipe's int4 weights (float
+    /// activations), whose activations are the ones the encodings must hold.
+    pub fn calibrate(
+        &self,
+        dir: &Path,
+        text: &str,
+        tokens: usize,
+        decode_steps: usize,
+    ) -> Result<Ranges, NpuError> {
+        let tokenizer =
+            Tokenizer::from_dir(dir).map_err(|e| NpuError::Calibration(e.to_string()))?;
+        let ids = tokenizer
+            .encode(text, true)
+            .map_err(|e| NpuError::Calibration(e.to_string()))?;
+        if ids.len() < 2 {
+            return Err(NpuError::Calibration(format!(
+                "{} tokens: too short to calibrate on",
+                ids.len()
+            )));
+        }
+        let (net, bin) = float_parts(&self.net);
+        let float = self.observe(net, bin, &ids[..ids.len().min(tokens)], decode_steps)?;
+        let weights = quantize(&self.net, &float)?;
+        let net = net_file(&self.net, &weights.graph, "calibration");
+        self.observe(
+            net,
+            weights.statics,
+            &ids[..ids.len().min(tokens)],
+            decode_steps,
+        )
+    }
+
+    /// The ranges the graphs of `net` compute (float mode) over `ids` and greedy steps.
+    fn observe(
+        &self,
+        net: NetFile,
+        bin: BTreeMap<String, Vec<u8>>,
+        ids: &[u32],
+        decode_steps: usize,
+    ) -> Result<Ranges, NpuError> {
+        let observer: RangeObserver = Arc::new(Mutex::new(Ranges::new()));
+        let mut engine = self.engine(net, bin, SimMode::Float, Some(observer.clone()))?;
+        let room = engine.config().context_window.saturating_sub(decode_steps);
+        let mut logits = engine.prefill(&ids[..ids.len().min(room)])?;
+        for _ in 0..decode_steps {
+            logits = engine.decode(argmax(&logits))?;
+        }
+        let ranges = observer.lock().map(|r| r.clone()).unwrap_or_default();
+        Ok(ranges)
+    }
+
+    fn export(&self) -> ExportOptions {
+        ExportOptions {
+            max_context: self.options.max_context,
+            prefill_chunk: self.options.prefill_chunk,
+            kv_dtype: self.options.kv_dtype.unwrap_or_default(),
+        }
+    }
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    logits
+        .iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
+            if v > best.1 {
+                (i, v)
+            } else {
+                best
+            }
+        })
+        .0 as u32
+}

@@ -6,6 +6,7 @@ use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, KernelTar
 use oxrelax::model::{LoadOptions, Quantization};
 use oxrelax::npu::compile::{compile_npu, NpuCompileOptions, CALIBRATION_TOKENS};
 use oxrelax::npu::qnn::emit::NPU_DIR;
+use oxrelax::npu::qnn::recipe::Recipe;
 use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
 use std::path::PathBuf;
@@ -61,6 +62,10 @@ pub struct CompileArgs {
     /// Tokens per NPU prefill graph call (with --npu).
     #[arg(long, default_value_t = 32, requires = "npu")]
     chunk: i64,
+    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations) or
+    /// w8a16 (8-bit weights, for small models) (with --npu).
+    #[arg(long, default_value = "w4a16", requires = "npu")]
+    npu_recipe: String,
     /// The text the NPU activations are calibrated on (required with --npu).
     #[arg(long, requires = "npu")]
     calibration_text: Option<PathBuf>,
@@ -123,6 +128,7 @@ fn compile_npu_part(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>
     let options = NpuCompileOptions {
         soc: Soc::named(&args.soc)?,
         chunk: args.chunk,
+        recipe: Recipe::named(&args.npu_recipe)?,
         calibration_text: text,
         calibration_tokens: CALIBRATION_TOKENS,
         load: LoadOptions {

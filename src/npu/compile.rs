@@ -1,19 +1,18 @@
 //! `oxrelax compile --npu qnn`: the model's prefill and decode partitioned, their NPU
-//! graphs lowered to QNN, calibrated on a text (float graphs on the host reference
-//! backend), quantized by the W4A16 recipe, validated, and written to `npu/`.
+//! graphs lowered to QNN, calibrated on a text (on the host reference backend),
+//! quantized by a recipe (W4A16 by default), validated, and written to `npu/`.
 
 use super::load::{partition_model, NpuError};
 use super::qnn::emit::{net_file, write_npu_dir};
-use super::qnn::recipe::quantize;
+use super::qnn::recipe::{quantize, Recipe};
 use super::qnn::validate::{validate, ValidateOptions};
 use super::{PartitionNpu, Soc, QNN_HTP};
 use crate::model::LoadOptions;
 use std::path::Path;
 
-/// Tokens of the calibration text run through prefill, by default.
+/// Tokens of the calibration text run, by default (half through prefill, half through
+/// decode).
 pub const CALIBRATION_TOKENS: usize = 256;
-/// Greedy decode steps after it (the decode graphs see their own activations).
-pub const CALIBRATION_DECODE_STEPS: usize = 8;
 
 /// How to compile a model's NPU part.
 #[derive(Debug, Clone)]
@@ -22,6 +21,8 @@ pub struct NpuCompileOptions {
     pub soc: Soc,
     /// Tokens per prefill graph call.
     pub chunk: i64,
+    /// The quantization recipe.
+    pub recipe: Recipe,
     /// The calibration text.
     pub calibration_text: String,
     /// How many of its tokens to run.
@@ -61,9 +62,9 @@ pub fn compile_npu(
         model,
         &options.calibration_text,
         options.calibration_tokens,
-        CALIBRATION_DECODE_STEPS,
+        options.recipe,
     )?;
-    let quantized = quantize(&partitioned.net, &ranges)?;
+    let quantized = quantize(&partitioned.net, &ranges, options.recipe)?;
     let net = net_file(&partitioned.net, &quantized.graph, &options.command);
     let report = validate(&net, &quantized.statics, &ValidateOptions::default());
     if !report.is_clean() {

@@ -5,7 +5,7 @@
 
 use super::host::{register_npu_graphs, RangeObserver};
 use super::qnn::emit::{float_parts, net_file};
-use super::qnn::recipe::{quantize, Ranges};
+use super::qnn::recipe::{quantize, Ranges, Recipe};
 use super::qnn::{lower_module, FloatNet, QnnError};
 use super::{partition_pipeline, PartitionNpu};
 use crate::model::{
@@ -149,16 +149,18 @@ impl Partitioned {
         Ok(Engine::new(built.vm, weights, config)?)
     }
 
-    /// The observed range of every NPU tensor over `tokens` of `text` (prefilled in
-    /// chunks; fewer when the context is shorter) and `decode_steps` greedy decode steps.
-    /// Observed twice: with the float graphs, then with the recipe's int4 weights (float
-    /// activations), whose activations are the ones the encodings must hold.
+    /// The observed range of every NPU tensor over the first `tokens` of `text` (fewer
+    /// when the context is shorter): the first half prefilled in chunks, the second half
+    /// fed one token at a time through decode (teacher-forced), so the decode graphs see
+    /// as many activations as the prefill graphs. Observed twice: with the float graphs,
+    /// then with `recipe`'s weights (float activations), whose activations are the ones
+    /// the encodings must hold.
     pub fn calibrate(
         &self,
         dir: &Path,
         text: &str,
         tokens: usize,
-        decode_steps: usize,
+        recipe: Recipe,
     ) -> Result<Ranges, NpuError> {
         let tokenizer =
             Tokenizer::from_dir(dir).map_err(|e| NpuError::Calibration(e.to_string()))?;
@@ -171,32 +173,29 @@ impl Partitioned {
                 ids.len()
             )));
         }
+        let ids = &ids[..ids.len().min(tokens)];
         let (net, bin) = float_parts(&self.net);
-        let float = self.observe(net, bin, &ids[..ids.len().min(tokens)], decode_steps)?;
-        let weights = quantize(&self.net, &float)?;
+        let float = self.observe(net, bin, ids)?;
+        let weights = quantize(&self.net, &float, recipe)?;
         let net = net_file(&self.net, &weights.graph, "calibration");
-        self.observe(
-            net,
-            weights.statics,
-            &ids[..ids.len().min(tokens)],
-            decode_steps,
-        )
+        self.observe(net, weights.statics, ids)
     }
 
-    /// The ranges the graphs of `net` compute (float mode) over `ids` and greedy steps.
+    /// The ranges the graphs of `net` compute (float mode) over `ids`: the first half
+    /// prefilled, the rest decoded.
     fn observe(
         &self,
         net: NetFile,
         bin: BTreeMap<String, Vec<u8>>,
         ids: &[u32],
-        decode_steps: usize,
     ) -> Result<Ranges, NpuError> {
         let observer: RangeObserver = Arc::new(Mutex::new(Ranges::new()));
         let mut engine = self.engine(net, bin, SimMode::Float, Some(observer.clone()))?;
-        let room = engine.config().context_window.saturating_sub(decode_steps);
-        let mut logits = engine.prefill(&ids[..ids.len().min(room)])?;
-        for _ in 0..decode_steps {
-            logits = engine.decode(argmax(&logits))?;
+        let ids = &ids[..ids.len().min(engine.config().context_window)];
+        let (prompt, rest) = ids.split_at(ids.len().div_ceil(2));
+        engine.prefill(prompt)?;
+        for &id in rest {
+            engine.decode(id)?;
         }
         let ranges = observer.lock().map(|r| r.clone()).unwrap_or_default();
         Ok(ranges)
@@ -209,18 +208,4 @@ impl Partitioned {
             kv_dtype: self.options.kv_dtype.unwrap_or_default(),
         }
     }
-}
-
-fn argmax(logits: &[f32]) -> u32 {
-    logits
-        .iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
-            if v > best.1 {
-                (i, v)
-            } else {
-                best
-            }
-        })
-        .0 as u32
 }

@@ -114,7 +114,7 @@ pub fn write_npu_dir(
         "backend": "qnn-htp",
         "soc": soc.name,
         "htp_arch": soc.htp_arch,
-        "recipe": "w4a16: LPBQ int4 weights, uint16 activations",
+        "recipe": quantized.recipe.name,
         "graphs": net.graphs.iter().map(|g| &g.name).collect::<Vec<_>>(),
         "files": files,
     });

@@ -1,8 +1,8 @@
-//! The W4A16 recipe (mllm's QNN AOT path): LPBQ int4 weights for every projection, uint16
+//! The W4A16 recipe (mllm's QNN AOT path; [`RECIPES`] also has W8A16): LPBQ int4 weights for every projection, uint16
 //! per-tensor asymmetric activations from calibrated ranges, uint16 for the other static
 //! tensors (norm weights, biases added element-wise). Observer constraints as in mllm:
-//! every range includes zero and is at least [`MIN_RANGE`] wide; a sigmoid's output has
-//! the fixed encoding of [0, 1]. (No op emitted yet concatenates, so no encodings are
+//! every range includes zero and is at least [`MIN_RANGE`] wide, widened by
+//! [`RANGE_HEADROOM`]; a sigmoid's output has the fixed encoding of [0, 1]. (No op emitted yet concatenates, so no encodings are
 //! shared across a concat.)
 
 use super::error::QnnError;
@@ -13,11 +13,51 @@ use std::collections::BTreeMap;
 
 /// The narrowest calibrated range an activation encoding takes.
 pub const MIN_RANGE: f32 = 1e-4;
+/// How much wider than the calibrated range an activation encoding is: uint16 has bits to
+/// spare (2x costs one of 16), and a prompt unlike the calibration text must not saturate.
+pub const RANGE_HEADROOM: f32 = 2.0;
 /// Block sizes of LPBQ weights along the input channels, preferred first; a row length
 /// neither divides gets one block per channel.
-pub const LPBQ_BLOCKS: &[u32] = &[32, 16];
+pub const LPBQ_BLOCKS: &[u32] = &[16, 32];
 /// The bits of an LPBQ block scale.
 pub const BLOCK_SCALE_BITS: u32 = 4;
+
+/// A quantization recipe of the NPU graphs: LPBQ weights of `weight_bits` (4: mllm's
+/// W4A16; 8: W8A16, for models too small to take int4 weights without changing their
+/// greedy output), uint16 activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recipe {
+    /// Its name (`w4a16`).
+    pub name: &'static str,
+    /// Bits of a weight code.
+    pub weight_bits: u32,
+}
+
+/// The recipes, the default first.
+pub const RECIPES: &[Recipe] = &[
+    Recipe {
+        name: "w4a16",
+        weight_bits: 4,
+    },
+    Recipe {
+        name: "w8a16",
+        weight_bits: 8,
+    },
+];
+
+impl Recipe {
+    /// The recipe named `name`; the error lists the known ones.
+    pub fn named(name: &str) -> Result<Recipe, String> {
+        RECIPES
+            .iter()
+            .find(|r| r.name.eq_ignore_ascii_case(name))
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = RECIPES.iter().map(|r| r.name).collect();
+                format!("unknown NPU recipe `{name}` (known: {})", known.join(", "))
+            })
+    }
+}
 
 /// Observed `(min, max)` of every non-static tensor, by name.
 pub type Ranges = BTreeMap<String, (f32, f32)>;
@@ -25,14 +65,16 @@ pub type Ranges = BTreeMap<String, (f32, f32)>;
 /// The quantized net: its graph with types and encodings, and each static tensor's bytes.
 #[derive(Debug, Clone)]
 pub struct QuantizedNet {
+    /// The recipe applied.
+    pub recipe: Recipe,
     /// The tensors (typed and encoded) and nodes.
     pub graph: NetGraph,
     /// Each static tensor's stored bytes.
     pub statics: BTreeMap<String, Vec<u8>>,
 }
 
-/// Applies the recipe to `net` with calibrated `ranges`.
-pub fn quantize(net: &FloatNet, ranges: &Ranges) -> Result<QuantizedNet, QnnError> {
+/// Applies `recipe` to `net` with calibrated `ranges`.
+pub fn quantize(net: &FloatNet, ranges: &Ranges, recipe: Recipe) -> Result<QuantizedNet, QnnError> {
     let filters = conv_filters(&net.graph);
     let sigmoid_outputs: Vec<&String> = net
         .graph
@@ -47,7 +89,7 @@ pub fn quantize(net: &FloatNet, ranges: &Ranges) -> Result<QuantizedNet, QnnErro
         if tensor.kind == tensor_type::STATIC {
             let values = &net.statics[name];
             let (dtype, params, bytes) = if filters.contains(&name.as_str()) {
-                lpbq(values, &tensor.dims)
+                lpbq(values, &tensor.dims, recipe.weight_bits)
             } else {
                 let encoding = uint16_encoding(range_of(values));
                 (
@@ -67,12 +109,16 @@ pub fn quantize(net: &FloatNet, ranges: &Ranges) -> Result<QuantizedNet, QnnErro
             let range = ranges.get(name).ok_or_else(|| QnnError::Uncalibrated {
                 tensor: name.clone(),
             })?;
-            uint16_encoding(*range)
+            uint16_encoding((range.0 * RANGE_HEADROOM, range.1 * RANGE_HEADROOM))
         };
         tensor.data_type = QnnDataType::UFixed16.code();
         tensor.quant_params = QuantParams::scale_offset(encoding.scale, encoding.offset);
     }
-    Ok(QuantizedNet { graph, statics })
+    Ok(QuantizedNet {
+        recipe,
+        graph,
+        statics,
+    })
 }
 
 /// The static tensors read as a `Conv2d`'s filter.
@@ -118,9 +164,11 @@ fn encode_u16(values: &[f32], encoding: ScaleOffset) -> Vec<u8> {
 
 /// An HWIO filter (`[1, 1, in, out]`) as LPBQ int4: per output channel `c` a float scale
 /// `s_c`, per block `b` of the input channels an integer scale `k_cb` in `[1, 16]`, so
-/// that the block's step is `s_c * k_cb`; `s_c` is chosen so the channel's widest block
-/// uses `k = 16`. Codes are stored one signed byte each.
-fn lpbq(values: &[f32], dims: &[u32]) -> (QnnDataType, QuantParams, Vec<u8>) {
+/// that the block's step is `s_c * k_cb`. `s_c` is searched among [`CHANNEL_SCALES`]
+/// fractions of the widest block's step over 16, and each `k_cb` among the two around the
+/// block's own step, for the least squared error. Codes are stored one signed byte each.
+fn lpbq(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, Vec<u8>) {
+    let codes_max = ((1i32 << (bits - 1)) - 1) as f32;
     let (cin, cout) = (dims[2] as usize, dims[3] as usize);
     let block = LPBQ_BLOCKS
         .iter()
@@ -128,28 +176,24 @@ fn lpbq(values: &[f32], dims: &[u32]) -> (QnnDataType, QuantParams, Vec<u8>) {
         .find(|b| cin.is_multiple_of(*b))
         .unwrap_or(cin);
     let blocks = cin / block;
-    let levels = (1u32 << BLOCK_SCALE_BITS) as f32;
     let mut codes = vec![0u8; values.len()];
     let mut scale_offsets = Vec::with_capacity(cout);
     let mut block_scales = Vec::with_capacity(cout * blocks);
+    let mut column = vec![0.0f32; cin];
     for c in 0..cout {
-        let at = |k: usize| values[k * cout + c];
-        let block_max: Vec<f32> = (0..blocks)
-            .map(|b| (b * block..(b + 1) * block).fold(0.0f32, |m, k| m.max(at(k).abs())))
-            .collect();
-        let widest = block_max.iter().fold(0.0f32, |m, &v| m.max(v));
-        let scale = if widest > 0.0 {
-            widest / 7.0 / levels
-        } else {
-            1.0
-        };
-        scale_offsets.push(ScaleOffset { scale, offset: 0 });
-        for (b, &max) in block_max.iter().enumerate() {
-            let k = (max / 7.0 / scale).ceil().clamp(1.0, levels);
-            block_scales.push(k as u16);
+        for (k, v) in column.iter_mut().enumerate() {
+            *v = values[k * cout + c];
+        }
+        let channel = ChannelLpbq::best(&column, block, codes_max);
+        scale_offsets.push(ScaleOffset {
+            scale: channel.scale,
+            offset: 0,
+        });
+        for (b, &k) in channel.block_scales.iter().enumerate() {
+            block_scales.push(k);
+            let step = channel.scale * k as f32;
             for i in b * block..(b + 1) * block {
-                let q = (at(i) / (scale * k)).round().clamp(-8.0, 7.0) as i8;
-                codes[i * cout + c] = q as u8;
+                codes[i * cout + c] = code(column[i], step, codes_max) as u8;
             }
         }
     }
@@ -162,5 +206,79 @@ fn lpbq(values: &[f32], dims: &[u32]) -> (QnnDataType, QuantParams, Vec<u8>) {
         scale_offsets,
         block_scales,
     });
-    (QnnDataType::SFixed4, params, codes)
+    let dtype = if bits == 4 {
+        QnnDataType::SFixed4
+    } else {
+        QnnDataType::SFixed8
+    };
+    (dtype, params, codes)
+}
+
+/// Fractions of the widest block's step over 16 tried as a channel's scale.
+pub const CHANNEL_SCALES: &[f32] = &[1.0, 0.9, 0.8, 0.7, 0.6];
+
+/// `x / step` rounded to the codes `[-max - 1, max]`.
+fn code(x: f32, step: f32, max: f32) -> i8 {
+    (x / step).round().clamp(-max - 1.0, max) as i8
+}
+
+/// The squared error of `values` coded in steps of `step`.
+fn coding_error(values: &[f32], step: f32, max: f32) -> f32 {
+    values
+        .iter()
+        .map(|&x| (x - code(x, step, max) as f32 * step).powi(2))
+        .sum()
+}
+
+/// One channel's LPBQ scales.
+struct ChannelLpbq {
+    scale: f32,
+    block_scales: Vec<u16>,
+    error: f32,
+}
+
+impl ChannelLpbq {
+    /// The channel scale of [`CHANNEL_SCALES`] (and block scales) with the least error.
+    fn best(column: &[f32], block: usize, max: f32) -> ChannelLpbq {
+        let widest = column.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+        let levels = (1u32 << BLOCK_SCALE_BITS) as f32;
+        if widest == 0.0 {
+            let block_scales = vec![1; column.len() / block];
+            return ChannelLpbq {
+                scale: 1.0,
+                block_scales,
+                error: 0.0,
+            };
+        }
+        CHANNEL_SCALES
+            .iter()
+            .map(|f| ChannelLpbq::with_scale(column, block, widest / max / levels * f, max))
+            .min_by(|a, b| a.error.total_cmp(&b.error))
+            .unwrap_or_else(|| ChannelLpbq::with_scale(column, block, widest / max / levels, max))
+    }
+
+    /// Block scales for channel scale `scale`: per block the better of the two integers
+    /// around its ideal step, within `[1, 16]`.
+    fn with_scale(column: &[f32], block: usize, scale: f32, max_code: f32) -> ChannelLpbq {
+        let levels = (1u32 << BLOCK_SCALE_BITS) as f32;
+        let mut block_scales = Vec::with_capacity(column.len() / block);
+        let mut error = 0.0;
+        for values in column.chunks(block) {
+            let max = values.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+            let ideal = max / max_code / scale;
+            let (k, e) = [ideal.floor(), ideal.ceil()]
+                .map(|k| k.clamp(1.0, levels))
+                .into_iter()
+                .map(|k| (k, coding_error(values, scale * k, max_code)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap_or((levels, 0.0));
+            block_scales.push(k as u16);
+            error += e;
+        }
+        ChannelLpbq {
+            scale,
+            block_scales,
+            error,
+        }
+    }
 }

@@ -3,9 +3,8 @@
 use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, KernelTarget};
-use oxrelax::model::{LoadOptions, Quantization};
-use oxrelax::npu::compile::{compile_npu, NpuCompileOptions, CALIBRATION_TOKENS};
-use oxrelax::npu::qnn::emit::NPU_DIR;
+use oxrelax::model::Quantization;
+use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
 use oxrelax::npu::qnn::recipe::Recipe;
 use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
@@ -86,6 +85,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         kv_dtype: args.kv_dtype,
         verbose: args.verbose,
         target,
+        npu: npu_compile(args)?,
     };
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(
@@ -101,8 +101,15 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     });
     bar.finish_and_clear();
     let manifest = result?;
-    if args.npu.is_some() {
-        compile_npu_part(args)?;
+    if let Some(npu) = &manifest.npu {
+        println!(
+            "npu: {} graphs for {} ({} recipe, chunks of {}) in {}",
+            npu.backend,
+            npu.soc,
+            npu.recipe,
+            npu.chunk,
+            args.output.join("npu").display()
+        );
     }
     println!(
         "wrote {} ({} functions, context {}, prefill chunk {}, kv {}, target {}, kernels {})",
@@ -117,36 +124,21 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Writes the artifact's `npu/` folder and prints what it holds.
-fn compile_npu_part(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
+/// The NPU part asked for by `--npu`, if any.
+fn npu_compile(args: &CompileArgs) -> Result<Option<NpuCompile>, Box<dyn std::error::Error>> {
+    if args.npu.is_none() {
+        return Ok(None);
+    }
     let path = args.calibration_text.as_ref().ok_or(
         "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
     )?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let defaults = LoadOptions::default();
-    let options = NpuCompileOptions {
+    Ok(Some(NpuCompile {
         soc: Soc::named(&args.soc)?,
         chunk: args.chunk,
         recipe: Recipe::named(&args.npu_recipe)?,
         calibration_text: text,
         calibration_tokens: CALIBRATION_TOKENS,
-        load: LoadOptions {
-            max_context: args.context.unwrap_or(defaults.max_context),
-            kv_dtype: Some(args.kv_dtype),
-            ..defaults
-        },
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-    };
-    let npu_dir = args.output.join(NPU_DIR);
-    let summary = compile_npu(&args.model, &npu_dir, &options)?;
-    println!(
-        "wrote {} ({} QNN graphs, {} nodes, {:.1} MiB static, {} tensors calibrated, validated)",
-        npu_dir.display(),
-        summary.graphs,
-        summary.nodes,
-        summary.static_bytes as f64 / (1 << 20) as f64,
-        summary.calibrated
-    );
-    Ok(())
+    }))
 }

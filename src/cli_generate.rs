@@ -4,13 +4,14 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
-use oxrelax::artifact::open_artifact;
+use oxrelax::artifact::open_artifact_with;
 use oxrelax::model::{load_hf, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
 use oxrelax_runtime::artifact::{is_artifact, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
 use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
+use oxrelax_runtime::qnn::sim::SimMode;
 use oxrelax_runtime::ThreadPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +35,23 @@ pub struct ModelArgs {
     /// asking it for another is an error.
     #[arg(long, value_parser = kv_dtype_parser())]
     pub kv_dtype: Option<KvDtype>,
+    /// Run an artifact's NPU graphs (compiled with `--npu qnn`) on the host reference
+    /// backend: `sim` with QNN's quantized semantics as specified (dequantize, compute in
+    /// f32, requantize), `sim-integer` with integer arithmetic where a fixed-point NPU
+    /// uses it.
+    #[arg(long, value_parser = ["sim", "sim-integer"])]
+    pub npu: Option<String>,
+}
+
+impl ModelArgs {
+    /// The reference backend's mode `--npu` asks for.
+    fn npu_mode(&self) -> Option<SimMode> {
+        match self.npu.as_deref() {
+            Some("sim-integer") => Some(SimMode::Integer),
+            Some(_) => Some(SimMode::Spec),
+            None => None,
+        }
+    }
 }
 
 /// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`, `q8`).
@@ -77,7 +95,12 @@ pub fn open_engine_on(
         ..LoadOptions::default()
     };
     if is_artifact(dir) {
-        return Ok(open_artifact(dir, args.kv_dtype)?.into_engine(pool)?);
+        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu_mode())?;
+        return Ok(artifact.into_engine(pool)?);
+    }
+    if args.npu.is_some() {
+        let message = "--npu sim runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
+        return Err(format!("{}: {message}", dir.display()).into());
     }
     let model = load_hf(dir, &options)?;
     let tokenizer = if model.dir.join("tokenizer.json").is_file() {

@@ -33,6 +33,9 @@ pub enum LoadError {
     /// An artifact could not be written, or failed its checks when loading.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    /// The NPU part could not be compiled.
+    #[error(transparent)]
+    Npu(Box<crate::npu::load::NpuError>),
 }
 
 impl From<oxrelax_runtime::artifact::ArtifactError> for LoadError {

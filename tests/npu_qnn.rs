@@ -4,8 +4,9 @@
 //! mode agree with transformers' greedy ids; the written `npu/` folder passes
 //! `qnn-validate`; a snapshot of the tiny Llama's graph structure.
 
+use oxrelax::artifact::{compile_artifact, open_artifact_with, CompileOptions};
 use oxrelax::model::LoadOptions;
-use oxrelax::npu::compile::{compile_npu, NpuCompileOptions};
+use oxrelax::npu::compile::NpuCompile;
 use oxrelax::npu::load::{partition_model, Partitioned};
 use oxrelax::npu::qnn::emit::{float_parts, net_file};
 use oxrelax::npu::qnn::recipe::{quantize, Ranges, Recipe, RECIPES};
@@ -175,38 +176,76 @@ fn npu_graphs_on_the_reference_backend_follow_transformers() {
     }
 }
 
+/// `compile --npu qnn` writes an artifact whose `npu/` folder validates, which refuses to
+/// load without an NPU backend, and which runs with the reference backend (its CPU part
+/// calling the graphs) as the graphs did before they were written; a tampered graph file
+/// fails the artifact's hash check.
 #[test]
-fn compile_writes_a_folder_that_validates() {
+fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
     let dir = fixture("tiny-qwen2");
     let out = tempfile::tempdir().unwrap();
-    let options = NpuCompileOptions {
-        soc: Soc::named("SM8650").unwrap(),
-        chunk: 32,
-        calibration_text: text(),
-        recipe: W4A16,
-        calibration_tokens: 128,
-        load: load_options(),
-        command: "oxrelax compile tiny-qwen2 --npu qnn".into(),
+    let artifact = out.path().join("artifact");
+    let options = CompileOptions {
+        max_context: 256,
+        npu: Some(NpuCompile {
+            soc: Soc::named("SM8650").unwrap(),
+            chunk: 32,
+            recipe: W4A16,
+            calibration_text: text(),
+            calibration_tokens: 256,
+        }),
+        ..CompileOptions::default()
     };
-    let npu = out.path().join("npu");
-    let summary = compile_npu(&dir, &npu, &options).unwrap();
-    for file in [
-        "model.cpp",
-        "model.bin",
-        "model_net.json",
-        "io_spec.json",
-        "manifest.json",
-        "build.sh",
-        "htp_config.json",
-        "htp_backend_extensions.json",
-    ] {
-        assert!(npu.join(file).is_file(), "{file}");
+    let manifest = compile_artifact(&dir, &artifact, &options, |_| {}).unwrap();
+    let npu = artifact.join("npu");
+    let record = manifest.npu.as_ref().unwrap();
+    for file in &record.files {
+        assert!(artifact.join(file).is_file(), "{file}");
     }
-    let report = validate_dir(out.path(), &ValidateOptions::default()).unwrap();
+    let report = validate_dir(&artifact, &ValidateOptions::default()).unwrap();
     assert!(report.is_clean(), "{:?}", report.violations);
-    assert_eq!(report.graphs, summary.graphs);
     let cpp = std::fs::read_to_string(npu.join("model.cpp")).unwrap();
     assert!(cpp.contains("QnnModel_composeGraphs") && cpp.contains("\"Conv2d\""));
+
+    let err = open_artifact_with(&artifact, None, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("--npu sim"), "{err}");
+    let engine = |mode| {
+        let opened = open_artifact_with(&artifact, None, Some(mode)).unwrap();
+        opened
+            .into_engine(oxrelax_runtime::ThreadPool::global())
+            .unwrap()
+            .engine
+    };
+    let model = partitioned(&dir);
+    let ranges = calibrated(&model, &dir);
+    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
+    let net = net_file(&model.net, &quantized.graph, "test");
+    let prompt = [
+        1u32, 13, 988, 260, 968, 961, 975, 301, 275, 368, 824, 328, 828, 291, 269, 281, 732, 13,
+        988,
+    ];
+    let in_memory = greedy(
+        model
+            .engine(net, quantized.statics, SimMode::Spec, None)
+            .unwrap(),
+        &prompt,
+        8,
+    );
+    assert_eq!(greedy(engine(SimMode::Spec), &prompt, 8), in_memory);
+    assert_eq!(greedy(engine(SimMode::Integer), &prompt, 8).len(), 8);
+
+    let net_path = npu.join("model_net.json");
+    let mut text = std::fs::read_to_string(&net_path).unwrap();
+    text = text.replacen("\"scale\": ", "\"scale\": 1", 1);
+    std::fs::write(&net_path, text).unwrap();
+    let err = open_artifact_with(&artifact, None, Some(SimMode::Spec))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("model_net.json"), "{err}");
 }
 
 /// The tiny Llama's graphs: nodes in order with their op types, operands and params, and

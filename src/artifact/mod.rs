@@ -7,6 +7,7 @@
 mod error;
 mod ir;
 mod kernels;
+mod npu;
 mod read;
 mod recorded;
 #[cfg(test)]
@@ -19,7 +20,7 @@ pub use kernels::{write_kernels, KernelTarget};
 pub use oxrelax_runtime::artifact::{
     is_artifact, sha256_file, Manifest, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE, PARAMS_FILE,
 };
-pub use read::{load_artifact, open_artifact};
+pub use read::{load_artifact, open_artifact, open_artifact_with};
 pub use recorded::{
     check_kv_dtype, compiled_target, exported_signatures, recorded_kv_dtype, recorded_quantization,
 };

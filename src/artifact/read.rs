@@ -5,14 +5,25 @@ use super::recorded::check_kv_dtype;
 use crate::model::{LoadError, LoadedModel};
 use oxrelax_models::{KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::artifact::{Artifact, Manifest};
+use oxrelax_runtime::qnn::sim::SimMode;
 use std::path::Path;
 
 /// Opens the artifact in `dir` with the runtime ([`Artifact::open`], every check
 /// included), after checking that its KV cache stores `kv_dtype` when given (a cheap
 /// check, made before the library and weights are loaded).
 pub fn open_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<Artifact, LoadError> {
+    open_artifact_with(dir, kv_dtype, None)
+}
+
+/// [`open_artifact`] with its NPU graphs (which it then must have) run by the host
+/// reference backend in mode `npu`.
+pub fn open_artifact_with(
+    dir: &Path,
+    kv_dtype: Option<KvDtype>,
+    npu: Option<SimMode>,
+) -> Result<Artifact, LoadError> {
     check_kv_dtype(&Manifest::read(dir)?, dir, kv_dtype)?;
-    Ok(Artifact::open(dir)?)
+    Ok(Artifact::open_with(dir, npu)?)
 }
 
 /// Loads the artifact in `dir` ([`open_artifact`]) as a model in this process.

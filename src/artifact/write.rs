@@ -2,17 +2,20 @@
 
 use super::error::ArtifactError;
 use super::kernels::{write_kernels, KernelTarget};
+use super::npu::{compile_npu_part, npu_builtins, npu_scheme, write_npu_part};
 use super::recorded::{compiled_target, exported_signatures};
-use crate::build_for;
+use crate::build_with_builtins;
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
+use crate::npu::compile::NpuCompile;
 use crate::passes::Instrument;
 use oxrelax_models::{ExportOptions, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::artifact::{
     is_artifact, sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use oxrelax_runtime::weights::{stored_as, WeightStore};
+use oxrelax_runtime::Registry;
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,9 @@ pub struct CompileOptions {
     pub verbose: bool,
     /// The triple and CPU features the kernels are compiled for, and the linker.
     pub target: KernelTarget,
+    /// Partition prefill, prefill_all and decode for an NPU and write its graphs to
+    /// `npu/` (the CPU part then runs f32 weights and the NPU's prefill chunk).
+    pub npu: Option<NpuCompile>,
 }
 
 impl Default for CompileOptions {
@@ -49,6 +55,7 @@ impl Default for CompileOptions {
             kv_dtype: export.kv_dtype,
             verbose: false,
             target: KernelTarget::host(),
+            npu: None,
         }
     }
 }
@@ -169,10 +176,16 @@ fn write_artifact(
     let config_json = read_json(&config_path)?;
     let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
     let store = WeightStore::open(src)?;
-    let scheme = options.quantization.resolve(&store);
+    let scheme = match &options.npu {
+        Some(_) => npu_scheme(options.quantization)?,
+        None => options.quantization.resolve(&store),
+    };
     let export = ExportOptions {
         max_context: options.max_context,
-        prefill_chunk: options.prefill_chunk,
+        prefill_chunk: options
+            .npu
+            .as_ref()
+            .map_or(options.prefill_chunk, |n| n.chunk),
         kv_dtype: options.kv_dtype,
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
@@ -180,8 +193,16 @@ fn write_artifact(
         verbose: options.verbose,
         ..Instrument::from_env()
     };
-    let mut built =
-        build_for(exported.module, instrument, &options.target.target).map_err(Box::new)?;
+    let npu = match &options.npu {
+        Some(npu) => Some(compile_npu_part(src, options, npu)?),
+        None => None,
+    };
+    let (module, builtins) = match &npu {
+        Some(parts) => (parts.module.clone(), npu_builtins(parts)?),
+        None => (exported.module, Registry::with_builtins()),
+    };
+    let mut built = build_with_builtins(module, instrument, &options.target.target, &builtins)
+        .map_err(Box::new)?;
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
@@ -213,12 +234,18 @@ fn write_artifact(
     let kernels = &built.executable.kernels;
     let library = write_kernels(out, &built.module, kernels, &options.target)?;
 
+    let npu_record = match (&npu, &options.npu) {
+        (Some(parts), Some(spec)) => Some(write_npu_part(out, parts, spec)?),
+        _ => None,
+    };
+
     progress(CompileStep::Manifest);
     let listed = [MODULE_FILE, VM_FILE, PARAMS_FILE, library.as_str()]
         .into_iter()
         .map(str::to_string)
         .chain(tokenizer_files.iter().cloned())
-        .chain(generation);
+        .chain(generation)
+        .chain(npu_record.iter().flat_map(|r| r.files.clone()));
     let files = listed
         .map(|file| Ok((file.clone(), sha256_file(&out.join(&file))?)))
         .collect::<Result<BTreeMap<_, _>, oxrelax_runtime::artifact::ArtifactError>>()?;
@@ -234,6 +261,7 @@ fn write_artifact(
         tokenizer_files,
         target: compiled_target(&options.target, library),
         files,
+        npu: npu_record,
     };
     manifest.write(out)?;
     Ok(manifest)

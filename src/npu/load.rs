@@ -3,7 +3,6 @@
 //! the host reference backend. Calibration (the W4A16 recipe's activation ranges) runs
 //! the float graphs over a text; `--npu sim` runs the quantized ones.
 
-use super::host::{register_npu_graphs, RangeObserver};
 use super::qnn::emit::{float_parts, net_file};
 use super::qnn::recipe::{quantize, Ranges, Recipe};
 use super::qnn::{lower_module, FloatNet, QnnError};
@@ -17,6 +16,7 @@ use oxrelax_dsl::{IRModule, Target};
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
 use oxrelax_runtime::packed::BuiltinError;
+use oxrelax_runtime::qnn::bind::{register_npu_graphs, RangeObserver};
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
 use oxrelax_runtime::{DType, Registry, Tokenizer, Value, WeightStore};
@@ -119,13 +119,7 @@ impl Partitioned {
     ) -> Result<Engine, NpuError> {
         let sim = Arc::new(SimContext::from_parts(net, bin)?);
         let mut builtins = Registry::with_builtins();
-        let arity = |graph: &str| {
-            self.module
-                .functions
-                .get(graph)
-                .map_or(0, |f| f.params.len())
-        };
-        register_npu_graphs(&mut builtins, sim, mode, &arity, observer)?;
+        register_npu_graphs(&mut builtins, sim, mode, observer)?;
         let target = Target::host();
         let mut built = build_with_builtins(
             self.module.clone(),
@@ -150,7 +144,8 @@ impl Partitioned {
     }
 
     /// The observed range of every NPU tensor over the first `tokens` of `text` (fewer
-    /// when the context is shorter): the first half prefilled in chunks, the second half
+    /// when the context is shorter): the first half prefilled in chunks (by `prefill` and
+    /// by `prefill_all`), the second half
     /// fed one token at a time through decode (teacher-forced), so the decode graphs see
     /// as many activations as the prefill graphs. Observed twice: with the float graphs,
     /// then with `recipe`'s weights (float activations), whose activations are the ones
@@ -182,7 +177,7 @@ impl Partitioned {
     }
 
     /// The ranges the graphs of `net` compute (float mode) over `ids`: the first half
-    /// prefilled, the rest decoded.
+    /// through `prefill_all` and then `prefill`, the rest decoded.
     fn observe(
         &self,
         net: NetFile,
@@ -193,10 +188,12 @@ impl Partitioned {
         let mut engine = self.engine(net, bin, SimMode::Float, Some(observer.clone()))?;
         let ids = &ids[..ids.len().min(engine.config().context_window)];
         let (prompt, rest) = ids.split_at(ids.len().div_ceil(2));
-        engine.prefill(prompt)?;
+        engine.prefill_all(prompt)?;
         for &id in rest {
             engine.decode(id)?;
         }
+        engine.reset()?;
+        engine.prefill(prompt)?;
         let ranges = observer.lock().map(|r| r.clone()).unwrap_or_default();
         Ok(ranges)
     }

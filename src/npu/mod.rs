@@ -1,12 +1,10 @@
 //! The NPU path (Qualcomm HTP through QNN): the SoCs it targets ([`soc`]), what their
 //! NPU runs ([`capability`]), the pass that moves the static parts of a model's exported
 //! functions onto it ([`partition`]), the QNN lowering, recipe, validator and emitter
-//! ([`qnn`]), running a partitioned model with the host reference backend ([`host`],
-//! [`load`]) and `compile --npu qnn` ([`compile`]).
+//! ([`qnn`]), running a partitioned model with the host reference backend ([`load`]) and `compile --npu qnn` ([`compile`]).
 
 pub mod capability;
 pub mod compile;
-pub mod host;
 pub mod load;
 pub mod partition;
 pub mod qnn;

@@ -14,7 +14,8 @@
 //! shapes (`codegen="qnn"`, the SoC and the chunk as attributes; activations first, then
 //! the weights it reads, `num_input` counting the activations; weight-only bindings such
 //! as a weight's transpose are copied in), and the caller calls it as the runtime builtin
-//! `npu.<function>_npu<k>`, whose tuple of outputs the following bindings take apart.
+//! `npu.<function>_npu<k>` on its activations alone (the weights are the NPU graph's
+//! static tensors), whose tuple of outputs the following bindings take apart.
 //! Attention, the rotary embedding, the embedding gather, the KV cache and the sampling
 //! head's selections stay on the CPU.
 
@@ -29,8 +30,10 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// The functions partitioned, and whether each runs over chunks of tokens (its input
 /// dims fixed to the chunk) or one token, as mllm's QNN path builds them: a prefill graph
-/// over a fixed chunk of tokens and a decode graph of one.
-pub const NPU_FUNCTIONS: &[(&str, bool)] = &[("prefill", true), ("decode", false)];
+/// over a fixed chunk of tokens and a decode graph of one (and `prefill_all`, every
+/// position's logits, for perplexity).
+pub const NPU_FUNCTIONS: &[(&str, bool)] =
+    &[("prefill", true), ("prefill_all", true), ("decode", false)];
 
 /// The attribute naming the external codegen of an outlined function.
 pub const CODEGEN_ATTR: &str = "codegen";
@@ -266,6 +269,7 @@ impl PartitionNpu {
             exported: false,
             attrs,
         };
+        inputs.truncate(activations);
         Outlined {
             name,
             function: function.subst_dims(&scope.map()),
@@ -280,6 +284,8 @@ impl PartitionNpu {
 struct Outlined {
     name: String,
     function: Function,
+    /// The caller's values it reads: its activations (its weights are the graph's own,
+    /// static on the NPU, so the call does not pass them).
     inputs: Vec<Var>,
     outputs: Vec<Var>,
 }

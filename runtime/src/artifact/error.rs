@@ -145,4 +145,29 @@ pub enum ArtifactError {
     /// The engine refused the artifact's sizes.
     #[error(transparent)]
     Engine(#[from] Box<EngineError>),
+    /// The artifact's functions call NPU graphs, and no NPU backend was asked for.
+    #[error("{}: its prefill and decode call NPU graphs ({soc}, {backend}): load it with an NPU backend (`--npu sim`: the host reference backend)", path.display())]
+    NeedsNpu {
+        /// The artifact folder.
+        path: PathBuf,
+        /// The SoC the graphs are for.
+        soc: String,
+        /// Their backend.
+        backend: String,
+    },
+    /// An NPU backend was asked for an artifact without NPU graphs.
+    #[error("{}: has no NPU graphs (compile it with `--npu qnn` to run it with `--npu sim`)", path.display())]
+    NoNpu {
+        /// The artifact folder.
+        path: PathBuf,
+    },
+    /// The NPU graphs could not be loaded or bound.
+    #[error("{}: its NPU graphs", path.display())]
+    Npu {
+        /// The `npu/` folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }

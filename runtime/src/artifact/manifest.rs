@@ -20,6 +20,8 @@ pub const VM_FILE: &str = "vm.json";
 pub const MODULE_FILE: &str = "module.txt";
 /// The converted weights.
 pub const PARAMS_FILE: &str = "params/model.safetensors";
+/// The NPU graphs' folder (see [`crate::qnn`]).
+pub const NPU_DIR: &str = "npu";
 /// How [`Target::kernels`] records kernels compiled ahead of time into a shared library.
 pub const KERNELS_AOT: &str = "aot";
 
@@ -52,6 +54,25 @@ pub struct Manifest {
     pub target: Target,
     /// SHA-256 (hex) of every other file, by artifact-relative path.
     pub files: BTreeMap<String, String>,
+    /// The NPU graphs `prefill`, `prefill_all` and `decode` call, when the artifact was
+    /// compiled with an NPU partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npu: Option<NpuRecord>,
+}
+
+/// What an artifact's `npu/` folder holds: which NPU, and how its graphs were made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NpuRecord {
+    /// The backend (`qnn-htp`).
+    pub backend: String,
+    /// The SoC the graphs are for (`SM8650`).
+    pub soc: String,
+    /// Tokens per prefill graph call.
+    pub chunk: i64,
+    /// The quantization recipe (`w4a16`).
+    pub recipe: String,
+    /// The graphs' files, by artifact-relative path (listed in `files` too).
+    pub files: Vec<String>,
 }
 
 /// The KV cache dtype of a manifest that records none.

@@ -41,7 +41,7 @@ mod tests;
 pub use error::ArtifactError;
 pub use hash::sha256_file;
 pub use manifest::{
-    FunctionSignature, Manifest, Target, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE, MODULE_FILE,
-    PARAMS_FILE, VM_FILE,
+    FunctionSignature, Manifest, NpuRecord, Target, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE,
+    MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE,
 };
 pub use open::{is_artifact, verify_artifact, Artifact, LoadedEngine};

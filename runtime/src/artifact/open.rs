@@ -1,13 +1,15 @@
 //! [`Artifact::open`]: an artifact folder in, a VM with its kernels and weights out.
 
 use super::error::ArtifactError;
-use super::manifest::{Manifest, MANIFEST_FILE, MODULE_FILE, PARAMS_FILE, VM_FILE};
+use super::manifest::{Manifest, MANIFEST_FILE, MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE};
 use crate::abi::SharedKernelLibrary;
 use crate::chat::{eos_ids, eos_token_ids, Tokenizer};
 use crate::engine::{Engine, EngineConfig};
 use crate::microkernel::MicrokernelSet;
 use crate::packed::Registry;
 use crate::pool::ThreadPool;
+use crate::qnn::bind::register_npu_graphs;
+use crate::qnn::sim::{SimContext, SimMode};
 use crate::value::Value;
 use crate::vm::{Executable, VirtualMachine};
 use crate::weights::WeightStore;
@@ -27,7 +29,46 @@ pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
     manifest.check_compatible(dir)?;
     let library = manifest.target.library.as_str();
     manifest.check_files(dir, &[MODULE_FILE, VM_FILE, PARAMS_FILE, library])?;
+    if let Some(npu) = &manifest.npu {
+        let files: Vec<&str> = npu.files.iter().map(String::as_str).collect();
+        manifest.check_files(dir, &files)?;
+    }
     Ok(manifest)
+}
+
+/// The runtime's builtins, and `npu.<graph>` for each NPU graph of the artifact run by
+/// the host reference backend in mode `npu` (both or neither).
+fn npu_builtins(
+    dir: &Path,
+    manifest: &Manifest,
+    npu: Option<SimMode>,
+) -> Result<Registry, ArtifactError> {
+    let mut builtins = Registry::with_builtins();
+    let mode = match (&manifest.npu, npu) {
+        (None, None) => return Ok(builtins),
+        (None, Some(_)) => {
+            return Err(ArtifactError::NoNpu {
+                path: dir.to_path_buf(),
+            })
+        }
+        (Some(record), None) => {
+            return Err(ArtifactError::NeedsNpu {
+                path: dir.to_path_buf(),
+                soc: record.soc.clone(),
+                backend: record.backend.clone(),
+            })
+        }
+        (Some(_), Some(mode)) => mode,
+    };
+    let path = dir.join(NPU_DIR);
+    let failed = |source: Box<dyn std::error::Error + Send + Sync>| ArtifactError::Npu {
+        path: path.clone(),
+        source,
+    };
+    let sim = SimContext::load(&path).map_err(|e| failed(Box::new(e)))?;
+    register_npu_graphs(&mut builtins, Arc::new(sim), mode, None)
+        .map_err(|e| failed(Box::new(e)))?;
+    Ok(builtins)
 }
 
 /// A checked artifact loaded into a VM with its kernel library and weights.
@@ -54,7 +95,14 @@ impl Artifact {
     /// the microkernels its CPU features allow, and maps its weights, checked against the
     /// names, shapes and dtypes the manifest records.
     pub fn open(dir: &Path) -> Result<Artifact, ArtifactError> {
+        Artifact::open_with(dir, None)
+    }
+
+    /// [`Artifact::open`] with its NPU graphs (if it has them, which then is required)
+    /// run by the host reference backend in `npu` mode.
+    pub fn open_with(dir: &Path, npu: Option<SimMode>) -> Result<Artifact, ArtifactError> {
         let manifest = verify_artifact(dir)?;
+        let builtins = npu_builtins(dir, &manifest, npu)?;
         let vm_path = dir.join(VM_FILE);
         let executable =
             Executable::load(&vm_path).map_err(|source| ArtifactError::Executable {
@@ -66,10 +114,12 @@ impl Artifact {
         // SAFETY: the library's hash is the one the compiler recorded (`verify_artifact`),
         // so it is the kernel library the compiler wrote.
         let library = unsafe { SharedKernelLibrary::open(&library_path, &executable.kernels) }?;
-        let vm = VirtualMachine::new(executable, Arc::new(library), &Registry::with_builtins())
-            .map_err(|source| ArtifactError::Vm {
-                path: vm_path,
-                source: Box::new(source),
+        let vm =
+            VirtualMachine::new(executable, Arc::new(library), &builtins).map_err(|source| {
+                ArtifactError::Vm {
+                    path: vm_path,
+                    source: Box::new(source),
+                }
             })?;
         let features: Vec<&str> = manifest
             .target

@@ -59,6 +59,7 @@ fn manifest() -> Manifest {
             library: "kernels.so".into(),
         },
         files: Default::default(),
+        npu: None,
     }
 }
 

@@ -4,6 +4,7 @@
 //! backend read them.
 
 pub mod bin;
+pub mod bind;
 pub mod codes;
 pub mod net;
 pub mod sim;

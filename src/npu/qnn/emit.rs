@@ -62,6 +62,18 @@ pub fn float_parts(net: &FloatNet) -> (NetFile, BTreeMap<String, Vec<u8>>) {
     (net_file(net, &net.graph, "calibration"), bin)
 }
 
+/// The files [`write_npu_dir`] writes, by name inside the folder.
+pub const NPU_FILES: [&str; 8] = [
+    NET_FILE,
+    BIN_FILE,
+    CPP_FILE,
+    IO_SPEC_FILE,
+    HTP_EXTENSIONS_FILE,
+    HTP_CONFIG_FILE,
+    BUILD_FILE,
+    MANIFEST_FILE,
+];
+
 /// Writes the folder `dir` (created) for `net` on `soc`.
 pub fn write_npu_dir(
     dir: &Path,

@@ -59,8 +59,7 @@ impl Recipe {
     }
 }
 
-/// Observed `(min, max)` of every non-static tensor, by name.
-pub type Ranges = BTreeMap<String, (f32, f32)>;
+pub use oxrelax_runtime::qnn::bind::Ranges;
 
 /// The quantized net: its graph with types and encodings, and each static tensor's bytes.
 #[derive(Debug, Clone)]

@@ -1,34 +1,38 @@
-//! Running a partitioned module on the host: each outlined NPU graph is registered as the
-//! packed function `npu.<graph>` its caller calls, executed by the QNN host reference
-//! backend (`oxrelax_runtime::qnn::sim`) on the emitted graphs. A prefill graph runs full
-//! chunks: the rows of a shorter call are padded with zeros and its outputs cut back
-//! (every NPU op works row by row, so padding changes no real row).
+//! A partitioned model's NPU graphs run on the host: each graph of an `npu/` folder is
+//! registered as the packed function `npu.<graph>` the compiled CPU part calls on the
+//! graph's activations, executed by the host reference backend ([`super::sim`]). A
+//! prefill graph runs full chunks: a shorter call's rows are padded with zeros along the
+//! token axis and its outputs cut back (every NPU op works row by row, so padding changes
+//! no real row).
 
-use super::qnn::recipe::Ranges;
-use oxrelax_runtime::packed::{Args, BuiltinError, BuiltinFailure};
-use oxrelax_runtime::qnn::net::NetFile;
-use oxrelax_runtime::qnn::sim::{SimContext, SimMode};
-use oxrelax_runtime::{Registry, Tensor, Value, ValueKind};
+use super::net::NetFile;
+use super::sim::{SimContext, SimMode};
+use crate::packed::{Args, BuiltinError, BuiltinFailure};
+use crate::{Registry, Tensor, Value, ValueKind};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+
+/// Observed `(min, max)` of tensors, by name.
+pub type Ranges = BTreeMap<String, (f32, f32)>;
 
 /// Where the observed ranges of a calibration run go.
 pub type RangeObserver = Arc<Mutex<Ranges>>;
 
-/// Registers `npu.<graph>` for every graph of `sim` in `registry`, taking `arity[graph]`
-/// arguments (the graph's activations first, then the weights its caller passes, which
-/// the backend does not read: its weights are the emitted static tensors). With
-/// `observer`, every tensor's range is widened to what each call computes.
+/// Registers `npu.<graph>` for every graph of `sim` in `registry`, taking the graph's
+/// activations (its weights are its static tensors). With `observer`, every tensor's
+/// range is widened to what each call computes.
 pub fn register_npu_graphs(
     registry: &mut Registry,
     sim: Arc<SimContext>,
     mode: SimMode,
-    arity: &dyn Fn(&str) -> usize,
     observer: Option<RangeObserver>,
 ) -> Result<(), BuiltinError> {
     let net: &NetFile = sim.net();
     for graph in &net.graphs {
-        let params: Vec<(&str, ValueKind)> = (0..arity(&graph.name))
-            .map(|_| ("arg", ValueKind::Tensor))
+        let params: Vec<(&str, ValueKind)> = graph
+            .inputs
+            .iter()
+            .map(|_| ("activation", ValueKind::Tensor))
             .collect();
         let (sim, observer, graph) = (sim.clone(), observer.clone(), graph.name.clone());
         registry.register(&format!("npu.{graph}"), &params, move |args| {

@@ -1,0 +1,81 @@
+//! The NPU part of an artifact (`compile --npu qnn`): its graphs compiled, bound for the
+//! compile-time weight transforms, and written to `npu/` with a manifest record.
+
+use super::error::ArtifactError;
+use super::write::CompileOptions;
+use crate::model::{LoadError, LoadOptions, Quantization};
+use crate::npu::compile::{npu_parts, NpuCompile, NpuParts, QNN_BACKEND};
+use crate::npu::qnn::emit::{write_npu_dir, NPU_FILES};
+use oxrelax_runtime::artifact::{NpuRecord, NPU_DIR};
+use oxrelax_runtime::qnn::bind::register_npu_graphs;
+use oxrelax_runtime::qnn::sim::{SimContext, SimMode};
+use oxrelax_runtime::Registry;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The CPU part's weight scheme with an NPU: f32 (the NPU's recipe quantizes what it
+/// runs); another scheme asked for is an error.
+pub fn npu_scheme(asked: Quantization) -> Result<Quantization, ArtifactError> {
+    match asked {
+        Quantization::Auto | Quantization::Q0f32 => Ok(Quantization::Q0f32),
+        other => Err(ArtifactError::NpuScheme {
+            scheme: other.name().to_string(),
+        }),
+    }
+}
+
+/// The NPU part of the model in `src`.
+pub fn compile_npu_part(
+    src: &Path,
+    options: &CompileOptions,
+    npu: &NpuCompile,
+) -> Result<NpuParts, LoadError> {
+    let load = LoadOptions {
+        max_context: options.max_context,
+        kv_dtype: Some(options.kv_dtype),
+        ..LoadOptions::default()
+    };
+    let command = format!(
+        "oxrelax compile {} --npu qnn --soc {} --chunk {} --npu-recipe {}",
+        src.display(),
+        npu.soc.name,
+        npu.chunk,
+        npu.recipe.name
+    );
+    npu_parts(src, &load, npu, &command).map_err(|e| LoadError::Npu(Box::new(e)))
+}
+
+/// The runtime's builtins and the NPU graphs on the host reference backend (what the
+/// weight transforms run with; they never call the graphs).
+pub fn npu_builtins(parts: &NpuParts) -> Result<Registry, LoadError> {
+    let npu = |e: Box<dyn std::error::Error + Send + Sync>| {
+        LoadError::from(oxrelax_runtime::artifact::ArtifactError::Npu {
+            path: NPU_DIR.into(),
+            source: e,
+        })
+    };
+    let sim = SimContext::from_parts(parts.net.clone(), parts.quantized.statics.clone())
+        .map_err(|e| npu(Box::new(e)))?;
+    let mut builtins = Registry::with_builtins();
+    register_npu_graphs(&mut builtins, Arc::new(sim), SimMode::Spec, None)
+        .map_err(|e| npu(Box::new(e)))?;
+    Ok(builtins)
+}
+
+/// Writes `parts`' graphs into the artifact folder `out` and returns their manifest
+/// record.
+pub fn write_npu_part(
+    out: &Path,
+    parts: &NpuParts,
+    npu: &NpuCompile,
+) -> Result<NpuRecord, LoadError> {
+    write_npu_dir(&out.join(NPU_DIR), &parts.net, &parts.quantized, &npu.soc)
+        .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
+    Ok(NpuRecord {
+        backend: QNN_BACKEND.into(),
+        soc: npu.soc.name.into(),
+        chunk: npu.chunk,
+        recipe: npu.recipe.name.into(),
+        files: NPU_FILES.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),
+    })
+}

@@ -402,11 +402,22 @@ fn a_short_raw_entry_is_refused() {
 #[test]
 fn decode_reading_a_weight_prefill_does_not_is_refused() {
     breaks_only("weights-shared", |n| {
-        let g = n.net.graph.tensors["g"].clone();
-        n.net.graph.tensors.insert("g2".into(), g);
-        n.bin.insert("g2".into(), n.bin["g"].clone());
-        node_mut(n, "decode_npu0.norm").input_names[1] = "g2".into();
+        let w = n.net.graph.tensors["w"].clone();
+        n.net.graph.tensors.insert("w2".into(), w);
+        n.bin.insert("w2".into(), n.bin["w"].clone());
+        node_mut(n, "decode_npu0.conv").input_names[1] = "w2".into();
     });
+}
+
+#[test]
+fn a_norm_weight_only_prefill_reads_is_allowed() {
+    let mut net = valid();
+    let g = net.net.graph.tensors["g"].clone();
+    net.net.graph.tensors.insert("g2".into(), g);
+    net.bin.insert("g2".into(), net.bin["g"].clone());
+    node_mut(&mut net, "decode_npu0.norm").input_names[1] = "g2".into();
+    let report = validate(&net.net, &net.bin, &ValidateOptions::default());
+    assert!(report.is_clean(), "{}", listing(&report));
 }
 
 #[test]

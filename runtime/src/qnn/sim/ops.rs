@@ -90,11 +90,22 @@ fn conv2d(ctx: &NodeCtx) -> Result<Array, SimError> {
     let shape = conv_shape(ctx)?;
     let (x, w) = (&ctx.inputs[0].array.data, &ctx.inputs[1].array.data);
     let bias = ctx.inputs.get(2).map(|b| &b.array.data);
-    let mut out = Vec::with_capacity(shape.rows * shape.cout);
-    for row in x.chunks_exact(shape.cin) {
-        for c in 0..shape.cout {
-            let dot: f32 = (0..shape.cin).map(|k| row[k] * w[k * shape.cout + c]).sum();
-            out.push(dot + bias.map_or(0.0, |b| b[c]));
+    let mut out = vec![0.0f32; shape.rows * shape.cout];
+    // Row by row, the weight rows streamed in order (each output still sums over k in
+    // order, then adds the bias).
+    for (row, acc) in x
+        .chunks_exact(shape.cin)
+        .zip(out.chunks_exact_mut(shape.cout))
+    {
+        for (&xk, w_k) in row.iter().zip(w.chunks_exact(shape.cout)) {
+            for (a, &wkc) in acc.iter_mut().zip(w_k) {
+                *a += xk * wkc;
+            }
+        }
+        if let Some(bias) = bias {
+            for (a, &b) in acc.iter_mut().zip(bias.iter()) {
+                *a += b;
+            }
         }
     }
     let mut dims = ctx.inputs[0].array.dims.clone();

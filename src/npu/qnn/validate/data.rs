@@ -32,7 +32,8 @@ pub(crate) fn bin_sizes(ctx: &Ctx, f: &mut Findings) {
     }
 }
 
-/// The static tensors the nodes of graphs named `prefix*` read, if there are such graphs.
+/// The projection weights (`Conv2d` filters) the nodes of graphs named `prefix*` read, if
+/// there are such graphs.
 fn weights_read<'a>(ctx: &Ctx<'a>, prefix: &str) -> Option<BTreeSet<&'a str>> {
     let graphs: Vec<_> = ctx
         .net
@@ -43,13 +44,16 @@ fn weights_read<'a>(ctx: &Ctx<'a>, prefix: &str) -> Option<BTreeSet<&'a str>> {
     let nodes = graphs.iter().flat_map(|g| &g.nodes);
     let inputs = nodes
         .filter_map(|n| ctx.net.graph.nodes.get(n))
-        .flat_map(|n| &n.input_names)
+        .filter(|n| n.op_type == "Conv2d")
+        .filter_map(|n| n.input_names.get(1))
         .filter(|n| ctx.is_static(n));
     (!graphs.is_empty()).then(|| inputs.map(String::as_str).collect())
 }
 
-/// Rule `weights-shared`: the `prefill*` graphs read the same static tensors as the
-/// `decode*` graphs (when there are both): the context holds one copy of the weights.
+/// Rule `weights-shared`: the `prefill*` graphs read the same projection weights as the
+/// `decode*` graphs (when there are both): the context holds one copy of them. (A norm's
+/// weight may stay with the CPU in one of them: the partition groups each function's
+/// bindings on its own.)
 pub(crate) fn weights_shared(ctx: &Ctx, f: &mut Findings) {
     let (Some(prefill), Some(decode)) = (weights_read(ctx, "prefill"), weights_read(ctx, "decode"))
     else {

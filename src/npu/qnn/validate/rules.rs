@@ -75,7 +75,7 @@ pub const RULES: &[Rule] = &[
     ),
     rule(
         "weights-shared",
-        "prefill and decode graphs read the same static tensors",
+        "prefill and decode graphs read the same projection weights",
         data::weights_shared,
     ),
     rule(

@@ -10,6 +10,7 @@ use oxrelax::npu::{partition_pipeline, PartitionNpu, Soc, QNN_HTP};
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
+use oxrelax_dsl::IRModule;
 use oxrelax_models::{ExportOptions, KvDtype};
 use std::path::PathBuf;
 
@@ -86,6 +87,7 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => modules_after_each_pass(module, &Target::host(), instrument)?,
     };
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();
+    check_function_names(&names, &stages)?;
     let shown = |module| {
         if names.is_empty() {
             print_module(module)
@@ -119,4 +121,29 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     print!("{}", shown(module));
     Ok(())
+}
+
+/// An error naming each of `names` no stage's module defines, with the functions there
+/// are.
+fn check_function_names(
+    names: &[&str],
+    stages: &[(String, IRModule)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let defined = |name: &str| stages.iter().any(|(_, m)| m.functions.contains_key(name));
+    let unknown: Vec<&str> = names.iter().copied().filter(|n| !defined(n)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let mut known: Vec<&str> = stages
+        .iter()
+        .flat_map(|(_, m)| m.functions.keys().map(String::as_str))
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    Err(format!(
+        "no function {} in the module (its functions: {})",
+        unknown.join(", "),
+        known.join(", ")
+    )
+    .into())
 }

@@ -92,3 +92,42 @@ fn opt_reports_bad_input_without_a_panic() {
         .unwrap()
         .contains("cannot read /nonexistent/module.txt"));
 }
+
+/// Out-of-range sampling options, an unknown function for `dump-ir` and `--npu sim` on a
+/// model folder are errors naming the value, not silently accepted.
+#[test]
+fn invalid_options_are_errors_naming_them() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/assets/tiny-llama");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--temperature", "nan"], "temperature = NaN"),
+        (&["--temperature", "-1"], "temperature = -1"),
+        (&["--top-p", "2"], "top_p = 2"),
+        (&["--top-p", "0"], "top_p = 0"),
+        (&["--repetition-penalty", "-2"], "repetition_penalty = -2"),
+        (&["--npu", "sim"], "--npu sim runs an artifact's NPU graphs"),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec![
+            "generate",
+            "--model",
+            model,
+            "--prompt",
+            "hi",
+            "--max-new-tokens",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let out = oxrelax(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{extra:?}: {stderr}"
+        );
+    }
+    let out = oxrelax(&["dump-ir", model, "--function", "nosuch"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("no function nosuch"),
+        "{stderr}"
+    );
+}

@@ -30,7 +30,7 @@ pub use engine::{Chat, Engine, EngineConfig, EngineError};
 pub use kv_cache::{KvCache, KvCacheError, KvFormat, SharedKvCache};
 pub use packed::{Args, BuiltinError, BuiltinFailure, PackedFunc, Registry};
 pub use pool::ThreadPool;
-pub use sampler::{Sampler, SamplingConfig};
+pub use sampler::{InvalidSampling, Sampler, SamplingConfig};
 pub use tensor::{Arena, StorageKind, Tensor, TensorError};
 pub use value::{Object, Value, ValueKind};
 pub use vm::{Executable, VirtualMachine, VmError};

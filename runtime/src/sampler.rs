@@ -21,6 +21,56 @@ pub struct SamplingConfig {
     pub seed: u64,
 }
 
+/// A sampling option out of its range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{option} = {value}: {expected}")]
+pub struct InvalidSampling {
+    /// The option (`temperature`, `top_p`, `repetition_penalty`).
+    pub option: &'static str,
+    /// Its value, as given.
+    pub value: f32,
+    /// What it must be.
+    pub expected: &'static str,
+}
+
+/// An option's name, value, test and what it must be.
+type RangeRule = (&'static str, f32, fn(f32) -> bool, &'static str);
+
+impl SamplingConfig {
+    /// Checks every option's range: temperature finite and >= 0, top_p in (0, 1],
+    /// repetition_penalty finite and > 0.
+    pub fn check(&self) -> Result<(), InvalidSampling> {
+        let rules: [RangeRule; 3] = [
+            (
+                "temperature",
+                self.temperature,
+                |t| t.is_finite() && t >= 0.0,
+                "a finite number >= 0 (0: greedy)",
+            ),
+            (
+                "top_p",
+                self.top_p,
+                |p| p > 0.0 && p <= 1.0,
+                "a probability in (0, 1]",
+            ),
+            (
+                "repetition_penalty",
+                self.repetition_penalty,
+                |r| r.is_finite() && r > 0.0,
+                "a finite number > 0 (1: off)",
+            ),
+        ];
+        match rules.into_iter().find(|(_, value, ok, _)| !ok(*value)) {
+            Some((option, value, _, expected)) => Err(InvalidSampling {
+                option,
+                value,
+                expected,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for SamplingConfig {
     fn default() -> Self {
         SamplingConfig {
@@ -41,7 +91,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler seeded with `config.seed`.
+    /// A sampler seeded with `config.seed` ([`SamplingConfig::check`] its options first:
+    /// out of range, they sample as their nearest sensible value would, or not at all).
     pub fn new(config: SamplingConfig) -> Self {
         let rng = StdRng::seed_from_u64(config.seed);
         Sampler { config, rng }
@@ -139,6 +190,54 @@ pub fn argmax(logits: &[f32]) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn out_of_range_options_are_named() {
+        use super::SamplingConfig;
+        let bad = |c: SamplingConfig| c.check().unwrap_err().option;
+        let d = SamplingConfig::default();
+        assert!(d.check().is_ok());
+        assert_eq!(
+            bad(SamplingConfig {
+                temperature: f32::NAN,
+                ..d.clone()
+            }),
+            "temperature"
+        );
+        assert_eq!(
+            bad(SamplingConfig {
+                temperature: -1.0,
+                ..d.clone()
+            }),
+            "temperature"
+        );
+        assert_eq!(
+            bad(SamplingConfig {
+                top_p: 2.0,
+                ..d.clone()
+            }),
+            "top_p"
+        );
+        assert_eq!(
+            bad(SamplingConfig {
+                top_p: 0.0,
+                ..d.clone()
+            }),
+            "top_p"
+        );
+        assert_eq!(
+            bad(SamplingConfig {
+                repetition_penalty: -2.0,
+                ..d.clone()
+            }),
+            "repetition_penalty"
+        );
+        let message = SamplingConfig { top_p: 2.0, ..d }
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(message, "top_p = 2: a probability in (0, 1]");
+    }
+
     use super::*;
 
     fn sampler(temperature: f32, top_k: usize, top_p: f32) -> Sampler {

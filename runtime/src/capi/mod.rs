@@ -192,13 +192,17 @@ pub unsafe extern "C" fn oxrelax_generate(
             .unwrap_or_else(|| oxrelax_default_generate_options());
         let n_out = non_null(n_out, "n_out")?;
         let LoadedEngine { engine, tokenizer } = &mut model.loaded;
-        let mut sampler = Sampler::new(SamplingConfig {
+        let config = SamplingConfig {
             temperature: options.temperature,
             top_p: options.top_p,
             top_k: options.top_k as usize,
             repetition_penalty: options.repetition_penalty,
             seed: options.seed,
-        });
+        };
+        config
+            .check()
+            .map_err(|e| Failure::invalid(e.to_string()))?;
+        let mut sampler = Sampler::new(config);
         let run = GenerateOptions {
             max_new_tokens: options.max_new_tokens as usize,
             ignore_eos: options.ignore_eos != 0,

@@ -38,7 +38,7 @@ pub fn run_chat(args: &ChatArgs, model: LoadedEngine) -> CliResult<()> {
         system: args.system.clone(),
         keep_logits: false,
     };
-    let mut chat = Chat::new(engine, tokenizer, args.sampling.sampler(), options)?;
+    let mut chat = Chat::new(engine, tokenizer, args.sampling.sampler()?, options)?;
     eprintln!("chat ready: /reset forgets the conversation, /stats, /exit (or end of input)");
     let mut last: Option<Reply> = None;
     let stdin = std::io::stdin();

@@ -143,7 +143,7 @@ pub fn run_generate(args: &GenerateArgs, model: LoadedEngine) -> CliResult<()> {
         ignore_eos: args.ignore_eos,
         keep_logits: args.dump_logits.is_some(),
     };
-    let mut sampler = args.sampling.sampler();
+    let mut sampler = args.sampling.sampler()?;
     let mut stdout = std::io::stdout().lock();
     let mut detokenizer = tokenizer
         .as_ref()

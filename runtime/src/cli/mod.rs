@@ -8,7 +8,7 @@ mod generate;
 pub use chat::{run_chat, ChatArgs};
 pub use generate::{run_generate, stop_word, GenerateArgs, GenerateReport, StatsReport};
 
-use crate::sampler::{Sampler, SamplingConfig};
+use crate::sampler::{InvalidSampling, Sampler, SamplingConfig};
 use clap::Args;
 
 /// What a command returns: any error, printed with its causes by [`print_error`].
@@ -27,16 +27,16 @@ pub fn print_error(err: &dyn std::error::Error) {
 #[derive(Args, Clone)]
 pub struct SamplingArgs {
     /// Sampling temperature (0 or absent: greedy).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f32>,
     /// Nucleus sampling: keep the most likely tokens up to this probability mass.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub top_p: f32,
     /// Keep only this many most likely tokens (0: all).
     #[arg(long, default_value_t = 0)]
     pub top_k: usize,
     /// Penalize tokens seen already (1: off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub repetition_penalty: f32,
     /// Seed of the random generator.
     #[arg(long, default_value_t = 0)]
@@ -44,14 +44,16 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
-    /// The sampler these options describe.
-    pub fn sampler(&self) -> Sampler {
-        Sampler::new(SamplingConfig {
+    /// The sampler these options describe, once their ranges are checked.
+    pub fn sampler(&self) -> Result<Sampler, InvalidSampling> {
+        let config = SamplingConfig {
             temperature: self.temperature.unwrap_or(0.0),
             top_p: self.top_p,
             top_k: self.top_k,
             repetition_penalty: self.repetition_penalty,
             seed: self.seed,
-        })
+        };
+        config.check()?;
+        Ok(Sampler::new(config))
     }
 }

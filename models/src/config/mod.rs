@@ -186,6 +186,19 @@ impl ModelConfig {
         let (rope_theta, rope_scaling) = rope::parse_rope(&raw)?;
         check_supported(&raw)?;
         let heads = raw.num_attention_heads;
+        if raw.head_dim.is_none()
+            && architecture != Architecture::Qwen3
+            && heads > 0
+            && raw.hidden_size % heads != 0
+        {
+            return Err(ConfigError::invalid(
+                "num_attention_heads",
+                format!(
+                    "{heads} does not divide hidden_size {} (and no head_dim is given)",
+                    raw.hidden_size
+                ),
+            ));
+        }
         let default_head_dim = match architecture {
             Architecture::Qwen3 => 128,
             _ if heads > 0 => raw.hidden_size / heads,
@@ -218,7 +231,7 @@ impl ModelConfig {
         Ok(config)
     }
 
-    /// Checks sizes are positive and consistent.
+    /// Checks sizes are positive, within [`SIZE_LIMITS`] and consistent.
     fn check(&self) -> Result<(), ConfigError> {
         let sizes = [
             ("hidden_size", self.hidden_size),
@@ -235,6 +248,18 @@ impl ModelConfig {
                 field,
                 format!("must be positive, got {value}"),
             ));
+        }
+        for (field, value) in sizes {
+            let limit = SIZE_LIMITS
+                .iter()
+                .find(|(f, _)| *f == field)
+                .map(|&(_, l)| l);
+            if let Some(limit) = limit.filter(|&l| value > l) {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("{value} is beyond this compiler's limit of {limit}"),
+                ));
+            }
         }
         if self.num_attention_heads % self.num_key_value_heads != 0 {
             return Err(ConfigError::invalid(
@@ -265,6 +290,20 @@ impl ModelConfig {
         self.max_position_embeddings.min(cap)
     }
 }
+
+/// The largest value each size may take: far beyond any released model's (so a config
+/// past them is a mistake), and small enough that building the model's functions cannot
+/// exhaust memory before its weights are checked.
+pub const SIZE_LIMITS: &[(&str, i64)] = &[
+    ("hidden_size", 1 << 16),
+    ("intermediate_size", 1 << 18),
+    ("num_hidden_layers", 1 << 10),
+    ("num_attention_heads", 1 << 10),
+    ("num_key_value_heads", 1 << 10),
+    ("head_dim", 1 << 12),
+    ("vocab_size", 1 << 22),
+    ("max_position_embeddings", 1 << 24),
+];
 
 /// Rejects features the models do not implement: an activation other than SiLU and
 /// sliding-window attention.

@@ -199,12 +199,35 @@ fn unsupported_values_name_the_field_and_the_value() {
 }
 
 #[test]
+fn heads_that_do_not_divide_the_hidden_size_need_a_head_dim() {
+    let odd = with(
+        without(llama(), "head_dim"),
+        "num_attention_heads",
+        json!(5),
+    );
+    let odd = with(odd, "num_key_value_heads", json!(5));
+    let err = parse(&odd).unwrap_err().to_string();
+    assert!(err.contains("5 does not divide hidden_size"), "{err}");
+    assert!(parse(&with(odd, "head_dim", json!(16))).is_ok());
+}
+
+#[test]
 fn inconsistent_sizes_are_invalid() {
     let cases = [
         ("num_key_value_heads", json!(3), "num_key_value_heads"),
         ("head_dim", json!(15), "even head_dim"),
         ("hidden_size", json!(0), "hidden_size"),
         ("rope_theta", json!(0.5), "rope_theta"),
+        (
+            "num_hidden_layers",
+            json!(100_000_000),
+            "100000000 is beyond",
+        ),
+        (
+            "vocab_size",
+            json!(1i64 << 40),
+            "beyond this compiler's limit",
+        ),
     ];
     for (key, value, needle) in cases {
         let err = parse(&with(llama(), key, value)).unwrap_err();

@@ -19,12 +19,14 @@ use std::sync::Arc;
 /// How to load a model for running.
 #[derive(Args, Clone)]
 pub struct ModelArgs {
-    /// The longest context to support (KV cache positions).
-    #[arg(long, default_value_t = 4096)]
-    pub max_context: i64,
-    /// Tokens per prefill call at most; longer prompts are prefilled in chunks.
-    #[arg(long, default_value_t = 128)]
-    pub prefill_chunk: i64,
+    /// The longest context to support (KV cache positions; default 4096). An artifact
+    /// keeps the one it was compiled with.
+    #[arg(long)]
+    pub max_context: Option<i64>,
+    /// Tokens per prefill call at most (default 128); longer prompts are prefilled in
+    /// chunks. An artifact keeps the one it was compiled with.
+    #[arg(long)]
+    pub prefill_chunk: Option<i64>,
     /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
     /// or else q0f32); a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
@@ -43,7 +45,32 @@ pub struct ModelArgs {
     pub npu: Option<String>,
 }
 
+/// The context a model folder is compiled for unless `--max-context` says otherwise.
+const DEFAULT_MAX_CONTEXT: i64 = 4096;
+/// The prefill chunk a model folder is compiled for unless `--prefill-chunk` says otherwise.
+const DEFAULT_PREFILL_CHUNK: i64 = 128;
+
 impl ModelArgs {
+    /// An error naming the options given that an artifact cannot apply (it was compiled
+    /// with its context, prefill chunk and weight scheme).
+    fn check_applies_to_artifact(&self, dir: &Path) -> CliResult<()> {
+        let given = [
+            ("--max-context", self.max_context.is_some()),
+            ("--prefill-chunk", self.prefill_chunk.is_some()),
+            ("--quant", self.quant != Quantization::Auto),
+        ];
+        let given: Vec<&str> = given.iter().filter(|(_, g)| *g).map(|(o, _)| *o).collect();
+        if given.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} is a compiled artifact, which keeps the context, prefill chunk and weight scheme it was compiled with: {} cannot apply (compile again with them)",
+            dir.display(),
+            given.join(", ")
+        )
+        .into())
+    }
+
     /// The reference backend's mode `--npu` asks for.
     fn npu_mode(&self) -> Option<SimMode> {
         match self.npu.as_deref() {
@@ -88,13 +115,14 @@ pub fn open_engine_on(
     pool: Arc<ThreadPool>,
 ) -> CliResult<LoadedEngine> {
     let options = LoadOptions {
-        max_context: args.max_context,
-        prefill_chunk: args.prefill_chunk,
+        max_context: args.max_context.unwrap_or(DEFAULT_MAX_CONTEXT),
+        prefill_chunk: args.prefill_chunk.unwrap_or(DEFAULT_PREFILL_CHUNK),
         quantization: args.quant,
         kv_dtype: args.kv_dtype,
         ..LoadOptions::default()
     };
     if is_artifact(dir) {
+        args.check_applies_to_artifact(dir)?;
         let artifact = open_artifact_with(dir, args.kv_dtype, args.npu_mode())?;
         return Ok(artifact.into_engine(pool)?);
     }

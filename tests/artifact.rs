@@ -325,6 +325,14 @@ fn compile_quant_q0f16_stores_f16_projections_that_generate_runs() {
     let (ok, stdout, stderr) = oxrelax(&["generate", "--model", dir, "--prompt", "Hi", "--json"]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("\"ids\""), "{stdout}");
+    // What the artifact was compiled with cannot be changed when it is run.
+    let generate = ["generate", "--model", dir, "--prompt", "Hi"];
+    let (ok, _, stderr) =
+        oxrelax(&[&generate[..], &["--max-context", "32", "--quant", "q0f32"]].concat());
+    assert!(
+        !ok && stderr.contains("--max-context, --quant cannot apply"),
+        "{stderr}"
+    );
 
     let (ok, _, stderr) = oxrelax(&[&args[..], &["--quant", "q3f8"]].concat());
     assert!(!ok);

@@ -99,16 +99,8 @@ fn quant_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
                 .map(|s| format!("{{{:e}f, {}}}", s.scale, s.offset))
                 .collect();
             let blocks: Vec<String> = e.block_scales.iter().map(u16::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  static Qnn_ScaleOffset_t {name}_scales[] = {{{}}};",
-                scales.join(", ")
-            );
-            let _ = writeln!(
-                out,
-                "  static uint8_t {name}_blocks[] = {{{}}};",
-                blocks.join(", ")
-            );
+            c_array(out, "Qnn_ScaleOffset_t", &format!("{name}_scales"), &scales);
+            c_array(out, "uint8_t", &format!("{name}_blocks"), &blocks);
             let _ = writeln!(out, "  static Qnn_BlockwiseExpansion_t {name}_lpbq = {{{}, {name}_scales, {}, {}, QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_8, {{.blocksScale8 = {name}_blocks}}}};", e.axis, e.num_blocks_per_axis, e.block_scale_bitwidth);
             format!("lpbq(&{name}_lpbq)")
         }
@@ -116,13 +108,18 @@ fn quant_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
     }
 }
 
-fn tensor_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
-    let dims: Vec<String> = tensor.dims.iter().map(u32::to_string).collect();
+/// Writes `static <ctype> <name>[] = {<values>};`.
+fn c_array(out: &mut String, ctype: &str, name: &str, values: &[String]) {
     let _ = writeln!(
         out,
-        "  static uint32_t {name}_dims[] = {{{}}};",
-        dims.join(", ")
+        "  static {ctype} {name}[] = {{{}}};",
+        values.join(", ")
     );
+}
+
+fn tensor_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
+    let dims: Vec<String> = tensor.dims.iter().map(u32::to_string).collect();
+    c_array(out, "uint32_t", &format!("{name}_dims"), &dims);
     let quant = quant_expr(out, name, tensor);
     let dtype = tensor
         .dtype()
@@ -151,16 +148,8 @@ fn param_tensor(out: &mut String, node: &str, key: &str, param: &TensorParam) ->
     let name = format!("{node}_{key}");
     let dims: Vec<String> = param.dims.iter().map(u32::to_string).collect();
     let data: Vec<String> = param.data.iter().map(|v| (*v as u32).to_string()).collect();
-    let _ = writeln!(
-        out,
-        "  static uint32_t {name}_dims[] = {{{}}};",
-        dims.join(", ")
-    );
-    let _ = writeln!(
-        out,
-        "  static uint32_t {name}_data[] = {{{}}};",
-        data.join(", ")
-    );
+    c_array(out, "uint32_t", &format!("{name}_dims"), &dims);
+    c_array(out, "uint32_t", &format!("{name}_data"), &data);
     format!(
         "{{QNN_PARAMTYPE_TENSOR, \"{key}\", {{.tensorParam = make_tensor(\"{name}\", QNN_TENSOR_TYPE_STATIC, QNN_DATATYPE_UINT_32, no_encoding(), {}, {name}_dims, {name}_data, {})}}}}",
         param.dims.len(),

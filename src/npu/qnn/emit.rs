@@ -107,15 +107,7 @@ pub fn write_npu_dir(
     write(BUILD_FILE, build_script(soc).as_bytes())?;
     set_executable(&dir.join(BUILD_FILE)).map_err(io(&dir.join(BUILD_FILE)))?;
     let mut files = serde_json::Map::new();
-    for name in [
-        NET_FILE,
-        BIN_FILE,
-        CPP_FILE,
-        IO_SPEC_FILE,
-        HTP_EXTENSIONS_FILE,
-        HTP_CONFIG_FILE,
-        BUILD_FILE,
-    ] {
+    for &name in NPU_FILES.iter().filter(|&&f| f != MANIFEST_FILE) {
         let hash = sha256_file(&dir.join(name)).map_err(|e| QnnError::Io {
             path: dir.join(name),
             source: std::io::Error::other(e.to_string()),

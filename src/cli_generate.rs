@@ -9,9 +9,8 @@ use oxrelax::model::{load_hf, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
 use oxrelax_runtime::artifact::{is_artifact, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
-use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs};
+use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs, NpuArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
-use oxrelax_runtime::qnn::sim::SimMode;
 use oxrelax_runtime::ThreadPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,12 +36,9 @@ pub struct ModelArgs {
     /// asking it for another is an error.
     #[arg(long, value_parser = kv_dtype_parser())]
     pub kv_dtype: Option<KvDtype>,
-    /// Run an artifact's NPU graphs (compiled with `--npu qnn`) on the host reference
-    /// backend: `sim` with QNN's quantized semantics as specified (dequantize, compute in
-    /// f32, requantize), `sim-integer` with integer arithmetic where a fixed-point NPU
-    /// uses it.
-    #[arg(long, value_parser = ["sim", "sim-integer"])]
-    pub npu: Option<String>,
+    /// The backend of an artifact's NPU graphs.
+    #[command(flatten)]
+    pub npu: NpuArgs,
 }
 
 /// The context a model folder is compiled for unless `--max-context` says otherwise.
@@ -71,14 +67,6 @@ impl ModelArgs {
         .into())
     }
 
-    /// The reference backend's mode `--npu` asks for.
-    fn npu_mode(&self) -> Option<SimMode> {
-        match self.npu.as_deref() {
-            Some("sim-integer") => Some(SimMode::Integer),
-            Some(_) => Some(SimMode::Spec),
-            None => None,
-        }
-    }
 }
 
 /// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`, `q8`).
@@ -123,10 +111,10 @@ pub fn open_engine_on(
     };
     if is_artifact(dir) {
         args.check_applies_to_artifact(dir)?;
-        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu_mode())?;
+        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu.mode())?;
         return Ok(artifact.into_engine(pool)?);
     }
-    if args.npu.is_some() {
+    if args.npu.npu.is_some() {
         let message = "--npu sim runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
         return Err(format!("{}: {message}", dir.display()).into());
     }

@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use oxrelax_runtime::artifact::{Artifact, LoadedEngine};
 use oxrelax_runtime::cli::{
-    print_error, run_chat, run_generate, ChatArgs, CliResult, GenerateArgs,
+    print_error, run_chat, run_generate, ChatArgs, CliResult, GenerateArgs, NpuArgs,
 };
 use oxrelax_runtime::ThreadPool;
 use std::path::Path;
@@ -21,9 +21,19 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate text from a prompt; optionally dump every logit row.
-    Generate(GenerateArgs),
+    Generate {
+        #[command(flatten)]
+        run: GenerateArgs,
+        #[command(flatten)]
+        npu: NpuArgs,
+    },
     /// Chat interactively (stdin lines; /reset, /stats, /exit).
-    Chat(ChatArgs),
+    Chat {
+        #[command(flatten)]
+        run: ChatArgs,
+        #[command(flatten)]
+        npu: NpuArgs,
+    },
 }
 
 fn main() -> ExitCode {
@@ -38,13 +48,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult<()> {
     match cli.command {
-        Command::Generate(args) => run_generate(&args, open(&args.model)?),
-        Command::Chat(args) => run_chat(&args, open(&args.dir)?),
+        Command::Generate { run, npu } => run_generate(&run, open(&run.model, &npu)?),
+        Command::Chat { run, npu } => run_chat(&run, open(&run.dir, &npu)?),
     }
 }
 
-/// Opens the artifact in `dir` (every check of [`Artifact::open`]) into an engine on the
-/// process-wide thread pool.
-fn open(dir: &Path) -> CliResult<LoadedEngine> {
-    Ok(Artifact::open(dir)?.into_engine(ThreadPool::global())?)
+/// Opens the artifact in `dir` (every check of [`Artifact::open`], its NPU graphs on the
+/// backend `npu` asks for) into an engine on the process-wide thread pool.
+fn open(dir: &Path, npu: &NpuArgs) -> CliResult<LoadedEngine> {
+    Ok(Artifact::open_with(dir, npu.mode())?.into_engine(ThreadPool::global())?)
 }

@@ -8,6 +8,7 @@ mod generate;
 pub use chat::{run_chat, ChatArgs};
 pub use generate::{run_generate, stop_word, GenerateArgs, GenerateReport, StatsReport};
 
+use crate::qnn::sim::SimMode;
 use crate::sampler::{InvalidSampling, Sampler, SamplingConfig};
 use clap::Args;
 
@@ -20,6 +21,27 @@ pub fn print_error(err: &dyn std::error::Error) {
     eprintln!("error: {}", lines[0]);
     for cause in &lines[1..] {
         eprintln!("  caused by: {cause}");
+    }
+}
+
+/// Which backend runs an artifact's NPU graphs (`compile --npu qnn` artifacts need one).
+#[derive(Args, Clone, Default)]
+pub struct NpuArgs {
+    /// Run the artifact's NPU graphs on the host reference backend: `sim` with QNN's
+    /// quantized semantics as specified (dequantize, compute in f32, requantize),
+    /// `sim-integer` with integer arithmetic where a fixed-point NPU uses it.
+    #[arg(long, value_parser = ["sim", "sim-integer"])]
+    pub npu: Option<String>,
+}
+
+impl NpuArgs {
+    /// The reference backend's mode asked for.
+    pub fn mode(&self) -> Option<SimMode> {
+        match self.npu.as_deref() {
+            Some("sim-integer") => Some(SimMode::Integer),
+            Some(_) => Some(SimMode::Spec),
+            None => None,
+        }
     }
 }
 

@@ -66,7 +66,6 @@ impl ModelArgs {
         )
         .into())
     }
-
 }
 
 /// The parser of `--kv-dtype`: the name of a KV cache dtype (`f32`, `f16`, `q8`).

@@ -291,3 +291,64 @@ fn tiny_llama_graph_structure_snapshot() {
         insta::assert_snapshot!("tiny-llama.qnn-graphs", text);
     });
 }
+
+/// Per graph of the tiny Llama (a layer's projections each), on the inputs a real prompt
+/// gives it: how far spec mode (uint16 activations) is from float mode (the same int4
+/// weights, f32 activations), and integer mode from spec mode, as the worst SQNR over the
+/// graph's tensors. Printed for the record; each must keep 40 dB.
+#[test]
+fn per_graph_sqnr_of_the_quantized_modes() {
+    use oxrelax_runtime::qnn::bind::TensorObserver;
+    use oxrelax_runtime::qnn::sim::SimContext;
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    let dir = fixture("tiny-llama");
+    let model = partitioned(&dir);
+    let ranges = calibrated(&model, &dir);
+    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
+    let net = net_file(&model.net, &quantized.graph, "test");
+    let inputs: Arc<Mutex<BTreeMap<String, Vec<f32>>>> = Arc::default();
+    let captured = inputs.clone();
+    let graph_inputs: Vec<String> = net.graphs.iter().flat_map(|g| g.inputs.clone()).collect();
+    let observer: TensorObserver = Arc::new(move |_, tensor, values| {
+        if graph_inputs.iter().any(|i| i == tensor) {
+            captured
+                .lock()
+                .unwrap()
+                .entry(tensor.to_string())
+                .or_insert_with(|| values.to_vec());
+        }
+    });
+    let engine = model
+        .engine(
+            net.clone(),
+            quantized.statics.clone(),
+            SimMode::Float,
+            Some(observer),
+        )
+        .unwrap();
+    let prompt: Vec<u32> = (0..40).map(|i| (i * 37 + 5) % 1000 + 3).collect();
+    greedy(engine, &prompt, 4);
+    let sim = SimContext::from_parts(net.clone(), quantized.statics).unwrap();
+    let inputs = inputs.lock().unwrap();
+    let worst = |a, b, values: &[&[f32]], graph: &str| {
+        let gaps = sim.gaps(graph, values, a, b).unwrap();
+        gaps.iter().map(|g| g.sqnr_db).fold(f64::INFINITY, f64::min)
+    };
+    let mut lines = Vec::new();
+    for graph in net
+        .graphs
+        .iter()
+        .filter(|g| !g.name.starts_with("prefill_all"))
+    {
+        let values: Vec<&[f32]> = graph.inputs.iter().map(|i| inputs[i].as_slice()).collect();
+        let spec = worst(SimMode::Float, SimMode::Spec, &values, &graph.name);
+        let integer = worst(SimMode::Spec, SimMode::Integer, &values, &graph.name);
+        lines.push(format!(
+            "{}: spec vs float {spec:.1} dB, integer vs spec {integer:.1} dB",
+            graph.name
+        ));
+        assert!(spec >= 40.0 && integer >= 40.0, "{}", lines.join("\n"));
+    }
+    eprintln!("{}", lines.join("\n"));
+}

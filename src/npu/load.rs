@@ -16,7 +16,7 @@ use oxrelax_dsl::{IRModule, Target};
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
 use oxrelax_runtime::packed::BuiltinError;
-use oxrelax_runtime::qnn::bind::{register_npu_graphs, RangeObserver};
+use oxrelax_runtime::qnn::bind::{range_observer, register_npu_graphs, TensorObserver};
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
 use oxrelax_runtime::{DType, Registry, Tokenizer, Value, WeightStore};
@@ -108,14 +108,14 @@ pub fn partition_model(
 
 impl Partitioned {
     /// An engine running the CPU part on the host and the NPU graphs of `net` (with
-    /// static data `bin`) on the reference backend in `mode`, observing ranges into
-    /// `observer` when given.
+    /// static data `bin`) on the reference backend in `mode`, showing `observer` every
+    /// tensor the graphs compute when given.
     pub fn engine(
         &self,
         net: NetFile,
         bin: BTreeMap<String, Vec<u8>>,
         mode: SimMode,
-        observer: Option<RangeObserver>,
+        observer: Option<TensorObserver>,
     ) -> Result<Engine, NpuError> {
         let sim = Arc::new(SimContext::from_parts(net, bin)?);
         let mut builtins = Registry::with_builtins();
@@ -184,8 +184,9 @@ impl Partitioned {
         bin: BTreeMap<String, Vec<u8>>,
         ids: &[u32],
     ) -> Result<Ranges, NpuError> {
-        let observer: RangeObserver = Arc::new(Mutex::new(Ranges::new()));
-        let mut engine = self.engine(net, bin, SimMode::Float, Some(observer.clone()))?;
+        let ranges = Arc::new(Mutex::new(Ranges::new()));
+        let observer = range_observer(ranges.clone());
+        let mut engine = self.engine(net, bin, SimMode::Float, Some(observer))?;
         let ids = &ids[..ids.len().min(engine.config().context_window)];
         let (prompt, rest) = ids.split_at(ids.len().div_ceil(2));
         engine.prefill_all(prompt)?;
@@ -194,7 +195,7 @@ impl Partitioned {
         }
         engine.reset()?;
         engine.prefill(prompt)?;
-        let ranges = observer.lock().map(|r| r.clone()).unwrap_or_default();
+        let ranges = ranges.lock().map(|r| r.clone()).unwrap_or_default();
         Ok(ranges)
     }
 

@@ -15,17 +15,32 @@ use std::sync::{Arc, Mutex};
 /// Observed `(min, max)` of tensors, by name.
 pub type Ranges = BTreeMap<String, (f32, f32)>;
 
-/// Where the observed ranges of a calibration run go.
-pub type RangeObserver = Arc<Mutex<Ranges>>;
+/// Receives every non-static tensor a graph call computes (its inputs first, padded to
+/// the graph's tokens): the graph's name, the tensor's name and its values.
+pub type TensorObserver = Arc<dyn Fn(&str, &str, &[f32]) + Send + Sync>;
+
+/// An observer widening `ranges` to every tensor's values (calibration).
+pub fn range_observer(ranges: Arc<Mutex<Ranges>>) -> TensorObserver {
+    Arc::new(move |_graph, tensor, values| {
+        let (lo, hi) = values
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+                (l.min(v), h.max(v))
+            });
+        let mut ranges = ranges.lock().unwrap_or_else(|e| e.into_inner());
+        let range = ranges.entry(tensor.to_string()).or_insert((lo, hi));
+        *range = (range.0.min(lo), range.1.max(hi));
+    })
+}
 
 /// Registers `npu.<graph>` for every graph of `sim` in `registry`, taking the graph's
-/// activations (its weights are its static tensors). With `observer`, every tensor's
-/// range is widened to what each call computes.
+/// activations (its weights are its static tensors). With `observer`, every tensor each
+/// call computes is shown to it.
 pub fn register_npu_graphs(
     registry: &mut Registry,
     sim: Arc<SimContext>,
     mode: SimMode,
-    observer: Option<RangeObserver>,
+    observer: Option<TensorObserver>,
 ) -> Result<(), BuiltinError> {
     let net: &NetFile = sim.net();
     for graph in &net.graphs {
@@ -46,7 +61,7 @@ fn run_graph(
     sim: &SimContext,
     graph: &str,
     mode: SimMode,
-    observer: Option<&RangeObserver>,
+    observer: Option<&TensorObserver>,
     args: &Args<'_>,
 ) -> Result<Value, BuiltinError> {
     let spec = sim
@@ -92,14 +107,7 @@ fn run_graph(
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let mut observe = |tensor: &str, values: &[f32]| {
         if let Some(observer) = observer {
-            let (lo, hi) = values
-                .iter()
-                .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
-                    (l.min(v), h.max(v))
-                });
-            let mut ranges = observer.lock().unwrap_or_else(|e| e.into_inner());
-            let range = ranges.entry(tensor.to_string()).or_insert((lo, hi));
-            *range = (range.0.min(lo), range.1.max(hi));
+            observer(graph, tensor, values);
         }
     };
     let outputs = sim

@@ -111,16 +111,22 @@ impl Manifest {
             path: path.clone(),
             source,
         })?;
+        Manifest::parse(&text, &path)
+    }
+
+    /// Parses manifest `text`, checking its format version first; `path` names it in
+    /// errors. What [`Manifest::read`] does once it has read the file.
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, ArtifactError> {
         let malformed = |source| ArtifactError::Manifest {
-            path: path.clone(),
+            path: path.to_path_buf(),
             source,
         };
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(malformed)?;
+        let json: serde_json::Value = serde_json::from_str(text).map_err(malformed)?;
         // The version first: another version's manifest may lack fields or hold others.
         let found = json["format_version"].as_u64().unwrap_or(0);
         if found != u64::from(FORMAT_VERSION) {
             return Err(ArtifactError::FormatVersion {
-                path,
+                path: path.to_path_buf(),
                 found,
                 expected: FORMAT_VERSION,
             });
@@ -203,6 +209,30 @@ impl Manifest {
     /// path) of a regular file, that every listed file has its recorded hash, and that
     /// `required` files and the tokenizer files are listed.
     pub fn check_files(&self, dir: &Path, required: &[&str]) -> Result<(), ArtifactError> {
+        self.check_listing(dir, required)?;
+        self.files.iter().try_for_each(|(file, expected)| {
+            let path = dir.join(file);
+            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+            if !regular {
+                return Err(ArtifactError::NotAFile { path });
+            }
+            let found = super::hash::sha256_file(&path)?;
+            if &found != expected {
+                return Err(ArtifactError::HashMismatch {
+                    path,
+                    expected: expected.clone(),
+                    found,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// The checks of [`Manifest::check_files`] that read no file: every file the
+    /// manifest names (`required` among them) is a plain relative path, and `required`
+    /// files and the tokenizer files are listed. `dir` is the artifact folder, named in
+    /// errors.
+    pub fn check_listing(&self, dir: &Path, required: &[&str]) -> Result<(), ArtifactError> {
         let manifest = dir.join(MANIFEST_FILE);
         let listed = self.files.keys().chain(&self.tokenizer_files);
         let mut named = listed.map(String::as_str).chain(required.iter().copied());
@@ -222,22 +252,7 @@ impl Manifest {
                 file: file.to_string(),
             });
         }
-        self.files.iter().try_for_each(|(file, expected)| {
-            let path = dir.join(file);
-            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-            if !regular {
-                return Err(ArtifactError::NotAFile { path });
-            }
-            let found = super::hash::sha256_file(&path)?;
-            if &found != expected {
-                return Err(ArtifactError::HashMismatch {
-                    path,
-                    expected: expected.clone(),
-                    found,
-                });
-            }
-            Ok(())
-        })
+        Ok(())
     }
 }
 

@@ -23,5 +23,5 @@ pub use config::TokenizerConfig;
 pub use detokenizer::Detokenizer;
 pub use eos::{eos_ids, eos_token_ids};
 pub use error::ChatError;
-pub use template::{ChatTemplate, Message, SpecialTokens};
+pub use template::{ChatTemplate, Message, SpecialTokens, TEMPLATE_FUEL};
 pub use tokenizer::Tokenizer;

@@ -9,7 +9,9 @@
 //! never escaped (minijinja would JSON-escape a template named `*.json`), and booleans and
 //! none print as Python prints them (`True`, `False`, `None`). Python string,
 //! list and dict methods (`.strip()`, `.startswith()`, `.title()`, `.items()`, ...) come
-//! from minijinja-contrib's pycompat layer.
+//! from minijinja-contrib's pycompat layer. A render runs at most [`TEMPLATE_FUEL`]
+//! instructions (minijinja also bounds recursion, ranges and repeated strings), so no
+//! template hangs.
 
 use super::error::ChatError;
 use minijinja::syntax::SyntaxConfig;
@@ -94,6 +96,11 @@ fn python_formatter(
     out.write_str(python).map_err(minijinja::Error::from)
 }
 
+/// The most instructions one render may run: a template that loops for ever (or for
+/// longer than any real conversation needs) is a render error, never a hang. Real chat
+/// templates run a few hundred instructions per message.
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+
 fn transformers_syntax() -> SyntaxConfig {
     let mut builder = SyntaxConfig::builder();
     builder.trim_blocks(true).lstrip_blocks(true);
@@ -112,6 +119,7 @@ impl ChatTemplate {
         let name = name.into();
         let mut env = Environment::new();
         env.set_syntax(transformers_syntax());
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_formatter(python_formatter);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);

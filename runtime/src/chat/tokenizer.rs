@@ -57,12 +57,27 @@ impl Tokenizer {
 
     /// Loads a `tokenizer.json` with an already parsed config.
     pub fn from_file(path: &Path, config: TokenizerConfig) -> Result<Self, ChatError> {
-        let bytes = read(path)?;
+        Self::from_bytes(path, &read(path)?, config)
+    }
+
+    /// Parses `tokenizer.json` `bytes` already in memory, with an already parsed config;
+    /// `path` names them in errors. What [`Tokenizer::from_file`] does once it has read
+    /// the file.
+    pub fn from_bytes(
+        path: &Path,
+        bytes: &[u8],
+        config: TokenizerConfig,
+    ) -> Result<Self, ChatError> {
+        let parse_error = |message: String| ChatError::ParseTokenizer {
+            path: path.to_path_buf(),
+            message,
+        };
+        // Well-formed JSON first: `tokenizers` panics (instead of returning an error) on a
+        // syntax error inside its `decoder` object, such as invalid UTF-8 in a string.
+        serde_json::from_slice::<serde_json::Value>(bytes)
+            .map_err(|e| parse_error(e.to_string()))?;
         let inner =
-            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| ChatError::ParseTokenizer {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+            tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| parse_error(e.to_string()))?;
         let template_origin = config.path.clone().unwrap_or_else(|| path.to_path_buf());
         let mut tokenizer = Tokenizer {
             inner,

@@ -23,18 +23,19 @@ pub struct StoredTensor {
     range: (usize, usize),
 }
 
-/// The file's bytes: a read-only mapping, or nothing for an empty file (which cannot be
-/// mapped and is never a valid safetensors file).
+/// The file's bytes: a read-only mapping, or bytes in memory (those given to
+/// [`SafetensorsFile::from_bytes`], or none for an empty file, which cannot be mapped and
+/// is never a valid safetensors file).
 enum Bytes {
     Mapped(Mmap),
-    Empty,
+    Owned(Vec<u8>),
 }
 
 impl Bytes {
     fn as_slice(&self) -> &[u8] {
         match self {
             Bytes::Mapped(map) => map,
-            Bytes::Empty => &[],
+            Bytes::Owned(bytes) => bytes,
         }
     }
 }
@@ -162,12 +163,25 @@ impl SafetensorsFile {
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let bytes = if len == 0 {
-            Bytes::Empty
+            Bytes::Owned(Vec::new())
         } else {
             // SAFETY: the mapping is read-only; like every reader of a mapped file, we rely
             // on no one truncating or rewriting the file while it is open.
             Bytes::Mapped(unsafe { Mmap::map(&file) }.map_err(io)?)
         };
+        SafetensorsFile::with_bytes(path, bytes)
+    }
+
+    /// Checks the header of safetensors `bytes` already in memory, as [`open`] checks a
+    /// file's; `path` names them in errors. Loaded tensors borrow or copy these bytes.
+    ///
+    /// [`open`]: SafetensorsFile::open
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<SafetensorsFile, WeightError> {
+        SafetensorsFile::with_bytes(path, Bytes::Owned(bytes))
+    }
+
+    /// A file of `bytes`, its header checked.
+    fn with_bytes(path: &Path, bytes: Bytes) -> Result<SafetensorsFile, WeightError> {
         let tensors = parse_header(path, bytes.as_slice())?;
         Ok(SafetensorsFile {
             path: path.to_path_buf(),

@@ -340,3 +340,25 @@ fn released_pages_of_a_mapped_weight_read_back_unchanged() {
     release_resident_pages(&owned);
     assert_eq!(owned.as_slice::<f32>().unwrap(), values);
 }
+
+#[test]
+fn bytes_in_memory_parse_to_the_table_of_the_file_and_load_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(SINGLE_FILE);
+    write_raw(&path, &mixed_entries(), Some(256));
+    let file = SafetensorsFile::open(&path).unwrap();
+    let in_memory = SafetensorsFile::from_bytes(&path, fs::read(&path).unwrap()).unwrap();
+    assert_eq!(in_memory.tensors(), file.tensors());
+    for name in file.tensors().keys() {
+        let (a, b) = (
+            file.load(name, DType::F32),
+            in_memory.load(name, DType::F32),
+        );
+        assert_eq!(a.unwrap().as_slice::<f32>(), b.unwrap().as_slice::<f32>());
+    }
+    let truncated = fs::read(&path).unwrap()[..100].to_vec();
+    assert!(matches!(
+        SafetensorsFile::from_bytes(&path, truncated),
+        Err(WeightError::Malformed { .. })
+    ));
+}

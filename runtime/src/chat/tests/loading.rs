@@ -130,3 +130,16 @@ fn config_template_sees_the_special_tokens() {
         .unwrap();
     assert_eq!(rendered, "<s>[user] hi");
 }
+
+/// Found by the `tokenizer` fuzz target: invalid UTF-8 inside the `decoder` object made
+/// `tokenizers` panic ("Helper") instead of returning an error.
+#[test]
+fn invalid_utf8_in_the_decoder_is_a_parse_error_not_a_panic() {
+    let json = b"{\"version\": \"1.0\", \"decoder\": {\"type\xff\xfe\": \"Fuse\"}, \"model\": {\"type\": \"WordLevel\", \"vocab\": {}, \"unk_token\": \"x\"}}";
+    let path = Path::new("fuzz/tokenizer.json");
+    let err = Tokenizer::from_bytes(path, json, TokenizerConfig::default()).unwrap_err();
+    assert!(
+        matches!(&err, ChatError::ParseTokenizer { path: p, .. } if p == path),
+        "{err:?}"
+    );
+}

@@ -120,3 +120,13 @@ fn tools_and_documents_are_none_and_print_like_python() {
     let template = ChatTemplate::new("t", source, tokens(None)).unwrap();
     assert_eq!(template.render(&[], false).unwrap(), "True True True");
 }
+
+#[test]
+fn a_template_that_runs_for_ever_is_a_render_error_not_a_hang() {
+    let endless =
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+    let template = ChatTemplate::new("t", endless, tokens(None)).unwrap();
+    let err = template.render(&[], false).unwrap_err();
+    assert!(matches!(err, ChatError::TemplateRender { .. }), "{err}");
+    assert!(err.to_string().contains("fuel"), "{err}");
+}

@@ -74,8 +74,9 @@ impl Tokenizer {
         };
         // Well-formed JSON first: `tokenizers` panics (instead of returning an error) on a
         // syntax error inside its `decoder` object, such as invalid UTF-8 in a string.
-        serde_json::from_slice::<serde_json::Value>(bytes)
+        let json = serde_json::from_slice::<serde_json::Value>(bytes)
             .map_err(|e| parse_error(e.to_string()))?;
+        check_post_processor(&json["post_processor"]).map_err(parse_error)?;
         let inner =
             tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| parse_error(e.to_string()))?;
         let template_origin = config.path.clone().unwrap_or_else(|| path.to_path_buf());
@@ -213,4 +214,31 @@ impl Tokenizer {
     pub fn detokenizer(&self, skip_special_tokens: bool) -> Detokenizer<'_> {
         Detokenizer::new(self, skip_special_tokens)
     }
+}
+
+/// Checks that every special token a template post-processor (or one nested in a
+/// sequence) places is one its `special_tokens` defines: `tokenizers` loads such a
+/// template and then panics on an out-of-range index when it encodes.
+fn check_post_processor(processor: &serde_json::Value) -> Result<(), String> {
+    if let Some(nested) = processor["processors"].as_array() {
+        return nested.iter().try_for_each(check_post_processor);
+    }
+    let defined = processor["special_tokens"].as_object();
+    let templates = ["single", "pair"].map(|key| processor[key].as_array());
+    for piece in templates.into_iter().flatten().flatten() {
+        let Some(id) = piece["SpecialToken"]["id"].as_str() else {
+            continue;
+        };
+        let entry = defined.and_then(|d| d.get(id));
+        let ids = entry.and_then(|e| e["ids"].as_array()).map_or(0, Vec::len);
+        let tokens = entry
+            .and_then(|e| e["tokens"].as_array())
+            .map_or(0, Vec::len);
+        if entry.is_none() || ids == 0 || ids != tokens {
+            return Err(format!(
+                "post_processor places special token `{id}`, which its special_tokens do not define (with as many ids as tokens)"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -143,3 +143,20 @@ fn invalid_utf8_in_the_decoder_is_a_parse_error_not_a_panic() {
         "{err:?}"
     );
 }
+
+/// Found by the `tokenizer` fuzz target: a template post-processor placing a special token
+/// its `special_tokens` lacks loads in `tokenizers`, then panics when encoding.
+#[test]
+fn a_post_processor_placing_an_undefined_special_token_is_a_parse_error() {
+    let json = include_bytes!("post_processor_undefined_special.json");
+    let path = Path::new("fuzz/tokenizer.json");
+    let err = Tokenizer::from_bytes(path, json, TokenizerConfig::default()).unwrap_err();
+    assert!(err.to_string().contains("special token `<s>`"), "{err}");
+    // With the key fixed, the same file loads and encodes.
+    let fixed = String::from_utf8(json.to_vec())
+        .unwrap()
+        .replace("\"<s=\"", "\"<s>\"");
+    let tokenizer =
+        Tokenizer::from_bytes(path, fixed.as_bytes(), TokenizerConfig::default()).unwrap();
+    assert!(!tokenizer.encode("hello", true).unwrap().is_empty());
+}

@@ -77,6 +77,7 @@ impl Tokenizer {
         let json = serde_json::from_slice::<serde_json::Value>(bytes)
             .map_err(|e| parse_error(e.to_string()))?;
         check_post_processor(&json["post_processor"]).map_err(parse_error)?;
+        check_bpe_merges(&json["model"]).map_err(parse_error)?;
         let inner =
             tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| parse_error(e.to_string()))?;
         let template_origin = config.path.clone().unwrap_or_else(|| path.to_path_buf());
@@ -237,6 +238,29 @@ fn check_post_processor(processor: &serde_json::Value) -> Result<(), String> {
         if entry.is_none() || ids == 0 || ids != tokens {
             return Err(format!(
                 "post_processor places special token `{id}`, which its special_tokens do not define (with as many ids as tokens)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that with a BPE `continuing_subword_prefix`, every merge's second token starts
+/// with it: `tokenizers` strips the prefix's length from it unchecked (a subtraction
+/// overflow, then a slice past its end).
+fn check_bpe_merges(model: &serde_json::Value) -> Result<(), String> {
+    let prefix = model["continuing_subword_prefix"].as_str().unwrap_or("");
+    let Some(merges) = model["merges"].as_array().filter(|_| !prefix.is_empty()) else {
+        return Ok(());
+    };
+    for merge in merges {
+        let second = match merge {
+            serde_json::Value::Array(pair) => pair.get(1).and_then(|b| b.as_str()),
+            serde_json::Value::String(text) => text.split_once(' ').map(|(_, b)| b),
+            _ => None,
+        };
+        if !second.is_some_and(|b| b.starts_with(prefix)) {
+            return Err(format!(
+                "merge {merge} does not continue with the continuing_subword_prefix `{prefix}`"
             ));
         }
     }

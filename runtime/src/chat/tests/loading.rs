@@ -160,3 +160,16 @@ fn a_post_processor_placing_an_undefined_special_token_is_a_parse_error() {
         Tokenizer::from_bytes(path, fixed.as_bytes(), TokenizerConfig::default()).unwrap();
     assert!(!tokenizer.encode("hello", true).unwrap().is_empty());
 }
+
+/// Found by the `tokenizer` fuzz target: a BPE `continuing_subword_prefix` longer than a
+/// merge's second token made `tokenizers` subtract past zero while loading.
+#[test]
+fn a_bpe_prefix_its_merges_do_not_carry_is_a_parse_error() {
+    let json = include_bytes!("bpe_prefix_longer_than_merge.json");
+    let path = Path::new("fuzz/tokenizer.json");
+    let err = Tokenizer::from_bytes(path, json, TokenizerConfig::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("continuing_subword_prefix"),
+        "{err}"
+    );
+}

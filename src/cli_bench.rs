@@ -8,15 +8,10 @@ use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::vm::KernelProfile;
-use oxrelax_runtime::ThreadPool;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// The largest `--threads` accepted.
-const MAX_THREADS: usize = 1024;
 
 /// Arguments of `oxrelax bench`.
 #[derive(Args)]
@@ -32,10 +27,6 @@ pub struct BenchArgs {
     /// Measured runs (after one warm-up run); the median is reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Participants of the thread pool the kernels run on. Default: the process-wide
-    /// pool (the machine's cores, or OXRELAX_NUM_THREADS).
-    #[arg(long, value_name = "T")]
-    threads: Option<usize>,
     /// Also print the figures as one JSON object on the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -149,21 +140,6 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The pool `--threads` asks for, or the process-wide one.
-fn pool(threads: Option<usize>) -> CliResult<Arc<ThreadPool>> {
-    match threads {
-        None => Ok(ThreadPool::global()),
-        Some(t) if !(1..=MAX_THREADS).contains(&t) => {
-            Err(format!("bad --threads {t}: must be 1 to {MAX_THREADS}").into())
-        }
-        Some(t) => {
-            Ok(Arc::new(ThreadPool::new(t).map_err(|e| {
-                format!("cannot start a pool of {t} threads: {e}")
-            })?))
-        }
-    }
-}
-
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
@@ -172,7 +148,7 @@ fn mib(bytes: usize) -> f64 {
 pub fn run(args: &BenchArgs) -> CliResult<()> {
     // Checked before loading, against the largest window there can be.
     check_sizes(args.prompt_len, args.gen, args.runs, usize::MAX)?;
-    let pool = pool(args.threads)?;
+    let pool = args.load.pool()?;
     let threads = pool.threads();
     let LoadedEngine { mut engine, .. } = open_engine_on(&args.dir, &args.load, pool)?;
     let window = engine.config().context_window;
@@ -329,12 +305,5 @@ mod tests {
         assert!(check_sizes(0, 1, 1, 5).is_err());
         assert!(check_sizes(1, 0, 1, 5).is_err());
         assert!(check_sizes(1, 1, 0, 5).is_err());
-    }
-
-    #[test]
-    fn bad_thread_counts_are_errors() {
-        assert!(pool(Some(0)).is_err());
-        assert!(pool(Some(MAX_THREADS + 1)).is_err());
-        assert_eq!(pool(Some(3)).unwrap().threads(), 3);
     }
 }

@@ -39,6 +39,10 @@ pub struct ModelArgs {
     /// The backend of an artifact's NPU graphs.
     #[command(flatten)]
     pub npu: NpuArgs,
+    /// Participants of the thread pool the kernels run on. Default: the process-wide
+    /// pool (the machine's cores, or OXRELAX_NUM_THREADS).
+    #[arg(long, value_name = "T")]
+    pub threads: Option<usize>,
 }
 
 /// The context a model folder is compiled for unless `--max-context` says otherwise.
@@ -46,7 +50,30 @@ const DEFAULT_MAX_CONTEXT: i64 = 4096;
 /// The prefill chunk a model folder is compiled for unless `--prefill-chunk` says otherwise.
 const DEFAULT_PREFILL_CHUNK: i64 = 128;
 
+/// The largest `--threads` accepted.
+const MAX_THREADS: usize = 1024;
+
+/// A pool of `threads` participants (1 to [`MAX_THREADS`]), or the process-wide one.
+fn pool_of(threads: Option<usize>) -> CliResult<Arc<ThreadPool>> {
+    match threads {
+        None => Ok(ThreadPool::global()),
+        Some(t) if !(1..=MAX_THREADS).contains(&t) => {
+            Err(format!("bad --threads {t}: must be 1 to {MAX_THREADS}").into())
+        }
+        Some(t) => {
+            Ok(Arc::new(ThreadPool::new(t).map_err(|e| {
+                format!("cannot start a pool of {t} threads: {e}")
+            })?))
+        }
+    }
+}
+
 impl ModelArgs {
+    /// The pool `--threads` asks for, or the process-wide one.
+    pub fn pool(&self) -> CliResult<Arc<ThreadPool>> {
+        pool_of(self.threads)
+    }
+
     /// An error naming the options given that an artifact cannot apply (it was compiled
     /// with its context, prefill chunk and weight scheme).
     fn check_applies_to_artifact(&self, dir: &Path) -> CliResult<()> {
@@ -89,10 +116,10 @@ pub fn run(args: &GenerateCommand) -> CliResult<()> {
 }
 
 /// Loads (compiles) the model at `dir` and builds an engine over it whose kernels run on
-/// the process-wide pool ([`ThreadPool::global`]). EOS ids come from
+/// the pool `--threads` asks for ([`ModelArgs::pool`]; by default the process-wide one). EOS ids come from
 /// `generation_config.json`, `config.json` and the tokenizer.
 pub fn open_engine(dir: &Path, args: &ModelArgs) -> CliResult<LoadedEngine> {
-    open_engine_on(dir, args, ThreadPool::global())
+    open_engine_on(dir, args, args.pool()?)
 }
 
 /// [`open_engine`] with the kernels' parallel loops launched on `pool`.
@@ -133,4 +160,16 @@ pub fn open_engine_on(
     let vm = model.vm.with_thread_pool(pool);
     let engine = Engine::new(vm, model.weights, config)?;
     Ok(LoadedEngine { engine, tokenizer })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pool_of, MAX_THREADS};
+
+    #[test]
+    fn bad_thread_counts_are_errors() {
+        assert!(pool_of(Some(0)).is_err());
+        assert!(pool_of(Some(MAX_THREADS + 1)).is_err());
+        assert_eq!(pool_of(Some(3)).unwrap().threads(), 3);
+    }
 }

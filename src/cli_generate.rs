@@ -45,11 +45,6 @@ pub struct ModelArgs {
     pub threads: Option<usize>,
 }
 
-/// The context a model folder is compiled for unless `--max-context` says otherwise.
-const DEFAULT_MAX_CONTEXT: i64 = 4096;
-/// The prefill chunk a model folder is compiled for unless `--prefill-chunk` says otherwise.
-const DEFAULT_PREFILL_CHUNK: i64 = 128;
-
 /// The largest `--threads` accepted.
 const MAX_THREADS: usize = 1024;
 
@@ -128,12 +123,13 @@ pub fn open_engine_on(
     args: &ModelArgs,
     pool: Arc<ThreadPool>,
 ) -> CliResult<LoadedEngine> {
+    let defaults = LoadOptions::default();
     let options = LoadOptions {
-        max_context: args.max_context.unwrap_or(DEFAULT_MAX_CONTEXT),
-        prefill_chunk: args.prefill_chunk.unwrap_or(DEFAULT_PREFILL_CHUNK),
+        max_context: args.max_context.unwrap_or(defaults.max_context),
+        prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         quantization: args.quant,
         kv_dtype: args.kv_dtype,
-        ..LoadOptions::default()
+        ..defaults
     };
     if is_artifact(dir) {
         args.check_applies_to_artifact(dir)?;

@@ -9,11 +9,11 @@ use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::NpuCompile;
 use oxrelax::npu::load::{partition_model, Partitioned};
 use oxrelax::npu::qnn::emit::{float_parts, net_file};
-use oxrelax::npu::qnn::recipe::{quantize, Ranges, Recipe, RECIPES};
+use oxrelax::npu::qnn::recipe::{quantize, QuantizedNet, Recipe, RECIPES};
 use oxrelax::npu::qnn::validate::{validate, validate_dir, ValidateOptions};
 use oxrelax::npu::{PartitionNpu, Soc, QNN_HTP};
 use oxrelax_runtime::qnn::sim::SimMode;
-use oxrelax_runtime::qnn::QnnDataType;
+use oxrelax_runtime::qnn::{NetFile, QnnDataType};
 use oxrelax_runtime::Engine;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -46,8 +46,11 @@ fn partitioned(dir: &Path) -> Partitioned {
     partition_model(dir, &load_options(), partition).unwrap()
 }
 
-fn calibrated(model: &Partitioned, dir: &Path) -> Ranges {
-    model.calibrate(dir, &text(), 256, W4A16).unwrap()
+/// The W4A16 graphs of `model` (calibrated on 256 tokens of the evaluation text).
+fn w4a16(model: &Partitioned, dir: &Path) -> (NetFile, QuantizedNet) {
+    let ranges = model.calibrate(dir, &text(), 256, W4A16).unwrap();
+    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
+    (net_file(&model.net, &quantized.graph, "test"), quantized)
 }
 
 const W4A16: Recipe = RECIPES[0];
@@ -220,9 +223,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
             .engine
     };
     let model = partitioned(&dir);
-    let ranges = calibrated(&model, &dir);
-    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
-    let net = net_file(&model.net, &quantized.graph, "test");
+    let (net, quantized) = w4a16(&model, &dir);
     let prompt = [
         1u32, 13, 988, 260, 968, 961, 975, 301, 275, 368, 824, 328, 828, 291, 269, 281, 732, 13,
         988,
@@ -255,9 +256,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
 fn tiny_llama_graph_structure_snapshot() {
     let dir = fixture("tiny-llama");
     let model = partitioned(&dir);
-    let ranges = calibrated(&model, &dir);
-    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
-    let net = net_file(&model.net, &quantized.graph, "test");
+    let (net, _) = w4a16(&model, &dir);
     let mut text = String::new();
     for graph in &net.graphs {
         let _ = writeln!(
@@ -304,9 +303,7 @@ fn per_graph_sqnr_of_the_quantized_modes() {
     use std::sync::{Arc, Mutex};
     let dir = fixture("tiny-llama");
     let model = partitioned(&dir);
-    let ranges = calibrated(&model, &dir);
-    let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
-    let net = net_file(&model.net, &quantized.graph, "test");
+    let (net, quantized) = w4a16(&model, &dir);
     let inputs: Arc<Mutex<BTreeMap<String, Vec<f32>>>> = Arc::default();
     let captured = inputs.clone();
     let graph_inputs: Vec<String> = net.graphs.iter().flat_map(|g| g.inputs.clone()).collect();

@@ -4,8 +4,9 @@
 use super::error::ArtifactError;
 use super::write::CompileOptions;
 use crate::model::{LoadError, LoadOptions, Quantization};
-use crate::npu::compile::{npu_parts, NpuCompile, NpuParts, QNN_BACKEND};
+use crate::npu::compile::{npu_parts, NpuCompile, NpuParts};
 use crate::npu::qnn::emit::{write_npu_dir, NPU_FILES};
+use crate::npu::QNN_HTP;
 use oxrelax_runtime::artifact::{NpuRecord, NPU_DIR};
 use oxrelax_runtime::qnn::bind::register_npu_graphs;
 use oxrelax_runtime::qnn::sim::{SimContext, SimMode};
@@ -72,7 +73,7 @@ pub fn write_npu_part(
     write_npu_dir(&out.join(NPU_DIR), &parts.net, &parts.quantized, &npu.soc)
         .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
     Ok(NpuRecord {
-        backend: QNN_BACKEND.into(),
+        backend: QNN_HTP.name.into(),
         soc: npu.soc.name.into(),
         chunk: npu.chunk,
         recipe: npu.recipe.name.into(),

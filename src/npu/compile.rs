@@ -16,8 +16,6 @@ use std::path::Path;
 /// Tokens of the calibration text run, by default (half through prefill, half through
 /// decode).
 pub const CALIBRATION_TOKENS: usize = 256;
-/// The backend name recorded for QNN's HTP.
-pub const QNN_BACKEND: &str = "qnn-htp";
 
 /// How to compile a model's NPU part.
 #[derive(Debug, Clone)]

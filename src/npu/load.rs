@@ -10,7 +10,7 @@ use super::{partition_pipeline, PartitionNpu};
 use crate::model::{
     expected_weights, export_for, transform_weights, LoadError, LoadOptions, Quantization,
 };
-use crate::passes::PassError;
+use crate::passes::{Instrument, PassError};
 use crate::{build_with_builtins, BuildError};
 use oxrelax_dsl::{IRModule, Target};
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
@@ -19,7 +19,9 @@ use oxrelax_runtime::packed::BuiltinError;
 use oxrelax_runtime::qnn::bind::{range_observer, register_npu_graphs, TensorObserver};
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
-use oxrelax_runtime::{DType, Registry, Tokenizer, Value, WeightStore};
+use oxrelax_runtime::{
+    DType, ExpectedTensor, Registry, Tokenizer, Value, WeightError, WeightStore,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -53,17 +55,17 @@ pub enum NpuError {
     Invalid(String),
 }
 
-/// A partitioned model folder: its module, the float QNN net of its NPU graphs, and how
-/// to run it.
+/// A partitioned model folder: its module, the float QNN net of its NPU graphs, and what
+/// running it needs (the weights it takes, the engine's sizes).
 pub struct Partitioned {
-    /// The folder's config.
-    pub config: ModelConfig,
     /// The module after the partition (callers call `npu.<graph>`).
     pub module: IRModule,
     /// The NPU graphs, f32.
     pub net: FloatNet,
-    options: LoadOptions,
     store: WeightStore,
+    weights: Vec<ExpectedTensor>,
+    sizes: EngineConfig,
+    instrument: Instrument,
 }
 
 /// Partitions the model in `dir` (f32 weights; prefill chunks of the partition's chunk)
@@ -81,28 +83,33 @@ pub fn partition_model(
         prefill_chunk: partition.chunk,
         kv_dtype: options.kv_dtype.unwrap_or_default(),
     };
-    let (_, exported) = export_for(&config, Quantization::Q0f32, &export)?;
-    let chunk = partition.chunk;
+    let (model, exported) = export_for(&config, Quantization::Q0f32, &export)?;
     let (module, _) = partition_pipeline(partition).run(exported.module)?;
     let load = |name: &str| {
         let tensor = store.load(name, DType::F32)?;
-        Ok(tensor
+        tensor
             .as_slice::<f32>()
             .map(<[f32]>::to_vec)
-            .unwrap_or_default())
+            .map_err(|source| WeightError::Tensor {
+                tensor: name.to_string(),
+                file: store.source().to_path_buf(),
+                source,
+            })
     };
     let net = lower_module(&module, &load)?;
-    let options = LoadOptions {
-        prefill_chunk: chunk,
-        quantization: Quantization::Q0f32,
-        ..options.clone()
+    let sizes = EngineConfig {
+        context_window: exported.context_window as usize,
+        prefill_chunk: exported.prefill_chunk as usize,
+        vocab_size: config.vocab_size as usize,
+        eos_ids: Vec::new(),
     };
     Ok(Partitioned {
-        config,
         module,
         net,
-        options,
+        weights: expected_weights(&model),
         store,
+        sizes,
+        instrument: options.instrument.clone(),
     })
 }
 
@@ -123,31 +130,24 @@ impl Partitioned {
         let target = Target::host();
         let mut built = build_with_builtins(
             self.module.clone(),
-            self.options.instrument.clone(),
+            self.instrument.clone(),
             &target,
             &builtins,
         )
         .map_err(|e: BuildError| LoadError::Build(Box::new(e)))?;
-        let (model, exported) = export_for(&self.config, Quantization::Q0f32, &self.export())?;
         let raw = self
             .store
-            .load_expected(&expected_weights(&model))
+            .load_expected(&self.weights)
             .map_err(LoadError::from)?;
         let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
-        let config = EngineConfig {
-            context_window: exported.context_window as usize,
-            prefill_chunk: exported.prefill_chunk as usize,
-            vocab_size: self.config.vocab_size as usize,
-            eos_ids: Vec::new(),
-        };
-        Ok(Engine::new(built.vm, weights, config)?)
+        Ok(Engine::new(built.vm, weights, self.sizes.clone())?)
     }
 
     /// The observed range of every NPU tensor over the first `tokens` of `text` (fewer
     /// when the context is shorter): the first half prefilled in chunks (by `prefill` and
-    /// by `prefill_all`), the second half
-    /// fed one token at a time through decode (teacher-forced), so the decode graphs see
-    /// as many activations as the prefill graphs. Observed twice: with the float graphs,
+    /// by `prefill_all`), the second half fed one token at a time through decode
+    /// (teacher-forced), so the decode graphs see as many activations as the prefill
+    /// graphs. Observed twice: with the float graphs,
     /// then with `recipe`'s weights (float activations), whose activations are the ones
     /// the encodings must hold.
     pub fn calibrate(
@@ -197,13 +197,5 @@ impl Partitioned {
         engine.prefill(prompt)?;
         let ranges = ranges.lock().map(|r| r.clone()).unwrap_or_default();
         Ok(ranges)
-    }
-
-    fn export(&self) -> ExportOptions {
-        ExportOptions {
-            max_context: self.options.max_context,
-            prefill_chunk: self.options.prefill_chunk,
-            kv_dtype: self.options.kv_dtype.unwrap_or_default(),
-        }
     }
 }

@@ -5,7 +5,7 @@
 //! token axis and its outputs cut back (every NPU op works row by row, so padding changes
 //! no real row).
 
-use super::net::NetFile;
+use super::net::{GraphSpec, NetFile};
 use super::sim::{SimContext, SimMode};
 use crate::packed::{Args, BuiltinError, BuiltinFailure};
 use crate::{Registry, Tensor, Value, ValueKind};
@@ -49,9 +49,9 @@ pub fn register_npu_graphs(
             .iter()
             .map(|_| ("activation", ValueKind::Tensor))
             .collect();
-        let (sim, observer, graph) = (sim.clone(), observer.clone(), graph.name.clone());
-        registry.register(&format!("npu.{graph}"), &params, move |args| {
-            run_graph(&sim, &graph, mode, observer.as_ref(), args)
+        let (sim, observer, spec) = (sim.clone(), observer.clone(), graph.clone());
+        registry.register(&format!("npu.{}", graph.name), &params, move |args| {
+            run_graph(&sim, &spec, mode, observer.as_ref(), args)
         })?;
     }
     Ok(())
@@ -59,46 +59,28 @@ pub fn register_npu_graphs(
 
 fn run_graph(
     sim: &SimContext,
-    graph: &str,
+    spec: &GraphSpec,
     mode: SimMode,
     observer: Option<&TensorObserver>,
     args: &Args<'_>,
 ) -> Result<Value, BuiltinError> {
-    let spec = sim
-        .net()
-        .graphs
-        .iter()
-        .find(|g| g.name == graph)
-        .ok_or_else(|| args.invalid(0, graph, "no such NPU graph"))?;
     let (tensors, token_axes) = (&sim.net().graph.tensors, &sim.net().token_axes);
+    let axis_of = |name: &str| token_axes.get(name).map(|&a| a as usize);
     let mut rows = spec.tokens as i64;
     let mut inputs = Vec::with_capacity(spec.inputs.len());
     for (i, name) in spec.inputs.iter().enumerate() {
         let dims = &tensors[name].dims;
         let given = args.tensor(i)?;
-        let axis = token_axes.get(name).map(|&a| a as usize);
-        let expected = |a: usize, d: u32| {
-            if Some(a) == axis {
-                given.shape().get(a).copied().unwrap_or(0)
-            } else {
-                d as i64
-            }
-        };
-        let shape: Vec<i64> = dims
-            .iter()
-            .enumerate()
-            .map(|(a, &d)| expected(a, d))
-            .collect();
-        let outermost = axis.is_none_or(|a| dims[..a].iter().all(|&d| d == 1));
-        if !outermost
-            || given.shape() != shape.as_slice()
-            || axis.is_some_and(|a| shape[a] > dims[a] as i64)
-        {
+        let axis = axis_of(name);
+        let given_rows = axis.and_then(|a| given.shape().get(a).copied());
+        let shape = with_rows(dims, axis, given_rows.unwrap_or(0));
+        let fits = axis.is_none_or(|a| given_rows.is_some_and(|r| r <= dims[a] as i64));
+        if !fits || shape.as_deref() != Some(given.shape()) {
             let reason = format!("graph input `{name}` has dims {dims:?} (token axis {axis:?})");
             return Err(args.invalid(i, format!("{:?}", given.shape()), &reason));
         }
-        if let Some(a) = axis {
-            rows = shape[a];
+        if let Some(r) = given_rows {
+            rows = r;
         }
         let mut padded = given.as_slice::<f32>().map_err(|e| args.fail(e))?.to_vec();
         padded.resize(tensors[name].numel() as usize, 0.0);
@@ -107,24 +89,32 @@ fn run_graph(
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let mut observe = |tensor: &str, values: &[f32]| {
         if let Some(observer) = observer {
-            observer(graph, tensor, values);
+            observer(&spec.name, tensor, values);
         }
     };
     let outputs = sim
-        .run_observed(graph, &refs, mode, &mut observe)
+        .run_observed(&spec.name, &refs, mode, &mut observe)
         .map_err(|e| args.fail(BuiltinFailure::from(e)))?;
     let mut values = Vec::with_capacity(outputs.len());
     for (name, data) in spec.outputs.iter().zip(outputs) {
         let dims = &tensors[name].dims;
-        let axis = token_axes.get(name).map(|&a| a as usize);
-        let shape: Vec<i64> = dims
-            .iter()
-            .enumerate()
-            .map(|(a, &d)| if Some(a) == axis { rows } else { d as i64 })
-            .collect();
+        let shape = with_rows(dims, axis_of(name), rows).ok_or_else(|| {
+            let reason = "its token axis is not the outermost non-unit one";
+            args.invalid(0, name, reason)
+        })?;
         let kept = shape.iter().product::<i64>() as usize;
         let tensor = Tensor::from_slice(&data[..kept], &shape).map_err(|e| args.fail(e))?;
         values.push(Value::Tensor(tensor));
     }
     Ok(Value::Tuple(values))
+}
+
+/// `dims` with `rows` along the token `axis` (if any), when every axis before it has
+/// length 1: then a call's rows are a prefix of the graph's padded tensor.
+fn with_rows(dims: &[u32], axis: Option<usize>, rows: i64) -> Option<Vec<i64>> {
+    if axis.is_some_and(|a| a >= dims.len() || dims[..a].iter().any(|&d| d != 1)) {
+        return None;
+    }
+    let dim = |(a, &d): (usize, &u32)| if Some(a) == axis { rows } else { d as i64 };
+    Some(dims.iter().enumerate().map(dim).collect())
 }

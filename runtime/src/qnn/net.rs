@@ -169,6 +169,22 @@ pub struct ScaleOffset {
     pub offset: i32,
 }
 
+impl ScaleOffset {
+    /// The integer of real `x` under this encoding, saturated to `range`
+    /// ([`quantize_real`]).
+    pub fn quantize(self, x: f32, range: (i64, i64)) -> i64 {
+        quantize_real(x, self.scale as f64, self.offset as i64, range)
+    }
+}
+
+/// QNN's integer for a real `x` with step `scale` and `offset`: `round(x / scale) -
+/// offset` (computed in f64, ties away from zero), saturated to `range`. The one
+/// definition the recipe's encoder and the host reference backend both use.
+pub fn quantize_real(x: f32, scale: f64, offset: i64, range: (i64, i64)) -> i64 {
+    let q = (x as f64 / scale).round() as i64 - offset;
+    q.clamp(range.0, range.1)
+}
+
 /// `Qnn_AxisScaleOffset_t`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AxisScaleOffset {

@@ -7,7 +7,7 @@ use super::cpp::model_cpp;
 use super::error::QnnError;
 use super::lower::FloatNet;
 use super::recipe::QuantizedNet;
-use crate::npu::Soc;
+use crate::npu::{Soc, QNN_HTP};
 use oxrelax_runtime::artifact::sha256_file;
 use oxrelax_runtime::qnn::bin::{write_bin, BIN_FILE};
 use oxrelax_runtime::qnn::net::{GraphSpec, NetFile, NetGraph, NET_FILE};
@@ -89,10 +89,7 @@ pub fn write_npu_dir(
     let write = |name: &str, bytes: &[u8]| {
         std::fs::write(dir.join(name), bytes).map_err(io(&dir.join(name)))
     };
-    write(
-        NET_FILE,
-        &pretty(&serde_json::to_value(net).unwrap_or_default()),
-    )?;
+    write(NET_FILE, &pretty(net))?;
     let bin_path = dir.join(BIN_FILE);
     let bin = std::fs::File::create(&bin_path).map_err(io(&bin_path))?;
     write_bin(std::io::BufWriter::new(bin), &quantized.statics).map_err(io(&bin_path))?;
@@ -115,7 +112,7 @@ pub fn write_npu_dir(
         files.insert(name.into(), json!(hash));
     }
     let manifest = json!({
-        "backend": "qnn-htp",
+        "backend": QNN_HTP.name,
         "soc": soc.name,
         "htp_arch": soc.htp_arch,
         "recipe": quantized.recipe.name,
@@ -125,7 +122,7 @@ pub fn write_npu_dir(
     write(MANIFEST_FILE, &pretty(&manifest))
 }
 
-fn pretty(value: &serde_json::Value) -> Vec<u8> {
+fn pretty(value: &impl serde::Serialize) -> Vec<u8> {
     let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
     text.push(b'\n');
     text

@@ -263,7 +263,6 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
                     &out,
                     "Transpose",
                     vec![x.clone()],
-                    &out,
                     &op.dims,
                     [("perm", perm)],
                     [],
@@ -297,7 +296,6 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
                     &out,
                     "RmsNorm",
                     vec![x.clone(), gamma, beta],
-                    &out,
                     &op.dims,
                     [("axes", axes)],
                     [("epsilon", epsilon)],
@@ -311,21 +309,20 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
                     "ElementWiseMultiply"
                 };
                 let inputs = vec![self.operand(a)?, self.operand(b)?];
-                self.node(&out, kind, inputs, &out, &op.dims, [], []);
+                self.node(&out, kind, inputs, &op.dims, [], []);
                 Ok(Lowered::Tensor(out, op.dims))
             }
             ("sigmoid", [Lowered::Tensor(x, _)]) => {
-                self.node(&out, "Sigmoid", vec![x.clone()], &out, &op.dims, [], []);
+                self.node(&out, "Sigmoid", vec![x.clone()], &op.dims, [], []);
                 Ok(Lowered::Tensor(out, op.dims))
             }
             ("silu", [Lowered::Tensor(x, _)]) => {
                 let gate = format!("{out}_sigmoid");
-                self.node(&gate, "Sigmoid", vec![x.clone()], &gate, &op.dims, [], []);
+                self.node(&gate, "Sigmoid", vec![x.clone()], &op.dims, [], []);
                 self.node(
                     &out,
                     "ElementWiseMultiply",
                     vec![x.clone(), gate],
-                    &out,
                     &op.dims,
                     [],
                     [],
@@ -333,7 +330,7 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
                 Ok(Lowered::Tensor(out, op.dims))
             }
             ("reshape", [Lowered::Tensor(x, _), Lowered::Shape]) => {
-                self.node(&out, "Reshape", vec![x.clone()], &out, &op.dims, [], []);
+                self.node(&out, "Reshape", vec![x.clone()], &op.dims, [], []);
                 Ok(Lowered::Tensor(out, op.dims))
             }
             _ => Err(self.unsupported(op.var, &format!("op `{}` with these operands", op.op))),
@@ -352,15 +349,7 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
         let tokens: u32 = x_dims[..x_dims.len() - 1].iter().product();
         let nhwc_in = vec![1, 1, tokens, cin];
         let conv_in = format!("{out}_nhwc");
-        self.node(
-            &conv_in,
-            "Reshape",
-            vec![x.clone()],
-            &conv_in,
-            &nhwc_in,
-            [],
-            [],
-        );
+        self.node(&conv_in, "Reshape", vec![x.clone()], &nhwc_in, [], []);
         let filter = StaticValue {
             name: w.name.clone(),
             dims: vec![1, 1, cin, cout],
@@ -378,12 +367,11 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
             &conv_out,
             "Conv2d",
             vec![conv_in, filter],
-            &conv_out,
             &[1, 1, tokens, cout],
             params,
             [("group", group)],
         );
-        self.node(out, "Reshape", vec![conv_out], out, out_dims, [], []);
+        self.node(out, "Reshape", vec![conv_out], out_dims, [], []);
         Ok(())
     }
 
@@ -415,14 +403,13 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
         Ok(value.name.clone())
     }
 
-    /// Adds node `name` writing the new native tensor `out` of `dims`.
-    #[allow(clippy::too_many_arguments)]
+    /// Adds a node writing the new native tensor `out` of `dims` (the node takes its
+    /// output's name).
     fn node<const T: usize, const S: usize>(
         &mut self,
-        name: &str,
+        out: &str,
         op_type: &str,
         inputs: Vec<String>,
-        out: &str,
         dims: &[u32],
         tensor_params: [(&str, TensorParam); T],
         scalar_params: [(&str, BTreeMap<String, f64>); S],
@@ -442,8 +429,8 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
             input_names: inputs,
             output_names: vec![out.to_string()],
         };
-        self.net.graph.nodes.insert(name.to_string(), node);
-        self.nodes.push(name.to_string());
+        self.net.graph.nodes.insert(out.to_string(), node);
+        self.nodes.push(out.to_string());
     }
 
     fn add_tensor(&mut self, name: &str, kind: u32, dims: &[u32]) {

@@ -8,7 +8,9 @@
 use super::error::QnnError;
 use super::lower::FloatNet;
 use oxrelax_runtime::qnn::codes::{tensor_type, QnnDataType};
-use oxrelax_runtime::qnn::net::{BlockwiseExpansion, NetGraph, QuantParams, ScaleOffset};
+use oxrelax_runtime::qnn::net::{
+    quantize_real, BlockwiseExpansion, NetGraph, QuantParams, ScaleOffset,
+};
 use std::collections::BTreeMap;
 
 /// The narrowest calibrated range an activation encoding takes.
@@ -149,15 +151,11 @@ pub fn uint16_encoding((lo, hi): (f32, f32)) -> ScaleOffset {
     }
 }
 
-/// `values` as little-endian uint16 codes of `encoding` (`q = round(x / scale) - offset`,
-/// saturated).
+/// `values` as little-endian uint16 codes of `encoding`.
 fn encode_u16(values: &[f32], encoding: ScaleOffset) -> Vec<u8> {
     values
         .iter()
-        .flat_map(|&x| {
-            let q = ((x / encoding.scale).round() - encoding.offset as f32).clamp(0.0, 65535.0);
-            (q as u16).to_le_bytes()
-        })
+        .flat_map(|&x| (encoding.quantize(x, (0, 65535)) as u16).to_le_bytes())
         .collect()
 }
 
@@ -190,7 +188,7 @@ fn lpbq(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, V
         });
         for (b, &k) in channel.block_scales.iter().enumerate() {
             block_scales.push(k);
-            let step = channel.scale * k as f32;
+            let step = block_step(channel.scale, k as f32);
             for i in b * block..(b + 1) * block {
                 codes[i * cout + c] = code(column[i], step, codes_max) as u8;
             }
@@ -216,16 +214,22 @@ fn lpbq(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, V
 /// Fractions of the widest block's step over 16 tried as a channel's scale.
 pub const CHANNEL_SCALES: &[f32] = &[1.0, 0.9, 0.8, 0.7, 0.6];
 
-/// `x / step` rounded to the codes `[-max - 1, max]`.
-fn code(x: f32, step: f32, max: f32) -> i8 {
-    (x / step).round().clamp(-max - 1.0, max) as i8
+/// A block's step: its channel's scale times its integer scale, as QNN expands it (f64).
+fn block_step(scale: f32, k: f32) -> f64 {
+    scale as f64 * k as f64
+}
+
+/// `x`'s code in steps of `step`, within `[-max - 1, max]`.
+fn code(x: f32, step: f64, max: f32) -> i8 {
+    let max = max as i64;
+    quantize_real(x, step, 0, (-max - 1, max)) as i8
 }
 
 /// The squared error of `values` coded in steps of `step`.
-fn coding_error(values: &[f32], step: f32, max: f32) -> f32 {
+fn coding_error(values: &[f32], step: f64, max: f32) -> f32 {
     values
         .iter()
-        .map(|&x| (x - code(x, step, max) as f32 * step).powi(2))
+        .map(|&x| (x as f64 - code(x, step, max) as f64 * step).powi(2) as f32)
         .sum()
 }
 
@@ -268,7 +272,7 @@ impl ChannelLpbq {
             let (k, e) = [ideal.floor(), ideal.ceil()]
                 .map(|k| k.clamp(1.0, levels))
                 .into_iter()
-                .map(|k| (k, coding_error(values, scale * k, max_code)))
+                .map(|k| (k, coding_error(values, block_step(scale, k), max_code)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .unwrap_or((levels, 0.0));
             block_scales.push(k as u16);

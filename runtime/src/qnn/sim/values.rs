@@ -6,7 +6,7 @@
 
 use super::error::SimError;
 use crate::qnn::codes::{encoding, QnnDataType};
-use crate::qnn::net::{NetTensor, ScaleOffset};
+use crate::qnn::net::{quantize_real, NetTensor, ScaleOffset};
 use half::f16;
 
 /// A tensor's dims and values (row-major).
@@ -177,8 +177,7 @@ impl Encoding {
         };
         let quantize_one = |(i, &x): (usize, &f32)| {
             let (scale, offset) = Encoding::param_at(scales, i);
-            let q = (x as f64 / scale).round() as i64 - offset;
-            q.clamp(range.0, range.1)
+            quantize_real(x, scale, offset, *range)
         };
         Some(values.iter().enumerate().map(quantize_one).collect())
     }

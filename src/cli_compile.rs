@@ -2,22 +2,26 @@
 
 use crate::cli_generate::kv_dtype_parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use oxrelax::artifact::{compile_artifact, CompileOptions, CompileStep, KernelTarget};
+use oxrelax::artifact::{compile_artifact, staging_dir, CompileOptions, CompileStep, KernelTarget};
 use oxrelax::model::Quantization;
 use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
 use oxrelax::npu::qnn::recipe::Recipe;
 use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `oxrelax compile`.
 #[derive(clap::Args)]
 pub struct CompileArgs {
     /// The Hugging Face model folder (config.json, safetensors, tokenizer files).
     model: PathBuf,
-    /// The artifact folder to write (created if needed).
+    /// The artifact folder to write: created, or replacing an earlier artifact or an
+    /// empty folder (the new artifact is written beside it and renamed into place).
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an output folder that holds something other than an artifact.
+    #[arg(long)]
+    force: bool,
     /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
     /// or else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
@@ -86,7 +90,9 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         verbose: args.verbose,
         target,
         npu: npu_compile(args)?,
+        replace: args.force,
     };
+    remove_partial_output_on_interrupt(&args.output);
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed:>4} [{bar:24}] {pos}/{len} {msg}")
@@ -122,6 +128,17 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         manifest.target.kernels
     );
     Ok(())
+}
+
+/// On Ctrl-C or SIGTERM, removes the half-written artifact before exiting (code 130).
+fn remove_partial_output_on_interrupt(output: &Path) {
+    let staging = staging_dir(output);
+    // Without a handler (one is installed already) the default signal action stays.
+    let _ = ctrlc::set_handler(move || {
+        let _ = std::fs::remove_dir_all(&staging);
+        eprintln!("\ninterrupted: removed {}", staging.display());
+        std::process::exit(130);
+    });
 }
 
 /// The NPU part asked for by `--npu`, if any.

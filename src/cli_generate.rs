@@ -107,7 +107,7 @@ pub struct GenerateCommand {
 
 /// Runs `oxrelax generate`.
 pub fn run(args: &GenerateCommand) -> CliResult<()> {
-    run_generate(&args.run, open_engine(&args.run.model, &args.load)?)
+    run_generate(&args.run, open_engine(args.run.model(), &args.load)?)
 }
 
 /// Loads (compiles) the model at `dir` and builds an engine over it whose kernels run on

@@ -55,7 +55,7 @@ enum Command {
     DumpIr(cli_dump_ir::DumpIrArgs),
     /// Generate text from a prompt with a model; optionally dump every logit row.
     Generate(cli_generate::GenerateCommand),
-    /// Chat with a model interactively (stdin lines; /reset, /stats, /exit).
+    /// Chat with a model interactively (stdin lines; /help lists the commands).
     Chat(cli_chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli_bench::BenchArgs),

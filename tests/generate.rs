@@ -7,7 +7,9 @@ use common::fixture_models;
 
 use oxrelax::model::{load, LoadOptions};
 use oxrelax_runtime::chat::Tokenizer;
-use oxrelax_runtime::engine::{Chat, ChatOptions, Engine, EngineConfig, GenerateOptions, Step};
+use oxrelax_runtime::engine::{
+    Chat, ChatOptions, ContextOverflow, Engine, EngineConfig, GenerateOptions, Step,
+};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -296,11 +298,14 @@ fn a_chat_reuses_the_cache_and_equals_prefilling_the_whole_conversation() {
     let mut chat = Chat::new(engine, tokenizer, greedy, options).unwrap();
     let mut streamed = String::new();
     let first = chat
-        .send("Hello! Who are you?", |t| streamed.push_str(t))
+        .send("Hello! Who are you?", |t| {
+            streamed.push_str(t);
+            Step::Continue
+        })
         .unwrap();
     assert_eq!(first.reused, 0);
     assert_eq!(streamed, first.text);
-    let second = chat.send("Tell me of Rome.", |_| {}).unwrap();
+    let second = chat.send("Tell me of Rome.", |_| Step::Continue).unwrap();
     assert_eq!(chat.messages().len(), 4, "user, assistant, user, assistant");
     // The template's default system prompt and the first user message were not prefilled again.
     assert!(second.reused >= 20, "reused {}", second.reused);
@@ -345,10 +350,82 @@ fn a_conversation_past_the_window_is_an_error_that_keeps_the_chat() {
     )
     .unwrap();
     let long = "Friends, Romans, countrymen, lend me your ears. ".repeat(30);
-    let err = chat.send(&long, |_| {}).unwrap_err().to_string();
+    let err = chat
+        .send(&long, |_| Step::Continue)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("context window of 256 tokens"), "{err}");
     assert!(chat.messages().is_empty());
-    let reply = chat.send("To be, or not to be", |_| {}).unwrap();
+    let reply = chat
+        .send("To be, or not to be", |_| Step::Continue)
+        .unwrap();
     assert_eq!(reply.generation.ids.len(), 4);
     assert_eq!(chat.messages().len(), 2);
+}
+
+#[test]
+fn a_chat_keeps_a_replys_generated_ids_instead_of_re_tokenizing_it() {
+    let (engine, tokenizer) = engine("tiny-qwen2", 16);
+    let options = ChatOptions {
+        max_new_tokens: 12,
+        ..ChatOptions::default()
+    };
+    let greedy = Sampler::new(SamplingConfig::default());
+    let mut chat = Chat::new(engine, tokenizer, greedy, options).unwrap();
+    let first = chat
+        .send("To be, or not to be", |_| Step::Continue)
+        .unwrap();
+    let second = chat.send("Speak the speech.", |_| Step::Continue).unwrap();
+    let ids = &first.generation.ids;
+    let generated = match ids.last() {
+        Some(&last) if chat.engine().is_eos(last) => &ids[..ids.len() - 1],
+        _ => &ids[..],
+    };
+    let held = [first.prompt_ids.as_slice(), generated].concat();
+    assert!(second.prompt_ids.starts_with(&held));
+    // The cache held all of it but the last generated token, which was never fed back.
+    assert!(
+        second.reused + 1 >= held.len(),
+        "{} of {}",
+        second.reused,
+        held.len()
+    );
+}
+
+#[test]
+fn a_chat_past_the_window_drops_its_oldest_turns_or_refuses_as_asked() {
+    let speech = "Friends, Romans, countrymen, lend me your ears. ".repeat(4);
+    for overflow in [ContextOverflow::Truncate, ContextOverflow::Error] {
+        let (engine, tokenizer) = engine("tiny-llama", 32);
+        let options = ChatOptions {
+            max_new_tokens: 16,
+            overflow,
+            ..ChatOptions::default()
+        };
+        let greedy = Sampler::new(SamplingConfig::default());
+        let mut chat = Chat::new(engine, tokenizer, greedy, options).unwrap();
+        let mut dropped = 0;
+        let mut refused = 0;
+        for _ in 0..6 {
+            match chat.send(&speech, |_| Step::Continue) {
+                Ok(reply) => dropped += reply.dropped,
+                Err(err) => {
+                    assert!(err.to_string().contains("context window"), "{err}");
+                    refused += 1;
+                }
+            }
+            assert!(chat.engine().len() <= 256);
+        }
+        match overflow {
+            ContextOverflow::Truncate => {
+                assert!(dropped >= 2 && dropped % 2 == 0, "dropped {dropped}");
+                assert_eq!(refused, 0);
+                assert_eq!(chat.messages()[0].role, "user");
+            }
+            ContextOverflow::Error => {
+                assert_eq!(dropped, 0);
+                assert!(refused > 0);
+            }
+        }
+    }
 }

@@ -65,7 +65,7 @@ pub enum ArtifactError {
     },
     /// The output folder holds something other than an artifact.
     #[error(
-        "{}: exists and is not an artifact or an empty folder; not writing over it",
+        "{}: exists and is not an artifact or an empty folder; not writing over it (--force replaces it)",
         path.display()
     )]
     Destination {

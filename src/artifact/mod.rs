@@ -25,5 +25,5 @@ pub use recorded::{
     check_kv_dtype, compiled_target, exported_signatures, recorded_kv_dtype, recorded_quantization,
 };
 pub use write::{
-    compile_artifact, CompileOptions, CompileStep, GENERATION_CONFIG, TOKENIZER_FILES,
+    compile_artifact, staging_dir, CompileOptions, CompileStep, GENERATION_CONFIG, TOKENIZER_FILES,
 };

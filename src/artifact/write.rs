@@ -43,6 +43,8 @@ pub struct CompileOptions {
     /// Partition prefill, prefill_all and decode for an NPU and write its graphs to
     /// `npu/` (the CPU part then runs f32 weights and the NPU's prefill chunk).
     pub npu: Option<NpuCompile>,
+    /// Replace an output folder that holds something other than an artifact.
+    pub replace: bool,
 }
 
 impl Default for CompileOptions {
@@ -56,6 +58,7 @@ impl Default for CompileOptions {
             verbose: false,
             target: KernelTarget::host(),
             npu: None,
+            replace: false,
         }
     }
 }
@@ -109,7 +112,9 @@ pub fn compile_artifact(
     options: &CompileOptions,
     progress: impl FnMut(CompileStep),
 ) -> Result<Manifest, LoadError> {
-    check_destination(out)?;
+    if !options.replace {
+        check_destination(out)?;
+    }
     let staging = staging_dir(out);
     let _ = std::fs::remove_dir_all(&staging);
     create_dir(&staging)?;
@@ -143,16 +148,17 @@ fn check_destination(out: &Path) -> Result<(), ArtifactError> {
     })
 }
 
-/// The folder an artifact for `out` is written into: a hidden sibling, so the final
-/// rename stays on one file system.
-fn staging_dir(out: &Path) -> PathBuf {
+/// The folder an artifact for `out` is written into by this process: a hidden sibling,
+/// so the final rename stays on one file system. An interrupted compile removes it.
+pub fn staging_dir(out: &Path) -> PathBuf {
     let name = out
         .file_name()
         .map_or("artifact".into(), |n| n.to_string_lossy());
     out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }
 
-/// Replaces `out` (absent, empty, or an earlier artifact) with the complete `staging`.
+/// Replaces `out` (absent, empty, an earlier artifact, or with [`CompileOptions::replace`]
+/// anything) with the complete `staging`.
 fn move_into_place(staging: &Path, out: &Path) -> Result<(), ArtifactError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();

@@ -27,7 +27,7 @@ enum Command {
         #[command(flatten)]
         npu: NpuArgs,
     },
-    /// Chat interactively (stdin lines; /reset, /stats, /exit).
+    /// Chat interactively (stdin lines; /help lists the commands).
     Chat {
         #[command(flatten)]
         run: ChatArgs,
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult<()> {
     match cli.command {
-        Command::Generate { run, npu } => run_generate(&run, open(&run.model, &npu)?),
+        Command::Generate { run, npu } => run_generate(&run, open(run.model(), &npu)?),
         Command::Chat { run, npu } => run_chat(&run, open(&run.dir, &npu)?),
     }
 }

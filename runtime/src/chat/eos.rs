@@ -2,6 +2,7 @@
 //! `eos_token_id` (a number or a list) of `generation_config.json` and of `config.json`,
 //! and the tokenizer's EOS token.
 
+use super::generation::read_model_json;
 use super::{ChatError, Tokenizer};
 use std::path::Path;
 
@@ -18,19 +19,7 @@ pub fn eos_ids(dir: &Path, tokenizer: Option<&Tokenizer>) -> Result<Vec<u32>, Ch
 
 /// `eos_token_id` (a number or a list) of the JSON file at `path`, if it exists.
 fn eos_ids_in(path: &Path) -> Result<Vec<u32>, ChatError> {
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(path).map_err(|error| ChatError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|error| ChatError::ParseJson {
-            path: path.to_path_buf(),
-            error,
-        })?;
-    Ok(eos_token_ids(&json))
+    Ok(read_model_json(path)?.map_or_else(Vec::new, |json| eos_token_ids(&json)))
 }
 
 /// `eos_token_id` (a number or a list) of a parsed `config.json` or

@@ -37,6 +37,14 @@ pub enum ChatError {
         /// The JSON error, with line and column.
         error: serde_json::Error,
     },
+    /// A `generation_config.json` sampling value out of its range.
+    #[error("{}: {invalid}", path.display())]
+    InvalidSampling {
+        /// The file.
+        path: PathBuf,
+        /// The option, its value and its range.
+        invalid: crate::sampler::InvalidSampling,
+    },
     /// A special token named by the config that the vocabulary does not have.
     #[error("{}: {role} `{token}` is not in the tokenizer's vocabulary", path.display())]
     UnknownSpecialToken {

@@ -7,12 +7,14 @@
 //! template from the config. [`ChatTemplate`] renders a conversation the way transformers'
 //! `apply_chat_template` does, with minijinja. [`Detokenizer`] turns generated ids into text
 //! one id at a time, emitting only complete characters. [`eos_ids`] gathers a model's
-//! end-of-sequence ids from its configs and tokenizer.
+//! end-of-sequence ids from its configs and tokenizer, [`sampling_defaults`] its
+//! sampling defaults.
 
 mod config;
 mod detokenizer;
 mod eos;
 mod error;
+mod generation;
 mod template;
 mod tokenizer;
 
@@ -23,5 +25,6 @@ pub use config::TokenizerConfig;
 pub use detokenizer::Detokenizer;
 pub use eos::{eos_ids, eos_token_ids};
 pub use error::ChatError;
+pub use generation::sampling_defaults;
 pub use template::{ChatTemplate, Message, SpecialTokens, TEMPLATE_FUEL};
 pub use tokenizer::Tokenizer;

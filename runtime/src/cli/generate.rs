@@ -1,10 +1,10 @@
 //! `generate`: encode a prompt (or take ids), generate, stream the text; optionally
 //! report one JSON line, and dump every logit row as safetensors.
 
-use super::{CliResult, SamplingArgs};
+use super::{CliResult, SamplingArgs, SamplingDefaults};
 use crate::artifact::LoadedEngine;
 use crate::chat::{Detokenizer, Message, Tokenizer};
-use crate::engine::{GenerateOptions, Generation, Step, StopReason};
+use crate::engine::{GenerateOptions, Generation, Step, StopMatcher, StopReason};
 use clap::{ArgGroup, Args};
 use serde::Serialize;
 use std::io::Write;
@@ -13,12 +13,17 @@ use std::path::{Path, PathBuf};
 /// Arguments of `generate` (`oxrelax generate`, `oxrelax-run generate`).
 #[derive(Args)]
 #[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_ids"])))]
+#[command(group(ArgGroup::new("model_given").required(true).args(["model", "model_option"])))]
 pub struct GenerateArgs {
     /// The model: a compiled artifact (with `oxrelax`, also a Hugging Face folder).
-    #[arg(long)]
-    pub model: PathBuf,
+    #[arg(value_name = "MODEL")]
+    model: Option<PathBuf>,
+    /// The model, as an option (the same as MODEL).
+    #[arg(long = "model", value_name = "MODEL", conflicts_with = "model")]
+    model_option: Option<PathBuf>,
     /// The prompt text, encoded with the model's tokenizer (special tokens added as its
-    /// post-processor does).
+    /// post-processor does). An empty prompt is allowed when the tokenizer adds a BOS
+    /// token; otherwise it is an error (there is nothing to start from).
     #[arg(long)]
     prompt: Option<String>,
     /// The prompt as comma-separated token ids.
@@ -27,6 +32,13 @@ pub struct GenerateArgs {
     /// Render the prompt as a user message with the chat template first.
     #[arg(long, requires = "prompt")]
     chat: bool,
+    /// A system message before the prompt (implies --chat).
+    #[arg(long, requires = "prompt")]
+    system: Option<String>,
+    /// Text that ends generation (repeatable); it is not printed. The JSON line's
+    /// stop_reason is then `stop`.
+    #[arg(long)]
+    stop: Vec<String>,
     /// Tokens to generate at most.
     #[arg(long, default_value_t = 128)]
     max_new_tokens: usize,
@@ -45,35 +57,84 @@ pub struct GenerateArgs {
     sampling: SamplingArgs,
 }
 
-/// The prompt ids: given, or the text encoded (rendered as a chat first with `--chat`).
-fn prompt_ids(args: &GenerateArgs, tokenizer: Option<&Tokenizer>) -> CliResult<Vec<u32>> {
-    if let Some(ids) = &args.prompt_ids {
-        return Ok(ids.clone());
+impl GenerateArgs {
+    /// The model folder (given as MODEL or `--model`).
+    pub fn model(&self) -> &Path {
+        self.model
+            .as_deref()
+            .or(self.model_option.as_deref())
+            .unwrap_or(Path::new("."))
     }
+}
+
+/// The prompt ids: given, or the text encoded (rendered as a chat first with `--chat` or
+/// `--system`). No ids at all is an error.
+fn prompt_ids(args: &GenerateArgs, tokenizer: Option<&Tokenizer>) -> CliResult<Vec<u32>> {
+    let ids = match &args.prompt_ids {
+        Some(ids) => ids.clone(),
+        None => encode_prompt(args, tokenizer)?,
+    };
+    if ids.is_empty() {
+        return Err(
+            "the prompt is empty (and the tokenizer adds no BOS token): nothing to generate from"
+                .into(),
+        );
+    }
+    Ok(ids)
+}
+
+fn encode_prompt(args: &GenerateArgs, tokenizer: Option<&Tokenizer>) -> CliResult<Vec<u32>> {
     let text = args.prompt.as_deref().unwrap_or_default();
     let tokenizer = tokenizer.ok_or_else(|| {
         format!(
             "{} has no tokenizer.json: pass --prompt-ids",
-            args.model.display()
+            args.model().display()
         )
     })?;
-    if args.chat {
-        let template = tokenizer.chat_template()?;
-        let rendered = template.render(&[Message::new("user", text)], true)?;
+    if args.chat || args.system.is_some() {
+        let system = args
+            .system
+            .iter()
+            .map(|s| Message::new("system", s.clone()));
+        let messages: Vec<Message> = system.chain([Message::new("user", text)]).collect();
+        let rendered = tokenizer.chat_template()?.render(&messages, true)?;
         return Ok(tokenizer.encode(&rendered, false)?);
     }
     Ok(tokenizer.encode(text, true)?)
 }
 
+/// Where generated text goes: stdout as it comes, or kept for the JSON line.
+struct TextOut<'a> {
+    json: bool,
+    text: String,
+    stdout: std::io::StdoutLock<'a>,
+}
+
+impl TextOut<'_> {
+    /// Shows (or keeps) `piece`; false when stdout is closed.
+    fn write(&mut self, piece: &str) -> bool {
+        if self.json {
+            self.text.push_str(piece);
+            return true;
+        }
+        let stdout = &mut self.stdout;
+        stdout
+            .write_all(piece.as_bytes())
+            .and_then(|()| stdout.flush())
+            .is_ok()
+    }
+}
+
 /// The short word `generate --json` reports for why generation ended: `eos`, `length`
-/// (the token budget, also when it is 0), `context_full` or `stopped` (the output was
-/// closed).
+/// (the token budget, also when it is 0), `context_full`, `stop` (a stop string) or
+/// `stopped` (the output was closed).
 pub fn stop_word(stop: Option<StopReason>) -> &'static str {
     match stop {
         Some(StopReason::Eos) => "eos",
         Some(StopReason::Length) | None => "length",
         Some(StopReason::ContextFull) => "context_full",
         Some(StopReason::Callback) => "stopped",
+        Some(StopReason::StopSequence) => "stop",
     }
 }
 
@@ -143,49 +204,54 @@ pub fn run_generate(args: &GenerateArgs, model: LoadedEngine) -> CliResult<()> {
         ignore_eos: args.ignore_eos,
         keep_logits: args.dump_logits.is_some(),
     };
-    let mut sampler = args.sampling.sampler()?;
-    let mut stdout = std::io::stdout().lock();
+    let mut sampler = args
+        .sampling
+        .sampler(args.model(), SamplingDefaults::Greedy)?;
     let mut detokenizer = tokenizer
         .as_ref()
         .map(|t| Detokenizer::with_context(t, &prompt, true));
-    // With --json the text is kept for the JSON line instead of being streamed.
-    let mut text = String::new();
+    let mut stops = StopMatcher::new(&args.stop);
+    let mut out = TextOut {
+        json: args.json,
+        text: String::new(),
+        stdout: std::io::stdout().lock(),
+    };
     let generation = engine.generate(&prompt, options, &mut sampler, |token| {
         let piece = match detokenizer.as_mut() {
             Some(detokenizer) if !token.is_eos => detokenizer.push(token.id)?,
             Some(_) => None,
             None => Some(format!("{} ", token.id)),
         };
-        if let Some(piece) = piece {
-            if args.json {
-                text.push_str(&piece);
-            } else if stdout
-                .write_all(piece.as_bytes())
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                // A closed stdout (`| head`) ends generation rather than failing it.
-                return Ok(Step::Stop);
-            }
+        let Some(piece) = piece else {
+            return Ok(Step::Continue);
+        };
+        if !out.write(&stops.push(&piece)) {
+            // A closed stdout (`| head`) ends generation rather than failing it.
+            return Ok(Step::Stop);
         }
-        Ok(Step::Continue)
+        Ok(if stops.stopped() {
+            Step::StopSequence
+        } else {
+            Step::Continue
+        })
     })?;
-    let rest = match detokenizer.as_mut() {
-        Some(detokenizer) => detokenizer.finish()?,
-        None => String::new(),
-    };
+    if !stops.stopped() {
+        let rest = match detokenizer.as_mut() {
+            Some(detokenizer) => detokenizer.finish()?,
+            None => String::new(),
+        };
+        let rest = stops.push(&rest) + &stops.finish();
+        out.write(&rest);
+    }
     if args.json {
-        text.push_str(&rest);
+        let mut text = out.text;
         if detokenizer.is_none() {
             text.truncate(text.trim_end().len());
         }
-        writeln!(
-            stdout,
-            "{}",
-            GenerateReport::new(text, &generation).json_line()
-        )?;
+        let line = GenerateReport::new(text, &generation).json_line();
+        writeln!(out.stdout, "{line}")?;
     } else {
-        writeln!(stdout, "{rest}")?;
+        writeln!(out.stdout)?;
     }
     eprintln!(
         "{} tokens generated (stop: {}); {}",
@@ -306,6 +372,7 @@ mod tests {
             (Some(StopReason::Length), "length"),
             (Some(StopReason::ContextFull), "context_full"),
             (Some(StopReason::Callback), "stopped"),
+            (Some(StopReason::StopSequence), "stop"),
             (None, "length"),
         ];
         for (stop, word) in words {

@@ -8,6 +8,16 @@ use super::stop::StopMatcher;
 use crate::chat::{ChatTemplate, Detokenizer, Message, Tokenizer};
 use crate::sampler::Sampler;
 
+/// What a turn does when the conversation no longer fits the context window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextOverflow {
+    /// Drop the oldest turns (the system message stays) until the conversation leaves
+    /// room for a reply.
+    Truncate,
+    /// Refuse the turn with [`EngineError::ContextOverflow`] (the conversation is kept).
+    Error,
+}
+
 /// How a chat generates replies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatOptions {
@@ -19,15 +29,20 @@ pub struct ChatOptions {
     pub system: Option<String>,
     /// Keep the logits of every reply (see [`GenerateOptions::keep_logits`]).
     pub keep_logits: bool,
+    /// What to do when the conversation outgrows the context window.
+    pub overflow: ContextOverflow,
 }
 
 impl Default for ChatOptions {
+    /// 256 tokens per reply, no stop strings or system message, oldest turns dropped on
+    /// overflow.
     fn default() -> Self {
         ChatOptions {
             max_new_tokens: 256,
             stop: Vec::new(),
             system: None,
             keep_logits: false,
+            overflow: ContextOverflow::Truncate,
         }
     }
 }
@@ -41,6 +56,8 @@ pub struct Reply {
     pub prompt_ids: Vec<u32>,
     /// How many of `prompt_ids` were already in the KV cache (not prefilled again).
     pub reused: usize,
+    /// Messages dropped from the start of the conversation to fit the context window.
+    pub dropped: usize,
     /// The generated ids, why generation stopped, timing (and logits if kept).
     pub generation: Generation,
 }
@@ -55,6 +72,16 @@ pub struct Chat {
     sampler: Sampler,
     options: ChatOptions,
     messages: Vec<Message>,
+    /// The rendered conversation up to the end of the last reply and the ids it is held
+    /// as: the prompt's ids and the generated ones, not the reply re-tokenized.
+    held: Option<Held>,
+}
+
+/// Text and the ids that stand for it.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    text: String,
+    ids: Vec<u32>,
 }
 
 /// The length of the longest common prefix of `a` and `b`.
@@ -79,12 +106,14 @@ impl Chat {
             sampler,
             options,
             messages: Vec::new(),
+            held: None,
         };
         chat.start();
         Ok(chat)
     }
 
     fn start(&mut self) {
+        self.held = None;
         self.messages = self
             .options
             .system
@@ -121,29 +150,22 @@ impl Chat {
         Ok(())
     }
 
-    /// Adds a user message and generates the assistant's reply, calling `on_text` with
-    /// each piece of text as it becomes complete. Only the part of the rendered
-    /// conversation that the cache does not hold is prefilled. A conversation too long
-    /// for the context window is an error and leaves the conversation unchanged.
+    /// Adds a user message and generates the assistant's reply, calling `on_text` after
+    /// each token with the text it completed (often empty); `on_text` may end the reply
+    /// ([`Step::Stop`]). Only the part of the rendered conversation that the cache does not
+    /// hold is prefilled, and an earlier reply is kept as the ids generated rather than
+    /// re-tokenized. A conversation too long for the context window is handled as
+    /// [`ChatOptions::overflow`] says; an error leaves the conversation unchanged.
     pub fn send(
         &mut self,
         user: &str,
-        mut on_text: impl FnMut(&str),
+        mut on_text: impl FnMut(&str) -> Step,
     ) -> Result<Reply, EngineError> {
         let mut messages = self.messages.clone();
         messages.push(Message::new("user", user));
-        let rendered = self.template.render(&messages, true)?;
-        let ids = self.tokenizer.encode(&rendered, false)?;
+        let (rendered, ids, dropped) = self.fit(&mut messages)?;
         // At least one token is prefilled: its logits start the reply.
-        let reused = common_prefix(self.engine.tokens(), &ids).min(ids.len().saturating_sub(1));
-        let window = self.engine.config().context_window;
-        if ids.len() > window {
-            return Err(EngineError::ContextOverflow {
-                window,
-                cached: reused,
-                adding: ids.len() - reused,
-            });
-        }
+        let reused = common_prefix(self.engine.tokens(), &ids).min(ids.len() - 1);
         self.engine.truncate(reused)?;
         let options = GenerateOptions {
             max_new_tokens: self.options.max_new_tokens,
@@ -153,39 +175,113 @@ impl Chat {
         let mut detokenizer = Detokenizer::with_context(&self.tokenizer, &ids, true);
         let mut stops = StopMatcher::new(&self.options.stop);
         let mut text = String::new();
-        let mut show = |piece: String, text: &mut String| {
-            if !piece.is_empty() {
-                on_text(&piece);
-                text.push_str(&piece);
-            }
-        };
         let generation =
             self.engine
                 .generate(&ids[reused..], options, &mut self.sampler, |token| {
-                    if token.is_eos {
-                        return Ok(Step::Continue);
-                    }
-                    if let Some(piece) = detokenizer.push(token.id)? {
-                        show(stops.push(&piece), &mut text);
-                    }
+                    let piece = match token.is_eos {
+                        true => String::new(),
+                        false => detokenizer.push(token.id)?.unwrap_or_default(),
+                    };
+                    let shown = stops.push(&piece);
+                    text.push_str(&shown);
+                    let step = on_text(&shown);
                     Ok(if stops.stopped() {
-                        Step::Stop
+                        Step::StopSequence
                     } else {
-                        Step::Continue
+                        step
                     })
                 })?;
         if !stops.stopped() {
             let rest = detokenizer.finish()?;
-            show(stops.push(&rest), &mut text);
-            show(stops.finish(), &mut text);
+            let rest = stops.push(&rest) + &stops.finish();
+            on_text(&rest);
+            text.push_str(&rest);
         }
+        self.held = self.held_after(&rendered, &ids, &text, &generation, stops.stopped());
         messages.push(Message::new("assistant", text.clone()));
         self.messages = messages;
         Ok(Reply {
             text,
             prompt_ids: ids,
             reused,
+            dropped,
             generation,
         })
     }
+
+    /// Renders `messages` and encodes them, dropping the oldest turns first when the
+    /// options say so and the conversation leaves no room for a reply; returns the text,
+    /// its ids and how many messages were dropped.
+    fn fit(&self, messages: &mut Vec<Message>) -> Result<(String, Vec<u32>, usize), EngineError> {
+        let window = self.engine.config().context_window;
+        let room = self.options.max_new_tokens.min(window / 2);
+        let mut dropped = 0;
+        loop {
+            let rendered = self.template.render(messages, true)?;
+            let ids = self.encode_continuing(&rendered)?;
+            let fits = ids.len() + room <= window;
+            let can_drop = self.options.overflow == ContextOverflow::Truncate;
+            let oldest = can_drop.then(|| oldest_turn(messages)).flatten();
+            match (fits, oldest) {
+                (false, Some(turn)) => {
+                    dropped += turn.len();
+                    messages.drain(turn);
+                }
+                _ if ids.len() > window || ids.is_empty() => {
+                    return Err(EngineError::ContextOverflow {
+                        window,
+                        cached: 0,
+                        adding: ids.len(),
+                    })
+                }
+                _ => return Ok((rendered, ids, dropped)),
+            }
+        }
+    }
+
+    /// The ids of `rendered`: those held for its start when it continues the held text,
+    /// then the rest encoded.
+    fn encode_continuing(&self, rendered: &str) -> Result<Vec<u32>, EngineError> {
+        let held = self.held.as_ref().filter(|h| rendered.starts_with(&h.text));
+        let Some(held) = held else {
+            return Ok(self.tokenizer.encode(rendered, false)?);
+        };
+        let rest = self.tokenizer.encode(&rendered[held.text.len()..], false)?;
+        Ok([held.ids.as_slice(), &rest].concat())
+    }
+
+    /// What the conversation is held as after a reply: the prompt and the generated ids
+    /// (without a final EOS) stand for the rendered prompt and the reply's text. Not when
+    /// a stop string ended the reply: the ids then run past the text.
+    fn held_after(
+        &self,
+        rendered: &str,
+        ids: &[u32],
+        text: &str,
+        generation: &Generation,
+        stopped_by_string: bool,
+    ) -> Option<Held> {
+        if stopped_by_string {
+            return None;
+        }
+        let generated = match generation.ids.split_last() {
+            Some((&last, rest)) if self.engine.is_eos(last) => rest,
+            _ => &generation.ids,
+        };
+        Some(Held {
+            text: format!("{rendered}{text}"),
+            ids: [ids, generated].concat(),
+        })
+    }
+}
+
+/// The oldest turn that may be dropped: the first user message after any system message,
+/// through the assistant reply that follows it; never the last message (the new one).
+fn oldest_turn(messages: &[Message]) -> Option<std::ops::Range<usize>> {
+    let start = messages.iter().position(|m| m.role != "system")?;
+    let end = messages[start + 1..]
+        .iter()
+        .position(|m| m.role == "user")
+        .map_or(messages.len(), |i| start + 1 + i);
+    (end < messages.len()).then_some(start..end)
 }

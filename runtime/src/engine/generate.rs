@@ -45,8 +45,10 @@ pub struct Token<'a> {
 pub enum Step {
     /// Generate the next token.
     Continue,
-    /// End generation here (a stop string was seen, the user interrupted, ...).
+    /// End generation here (the user interrupted, the output was closed, ...).
     Stop,
+    /// End generation here: a stop string was seen.
+    StopSequence,
 }
 
 /// Why generation ended.
@@ -60,6 +62,8 @@ pub enum StopReason {
     ContextFull,
     /// The callback asked to stop.
     Callback,
+    /// The callback saw a stop string.
+    StopSequence,
 }
 
 impl std::fmt::Display for StopReason {
@@ -69,6 +73,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Length => "length limit",
             StopReason::ContextFull => "context window full",
             StopReason::Callback => "stopped",
+            StopReason::StopSequence => "stop string",
         })
     }
 }
@@ -183,6 +188,8 @@ impl Engine {
                 Some(StopReason::Eos)
             } else if step == Step::Stop {
                 Some(StopReason::Callback)
+            } else if step == Step::StopSequence {
+                Some(StopReason::StopSequence)
             } else if out.ids.len() >= options.max_new_tokens {
                 Some(StopReason::Length)
             } else if self.check_fits(1).is_err() {

@@ -6,10 +6,13 @@ use crate::cli_generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
+use oxrelax_runtime::qnn::device::NPU_LANE;
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::vm::KernelProfile;
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -34,6 +37,14 @@ pub struct BenchArgs {
     /// slowest kernels of prefill and decode.
     #[arg(long)]
     profile: bool,
+    /// Prefill one chunk at a time even where the model pipelines chunks (an artifact
+    /// with NPU graphs overlaps one chunk's CPU work with the next one's NPU graphs).
+    #[arg(long)]
+    no_pipeline: bool,
+    /// Write the last measured run's prefill as a Chrome trace (one row per device
+    /// thread: `cpu 0`, `cpu 1`, `npu`) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     load: ModelArgs,
 }
@@ -62,6 +73,13 @@ pub struct BenchReport {
     pub decode_tok_s: f64,
     /// Median time to first token in milliseconds.
     pub ttft_ms: f64,
+    /// Median prefill wall time in seconds.
+    pub prefill_s: f64,
+    /// Median busy time of the CPU threads during prefill, in seconds (summed over the
+    /// pipeline's threads).
+    pub cpu_s: f64,
+    /// Median busy time of the NPU during prefill, in seconds (0 without NPU graphs).
+    pub npu_s: f64,
     /// Peak resident set (VmHWM) in MiB; `null` where the OS does not report it.
     pub peak_rss_mib: Option<f64>,
     /// Bytes of the weight tensors the engine holds.
@@ -112,7 +130,34 @@ fn check_sizes(prompt: usize, gen: usize, runs: usize, window: usize) -> CliResu
     Ok(())
 }
 
-fn one_run(engine: &mut Engine, prompt: &[u32], gen: usize) -> CliResult<GenerationStats> {
+/// What one run measured: its timing, and its prefill's busy time per device.
+struct RunStats {
+    stats: GenerationStats,
+    timeline: Arc<Timeline>,
+}
+
+impl RunStats {
+    fn cpu_s(&self) -> f64 {
+        self.timeline.busy("cpu").as_secs_f64()
+    }
+
+    fn npu_s(&self) -> f64 {
+        self.timeline.busy(NPU_LANE).as_secs_f64()
+    }
+}
+
+fn one_run(engine: &mut Engine, prompt: &[u32], gen: usize) -> CliResult<RunStats> {
+    let timeline = Timeline::new();
+    engine.set_timeline(Some(timeline.clone()));
+    let stats = timed_generation(engine, prompt, gen);
+    engine.set_timeline(None);
+    Ok(RunStats {
+        stats: stats?,
+        timeline,
+    })
+}
+
+fn timed_generation(engine: &mut Engine, prompt: &[u32], gen: usize) -> CliResult<GenerationStats> {
     engine.reset()?;
     let options = GenerateOptions {
         max_new_tokens: gen,
@@ -122,6 +167,11 @@ fn one_run(engine: &mut Engine, prompt: &[u32], gen: usize) -> CliResult<Generat
     let mut sampler = Sampler::new(SamplingConfig::default());
     let generation = engine.generate(prompt, options, &mut sampler, |_| Ok(Step::Continue))?;
     Ok(generation.stats)
+}
+
+/// The median of `figure` over `runs`.
+fn median_of(runs: &[RunStats], figure: impl Fn(&RunStats) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -151,6 +201,9 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
     let pool = args.load.pool()?;
     let threads = pool.threads();
     let LoadedEngine { mut engine, .. } = open_engine_on(&args.dir, &args.load, pool)?;
+    if args.no_pipeline {
+        engine.disable_pipeline();
+    }
     let window = engine.config().context_window;
     check_sizes(args.prompt_len, args.gen, args.runs, window)?;
     let prompt = synthetic_prompt(args.prompt_len, engine.config().vocab_size);
@@ -171,19 +224,22 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
         gen: args.gen,
         runs: args.runs,
         context_window: window,
-        prefill_tok_s: median(runs.iter().map(|s| s.prefill_tokens_per_s()).collect()),
-        decode_tok_s: median(runs.iter().map(|s| s.decode_tokens_per_s()).collect()),
-        ttft_ms: median(
-            runs.iter()
-                .map(|s| s.time_to_first_token.as_secs_f64() * 1e3)
-                .collect(),
-        ),
+        prefill_tok_s: median_of(&runs, |r| r.stats.prefill_tokens_per_s()),
+        decode_tok_s: median_of(&runs, |r| r.stats.decode_tokens_per_s()),
+        ttft_ms: median_of(&runs, |r| r.stats.time_to_first_token.as_secs_f64() * 1e3),
+        prefill_s: median_of(&runs, |r| r.stats.prefill_time.as_secs_f64()),
+        cpu_s: median_of(&runs, RunStats::cpu_s),
+        npu_s: median_of(&runs, RunStats::npu_s),
         peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
         weights_bytes: engine.weights_bytes(),
         kv_cache_bytes: engine.kv_cache_bytes()?,
         arena_bytes: engine.arena_bytes(),
     };
     print_report(&report);
+    if let (Some(path), Some(last)) = (&args.trace, runs.last()) {
+        let trace = last.timeline.chrome_trace().to_string();
+        std::fs::write(path, trace).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     if args.profile {
         engine.set_profiling(true);
         one_run(&mut engine, &prompt, args.gen)?;
@@ -226,6 +282,10 @@ fn print_report(r: &BenchReport) {
     println!("prefill: {:.1} tok/s", r.prefill_tok_s);
     println!("decode: {:.1} tok/s", r.decode_tok_s);
     println!("time to first token: {:.1} ms", r.ttft_ms);
+    println!(
+        "prefill: {:.3} s; busy: cpu {:.3} s, npu {:.3} s",
+        r.prefill_s, r.cpu_s, r.npu_s
+    );
     match r.peak_rss_mib {
         Some(mib) => println!("peak memory (VmHWM): {mib:.1} MiB"),
         None => println!("peak memory: unavailable (no VmHWM in /proc/self/status)"),
@@ -256,6 +316,9 @@ mod tests {
             prefill_tok_s: 10.5,
             decode_tok_s: 20.0,
             ttft_ms: 1.5,
+            prefill_s: 0.4,
+            cpu_s: 0.3,
+            npu_s: 0.2,
             peak_rss_mib: None,
             weights_bytes: 100,
             kv_cache_bytes: 200,
@@ -276,6 +339,9 @@ mod tests {
             "prefill_tok_s",
             "decode_tok_s",
             "ttft_ms",
+            "prefill_s",
+            "cpu_s",
+            "npu_s",
             "peak_rss_mib",
             "weights_bytes",
             "kv_cache_bytes",
@@ -283,7 +349,7 @@ mod tests {
         ] {
             assert!(object.contains_key(key), "{key} missing in {line}");
         }
-        assert_eq!(object.len(), 14, "{line}");
+        assert_eq!(object.len(), 17, "{line}");
         assert_eq!(json["model"], "models/x");
         assert_eq!(json["threads"], 2);
         assert_eq!(json["prefill_tok_s"], 10.5);

@@ -11,6 +11,7 @@ use oxrelax_runtime::engine::{
     Chat, ChatOptions, ContextOverflow, Engine, EngineConfig, GenerateOptions, Step,
 };
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
+use oxrelax_runtime::trace::Timeline;
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -428,4 +429,48 @@ fn a_chat_past_the_window_drops_its_oldest_turns_or_refuses_as_asked() {
             }
         }
     }
+}
+
+#[test]
+fn a_pipelined_prefill_gives_the_logits_of_a_sequential_one() {
+    let prompt: Vec<u32> = (0..37).map(|i| 100 + (i * 37) % 800).collect();
+    let (mut sequential, _) = engine("tiny-llama", 8);
+    let (mut pipelined, _) = engine("tiny-llama", 8);
+    pipelined.enable_pipeline(None).unwrap();
+    let timeline = Timeline::new();
+    pipelined.set_timeline(Some(timeline.clone()));
+    let want = sequential.prefill_all(&prompt).unwrap();
+    let got = pipelined.prefill_all(&prompt).unwrap();
+    assert_eq!(got, want, "every row of every chunk, bit for bit");
+    let lanes: std::collections::BTreeSet<String> =
+        timeline.spans().into_iter().map(|s| s.lane).collect();
+    assert_eq!(lanes.into_iter().collect::<Vec<_>>(), ["cpu 0", "cpu 1"]);
+    // A second prompt continues the cache; decoding after it agrees too.
+    let more = [
+        5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+    ];
+    assert_eq!(
+        pipelined.prefill(&more).unwrap(),
+        sequential.prefill(&more).unwrap()
+    );
+    assert_eq!(
+        pipelined.decode(42).unwrap(),
+        sequential.decode(42).unwrap()
+    );
+    assert_eq!(pipelined.tokens(), sequential.tokens());
+}
+
+#[test]
+fn a_pipelined_prefill_that_cannot_fit_changes_nothing() {
+    let (mut engine, _) = engine("tiny-llama", 8);
+    engine.enable_pipeline(None).unwrap();
+    engine.prefill(&[5; 20]).unwrap();
+    let err = engine.prefill(&[5; 250]).unwrap_err();
+    assert!(err.to_string().contains("context window"), "{err}");
+    let bad = engine
+        .prefill(&[5, 6, 7, 8, 9, 10, 11, 12, 13, 999_999])
+        .unwrap_err();
+    assert!(bad.to_string().contains("out of range"), "{bad}");
+    assert_eq!(engine.len(), 20);
+    engine.decode(3).unwrap();
 }

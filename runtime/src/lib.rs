@@ -19,6 +19,7 @@ pub mod qnn;
 pub mod report;
 pub mod sampler;
 pub mod tensor;
+pub mod trace;
 pub mod value;
 pub mod vm;
 pub mod weights;

@@ -71,6 +71,12 @@ fn npu_builtins(
     Ok(builtins)
 }
 
+/// The pool the CPU part runs on while the NPU graphs run on the host reference backend
+/// (a host core of their own): one thread fewer than `threads`, when there are two or more.
+fn cpu_pool_beside_host_npu(threads: usize) -> Option<Arc<ThreadPool>> {
+    (threads > 1).then(|| ThreadPool::new(threads - 1).ok().map(Arc::new))?
+}
+
 /// A checked artifact loaded into a VM with its kernel library and weights.
 pub struct Artifact {
     dir: PathBuf,
@@ -184,12 +190,22 @@ impl Artifact {
         })
     }
 
-    /// An engine over the artifact whose kernels run on `pool`, and its tokenizer.
+    /// An engine over the artifact whose kernels run on `pool`, and its tokenizer. An
+    /// artifact with NPU graphs prefills two chunks at a time (the CPU/NPU pipeline,
+    /// [`Engine::enable_pipeline`]).
     pub fn into_engine(self, pool: Arc<ThreadPool>) -> Result<LoadedEngine, ArtifactError> {
         let tokenizer = self.tokenizer()?;
         let config = self.engine_config(tokenizer.as_ref())?;
+        let pipelined = self.manifest.npu.is_some();
         let (vm, weights) = self.into_parts();
-        let engine = Engine::new(vm.with_thread_pool(pool), weights, config).map_err(Box::new)?;
+        let threads = pool.threads();
+        let mut engine =
+            Engine::new(vm.with_thread_pool(pool), weights, config).map_err(Box::new)?;
+        if pipelined {
+            engine
+                .enable_pipeline(cpu_pool_beside_host_npu(threads))
+                .map_err(Box::new)?;
+        }
         Ok(LoadedEngine { engine, tokenizer })
     }
 

@@ -13,6 +13,7 @@ mod chat;
 mod error;
 mod generate;
 mod perplexity;
+mod pipeline;
 mod step;
 mod stop;
 

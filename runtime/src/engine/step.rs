@@ -2,10 +2,12 @@
 
 use super::error::EngineError;
 use crate::kv_cache::SharedKvCache;
+use crate::pool::ThreadPool;
 use crate::tensor::Tensor;
+use crate::trace::Timeline;
 use crate::value::Value;
 use crate::vm::{KernelProfile, VirtualMachine};
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 /// The sizes a model was compiled for, and the ids that end generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,12 +25,18 @@ pub struct EngineConfig {
 
 /// A model in a VM with its weights and one KV cache, and the ids the cache holds.
 pub struct Engine {
-    vm: VirtualMachine,
-    weights: Vec<Value>,
+    pub(super) vm: VirtualMachine,
+    pub(super) weights: Vec<Value>,
     config: EngineConfig,
-    cache: Value,
+    pub(super) cache: Value,
     /// The ids whose keys and values are in the cache, in order.
-    tokens: Vec<u32>,
+    pub(super) tokens: Vec<u32>,
+    /// With the prefill pipeline on: the VM that runs every other chunk.
+    pub(super) second_vm: Option<VirtualMachine>,
+    /// Where prefill records its busy time per device.
+    pub(super) timeline: Option<Arc<Timeline>>,
+    /// With the pipeline on a pool of its own: the pool to go back to without it.
+    pub(super) sequential_pool: Option<Arc<ThreadPool>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -61,6 +69,9 @@ impl Engine {
             config,
             cache,
             tokens: Vec::new(),
+            second_vm: None,
+            timeline: None,
+            sequential_pool: None,
         })
     }
 
@@ -150,6 +161,13 @@ impl Engine {
         if len >= self.tokens.len() {
             return Ok(());
         }
+        self.cut_cache_to(len)?;
+        self.tokens.truncate(len);
+        Ok(())
+    }
+
+    /// Sets every layer of the cache to `len` positions (at most what each holds).
+    pub(super) fn cut_cache_to(&self, len: usize) -> Result<(), EngineError> {
         let shared = self
             .cache
             .as_object::<SharedKvCache>()
@@ -158,20 +176,16 @@ impl Engine {
         let drop = cache.len().saturating_sub(len);
         cache
             .pop(drop)
-            .map_err(|e| EngineError::Config(format!("rolling back the KV cache: {e}")))?;
-        self.tokens.truncate(len);
-        Ok(())
+            .map_err(|e| EngineError::Config(format!("rolling back the KV cache: {e}")))
     }
 
     /// Runs `ids` through the model, appending them to the cache; returns the logits of
     /// the last position. Prompts longer than the prefill chunk go in chunks.
     pub fn prefill(&mut self, ids: &[u32]) -> Result<Vec<f32>, EngineError> {
         self.check_prefill("prefill", ids)?;
-        let mut last = Vec::new();
-        for chunk in ids.chunks(self.config.prefill_chunk) {
-            last = self.step("prefill", chunk)?;
-        }
-        Ok(last)
+        let chunks: Vec<&[u32]> = ids.chunks(self.config.prefill_chunk).collect();
+        let mut logits = self.run_chunks("prefill", &chunks)?;
+        Ok(logits.pop().unwrap_or_default())
     }
 
     /// Like [`Engine::prefill`], but returns the logits of every position: row j follows
@@ -179,12 +193,12 @@ impl Engine {
     pub fn prefill_all(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, EngineError> {
         self.check_prefill("prefill_all", ids)?;
         let vocab = self.config.vocab_size;
-        let mut rows = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(self.config.prefill_chunk) {
-            let logits = self.step("prefill_all", chunk)?;
-            rows.extend(logits.chunks(vocab).map(<[f32]>::to_vec));
-        }
-        Ok(rows)
+        let chunks: Vec<&[u32]> = ids.chunks(self.config.prefill_chunk).collect();
+        let logits = self.run_chunks("prefill_all", &chunks)?;
+        Ok(logits
+            .iter()
+            .flat_map(|l| l.chunks(vocab).map(<[f32]>::to_vec))
+            .collect())
     }
 
     /// Runs one token through the model; returns its logits.
@@ -214,7 +228,11 @@ impl Engine {
     }
 
     /// Calls `function(ids [1, n], cache, weights...)` and returns its logits, flat.
-    fn step(&mut self, function: &'static str, ids: &[u32]) -> Result<Vec<f32>, EngineError> {
+    pub(super) fn step(
+        &mut self,
+        function: &'static str,
+        ids: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
         let input = self.ids_tensor(ids)?;
         let args: Vec<Value> = [Value::Tensor(input), self.cache.clone()]
             .into_iter()
@@ -233,7 +251,7 @@ impl Engine {
         self.logits(function, &out, rows)
     }
 
-    fn ids_tensor(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
+    pub(super) fn ids_tensor(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
         let vocab = self.config.vocab_size;
         let values = ids
             .iter()
@@ -254,7 +272,7 @@ impl Engine {
             .map_err(|e| EngineError::Config(format!("ids tensor {shape:?}: {e}")))
     }
 
-    fn logits(
+    pub(super) fn logits(
         &self,
         function: &'static str,
         out: &Value,

@@ -1,7 +1,8 @@
 //! The `kv_cache.*` packed functions. A cache travels as an [`Object`] holding a
-//! [`SharedKvCache`]; the mutating builtins return that same object.
+//! [`SharedKvCache`] (or, in a pipelined prefill, a [`ChunkWindow`] on one); the mutating
+//! builtins return that same object.
 
-use super::KvCache;
+use super::{ChunkWindow, KvCache};
 use crate::packed::{Args, BuiltinError, Registry};
 use crate::value::{Object, Value, ValueKind};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -14,6 +15,20 @@ pub type SharedKvCache = Mutex<KvCache>;
 fn cache<'a>(args: &Args<'a>) -> Result<MutexGuard<'a, KvCache>, BuiltinError> {
     let shared = args.object::<SharedKvCache>(0)?;
     Ok(shared.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// Argument 0 as a chunk's window, if it is one.
+fn window<'a>(args: &Args<'a>) -> Option<&'a ChunkWindow> {
+    args.values()[0].as_object::<ChunkWindow>()
+}
+
+/// An error for `pop` and `clear` on a chunk's window.
+fn not_on_window(args: &Args<'_>) -> BuiltinError {
+    args.invalid(
+        0,
+        "a prefill chunk's window",
+        "only the whole cache can be cut back",
+    )
 }
 
 fn create(args: &Args<'_>) -> Result<Value, BuiltinError> {
@@ -30,31 +45,47 @@ fn append(args: &Args<'_>) -> Result<Value, BuiltinError> {
     let tensors = (2..args.values().len())
         .map(|i| args.tensor(i))
         .collect::<Result<Vec<_>, _>>()?;
-    cache(args)?
-        .append(layer, &tensors)
-        .map_err(|e| args.fail(e))?;
+    match window(args) {
+        Some(window) => window.append(layer, &tensors),
+        None => cache(args)?.append(layer, &tensors),
+    }
+    .map_err(|e| args.fail(e))?;
     Ok(args.values()[0].clone())
 }
 
 fn view(args: &Args<'_>) -> Result<Value, BuiltinError> {
     let layer = args.count(1)?;
-    let views = cache(args)?.view(layer).map_err(|e| args.fail(e))?;
+    let views = match window(args) {
+        Some(window) => window.view(layer),
+        None => cache(args)?.view(layer),
+    };
+    let views = views.map_err(|e| args.fail(e))?;
     Ok(Value::Tuple(views.into_iter().map(Value::from).collect()))
 }
 
 fn pop(args: &Args<'_>) -> Result<Value, BuiltinError> {
     let n = args.count(1)?;
+    if window(args).is_some() {
+        return Err(not_on_window(args));
+    }
     cache(args)?.pop(n).map_err(|e| args.fail(e))?;
     Ok(args.values()[0].clone())
 }
 
 fn clear(args: &Args<'_>) -> Result<Value, BuiltinError> {
+    if window(args).is_some() {
+        return Err(not_on_window(args));
+    }
     cache(args)?.clear();
     Ok(args.values()[0].clone())
 }
 
 fn len(args: &Args<'_>) -> Result<Value, BuiltinError> {
-    Ok(Value::Int(cache(args)?.len() as i64))
+    let len = match window(args) {
+        Some(window) => window.len(),
+        None => cache(args)?.len(),
+    };
+    Ok(Value::Int(len as i64))
 }
 
 /// Registers `kv_cache.create(layers, kv_heads, head_dim, capacity, dtype: str)` (`dtype`

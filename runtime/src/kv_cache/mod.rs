@@ -18,9 +18,11 @@ mod builtins;
 mod format;
 #[cfg(test)]
 mod tests;
+mod window;
 
 pub use builtins::{register_builtins, SharedKvCache};
 pub use format::{KvFormat, Stream};
+pub use window::{ChunkSchedule, ChunkWindow};
 
 use crate::dtype::DType;
 use crate::tensor::buffer::{Buffer, StorageKind};
@@ -96,6 +98,42 @@ pub enum KvCacheError {
     UnsupportedDtype {
         /// The dtype asked for.
         dtype: DType,
+    },
+    /// A chunk window over a value that is not a KV cache.
+    #[error("a chunk window's cache is not a KV cache object")]
+    NotACache,
+    /// A chunk appended another number of positions than its window covers.
+    #[error("the chunk window of positions {start}..{end} appends {got} positions")]
+    WindowRows {
+        /// The window's first position.
+        start: usize,
+        /// Its end.
+        end: usize,
+        /// Positions given.
+        got: i64,
+    },
+    /// Another chunk of the same pipelined prefill failed.
+    #[error("another chunk of this prefill failed")]
+    Aborted,
+    /// A chunk found its layer longer than its start: chunks appended out of order.
+    #[error("layer {layer} holds {len} positions when the chunk starting at {start} appends")]
+    OutOfTurn {
+        /// The layer.
+        layer: usize,
+        /// Positions it held.
+        len: usize,
+        /// The chunk's first position.
+        start: usize,
+    },
+    /// A view longer than the layer.
+    #[error("a view of {positions} positions of layer {layer}, which holds {len}")]
+    ViewPastEnd {
+        /// The layer.
+        layer: usize,
+        /// Positions asked for.
+        positions: usize,
+        /// Positions it holds.
+        len: usize,
     },
     /// A tensor-level failure (e.g. a strided K, or a cache too large to allocate).
     #[error(transparent)]
@@ -350,16 +388,35 @@ impl KvCache {
     /// `[len, kv_heads, head_dim]`, then an int8 cache's scales as `[len, kv_heads]`), as
     /// views of the cache's storage.
     pub fn view(&mut self, layer: usize) -> Result<Vec<Tensor>, KvCacheError> {
+        let len = self.layer(layer)?.len;
+        self.view_prefix(layer, len)
+    }
+
+    /// The first `positions` positions of `layer` (at most its length), as
+    /// [`KvCache::view`] shows them.
+    pub fn view_prefix(
+        &mut self,
+        layer: usize,
+        positions: usize,
+    ) -> Result<Vec<Tensor>, KvCacheError> {
         let entry = self.layer(layer)?;
+        if positions > entry.len {
+            let len = entry.len;
+            return Err(KvCacheError::ViewPastEnd {
+                layer,
+                positions,
+                len,
+            });
+        }
         let views = (entry.streams.iter().enumerate())
             .map(|(stream, buffer)| {
-                let shape = self.layout(stream, entry.len);
+                let shape = self.layout(stream, positions);
                 let dtype = self.streams[stream].dtype;
                 Tensor::view_of(buffer.clone(), 0, dtype, &shape)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let entry = &mut self.layers[layer];
-        entry.exposed = entry.exposed.max(entry.len);
+        entry.exposed = entry.exposed.max(positions);
         Ok(views)
     }
 

@@ -68,6 +68,9 @@ pub enum BuiltinFailure {
     /// The NPU host reference backend failed.
     #[error(transparent)]
     Npu(#[from] crate::qnn::sim::SimError),
+    /// The NPU device's thread is gone.
+    #[error(transparent)]
+    NpuDevice(#[from] crate::qnn::device::DeviceGone),
     /// A dtype name that does not exist.
     #[error(transparent)]
     DType(#[from] UnknownDType),

@@ -5,6 +5,7 @@
 //! token axis and its outputs cut back (every NPU op works row by row, so padding changes
 //! no real row).
 
+use super::device::NpuDevice;
 use super::net::{GraphSpec, NetFile};
 use super::sim::{SimContext, SimMode};
 use crate::packed::{Args, BuiltinError, BuiltinFailure};
@@ -34,8 +35,9 @@ pub fn range_observer(ranges: Arc<Mutex<Ranges>>) -> TensorObserver {
 }
 
 /// Registers `npu.<graph>` for every graph of `sim` in `registry`, taking the graph's
-/// activations (its weights are its static tensors). With `observer`, every tensor each
-/// call computes is shown to it.
+/// activations (its weights are its static tensors). The calls run on one [`NpuDevice`],
+/// one at a time whichever thread makes them. With `observer`, every tensor each call
+/// computes is shown to it.
 pub fn register_npu_graphs(
     registry: &mut Registry,
     sim: Arc<SimContext>,
@@ -43,70 +45,111 @@ pub fn register_npu_graphs(
     observer: Option<TensorObserver>,
 ) -> Result<(), BuiltinError> {
     let net: &NetFile = sim.net();
+    let device = NpuDevice::new();
     for graph in &net.graphs {
         let params: Vec<(&str, ValueKind)> = graph
             .inputs
             .iter()
             .map(|_| ("activation", ValueKind::Tensor))
             .collect();
-        let (sim, observer, spec) = (sim.clone(), observer.clone(), graph.clone());
+        let call = GraphCall {
+            sim: sim.clone(),
+            spec: Arc::new(graph.clone()),
+            mode,
+            observer: observer.clone(),
+            device: device.clone(),
+        };
         registry.register(&format!("npu.{}", graph.name), &params, move |args| {
-            run_graph(&sim, &spec, mode, observer.as_ref(), args)
+            call.run(args)
         })?;
     }
     Ok(())
 }
 
-fn run_graph(
-    sim: &SimContext,
-    spec: &GraphSpec,
+/// What an `npu.<graph>` function runs, and where.
+struct GraphCall {
+    sim: Arc<SimContext>,
+    spec: Arc<GraphSpec>,
     mode: SimMode,
-    observer: Option<&TensorObserver>,
-    args: &Args<'_>,
-) -> Result<Value, BuiltinError> {
-    let (tensors, token_axes) = (&sim.net().graph.tensors, &sim.net().token_axes);
-    let axis_of = |name: &str| token_axes.get(name).map(|&a| a as usize);
-    let mut rows = spec.tokens as i64;
-    let mut inputs = Vec::with_capacity(spec.inputs.len());
-    for (i, name) in spec.inputs.iter().enumerate() {
-        let dims = &tensors[name].dims;
-        let given = args.tensor(i)?;
-        let axis = axis_of(name);
-        let given_rows = axis.and_then(|a| given.shape().get(a).copied());
-        let shape = with_rows(dims, axis, given_rows.unwrap_or(0));
-        let fits = axis.is_none_or(|a| given_rows.is_some_and(|r| r <= dims[a] as i64));
-        if !fits || shape.as_deref() != Some(given.shape()) {
-            let reason = format!("graph input `{name}` has dims {dims:?} (token axis {axis:?})");
-            return Err(args.invalid(i, format!("{:?}", given.shape()), &reason));
-        }
-        if let Some(r) = given_rows {
-            rows = r;
-        }
-        let mut padded = given.as_slice::<f32>().map_err(|e| args.fail(e))?.to_vec();
-        padded.resize(tensors[name].numel() as usize, 0.0);
-        inputs.push(padded);
+    observer: Option<TensorObserver>,
+    device: Arc<NpuDevice>,
+}
+
+impl GraphCall {
+    /// Checks and pads the inputs here, runs the graph on the device, and cuts the
+    /// outputs back to the call's rows.
+    fn run(&self, args: &Args<'_>) -> Result<Value, BuiltinError> {
+        let (inputs, rows) = self.padded_inputs(args)?;
+        let (sim, spec, mode) = (self.sim.clone(), self.spec.clone(), self.mode);
+        let observer = self.observer.clone();
+        let outputs = self
+            .device
+            .run(&spec.name.clone(), move || {
+                let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+                let mut observe = |tensor: &str, values: &[f32]| {
+                    if let Some(observer) = &observer {
+                        observer(&spec.name, tensor, values);
+                    }
+                };
+                sim.run_observed(&spec.name, &refs, mode, &mut observe)
+            })
+            .map_err(|e| args.fail(e))?
+            .map_err(|e| args.fail(BuiltinFailure::from(e)))?;
+        self.output_values(args, outputs, rows)
     }
-    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut observe = |tensor: &str, values: &[f32]| {
-        if let Some(observer) = observer {
-            observer(&spec.name, tensor, values);
-        }
-    };
-    let outputs = sim
-        .run_observed(&spec.name, &refs, mode, &mut observe)
-        .map_err(|e| args.fail(BuiltinFailure::from(e)))?;
-    let mut values = Vec::with_capacity(outputs.len());
-    for (name, data) in spec.outputs.iter().zip(outputs) {
-        let dims = &tensors[name].dims;
-        let shape = with_rows(dims, axis_of(name), rows).ok_or_else(|| {
-            let reason = "its token axis is not the outermost non-unit one";
-            args.invalid(0, name, reason)
-        })?;
-        let kept = shape.iter().product::<i64>() as usize;
-        let tensor = Tensor::from_slice(&data[..kept], &shape).map_err(|e| args.fail(e))?;
-        values.push(Value::Tensor(tensor));
+
+    fn axis_of(&self, name: &str) -> Option<usize> {
+        self.sim.net().token_axes.get(name).map(|&a| a as usize)
     }
-    Ok(Value::Tuple(values))
+
+    /// Every input checked against the graph's and padded to its tokens; the call's rows.
+    fn padded_inputs(&self, args: &Args<'_>) -> Result<(Vec<Vec<f32>>, i64), BuiltinError> {
+        let tensors = &self.sim.net().graph.tensors;
+        let mut rows = self.spec.tokens as i64;
+        let mut inputs = Vec::with_capacity(self.spec.inputs.len());
+        for (i, name) in self.spec.inputs.iter().enumerate() {
+            let dims = &tensors[name].dims;
+            let given = args.tensor(i)?;
+            let axis = self.axis_of(name);
+            let given_rows = axis.and_then(|a| given.shape().get(a).copied());
+            let shape = with_rows(dims, axis, given_rows.unwrap_or(0));
+            let fits = axis.is_none_or(|a| given_rows.is_some_and(|r| r <= dims[a] as i64));
+            if !fits || shape.as_deref() != Some(given.shape()) {
+                let reason =
+                    format!("graph input `{name}` has dims {dims:?} (token axis {axis:?})");
+                return Err(args.invalid(i, format!("{:?}", given.shape()), &reason));
+            }
+            if let Some(r) = given_rows {
+                rows = r;
+            }
+            let mut padded = given.as_slice::<f32>().map_err(|e| args.fail(e))?.to_vec();
+            padded.resize(tensors[name].numel() as usize, 0.0);
+            inputs.push(padded);
+        }
+        Ok((inputs, rows))
+    }
+
+    /// The graph's outputs as tensors of the call's `rows`.
+    fn output_values(
+        &self,
+        args: &Args<'_>,
+        outputs: Vec<Vec<f32>>,
+        rows: i64,
+    ) -> Result<Value, BuiltinError> {
+        let tensors = &self.sim.net().graph.tensors;
+        let mut values = Vec::with_capacity(outputs.len());
+        for (name, data) in self.spec.outputs.iter().zip(outputs) {
+            let dims = &tensors[name].dims;
+            let shape = with_rows(dims, self.axis_of(name), rows).ok_or_else(|| {
+                let reason = "its token axis is not the outermost non-unit one";
+                args.invalid(0, name, reason)
+            })?;
+            let kept = shape.iter().product::<i64>() as usize;
+            let tensor = Tensor::from_slice(&data[..kept], &shape).map_err(|e| args.fail(e))?;
+            values.push(Value::Tensor(tensor));
+        }
+        Ok(Value::Tuple(values))
+    }
 }
 
 /// `dims` with `rows` along the token `axis` (if any), when every axis before it has

@@ -6,6 +6,7 @@
 pub mod bin;
 pub mod bind;
 pub mod codes;
+pub mod device;
 pub mod net;
 pub mod sim;
 #[cfg(test)]

@@ -127,10 +127,57 @@ impl VirtualMachine {
         })
     }
 
+    /// A second machine over the same executable, kernels, builtins, pool and
+    /// microkernels, with its own arenas for `functions` only (the others cannot be
+    /// called on it): e.g. to prefill two chunks at once.
+    pub fn fork(&self, functions: &[&str]) -> Result<VirtualMachine, VmError> {
+        let mut frames = BTreeMap::new();
+        for &name in functions {
+            let func = self
+                .exec
+                .functions
+                .get(name)
+                .ok_or_else(|| VmError::UnknownFunction {
+                    name: name.to_string(),
+                    available: self
+                        .exec
+                        .functions
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            let frame = Frame::new(func, self.kernels.len()).map_err(|source| VmError::Tensor {
+                func: name.to_string(),
+                source,
+            })?;
+            frames.insert(name.to_string(), frame);
+        }
+        Ok(VirtualMachine {
+            exec: self.exec.clone(),
+            _library: self._library.clone(),
+            kernels: self.kernels.clone(),
+            builtins: self.builtins.clone(),
+            env: RuntimeEnv::with_microkernels(self.env.pool().clone(), *self.env.microkernels()),
+            frames,
+            profiling: self.profiling,
+        })
+    }
+
     /// Launches kernels' parallel loops on `pool` instead of the global pool.
     pub fn with_thread_pool(mut self, pool: Arc<ThreadPool>) -> VirtualMachine {
-        self.env = RuntimeEnv::with_microkernels(pool, *self.env.microkernels());
+        self.set_thread_pool(pool);
         self
+    }
+
+    /// Launches kernels' parallel loops on `pool` from now on.
+    pub fn set_thread_pool(&mut self, pool: Arc<ThreadPool>) {
+        self.env = RuntimeEnv::with_microkernels(pool, *self.env.microkernels());
+    }
+
+    /// The pool kernels launch their parallel loops on.
+    pub fn thread_pool(&self) -> &Arc<ThreadPool> {
+        self.env.pool()
     }
 
     /// Calls the microkernels of `set` (e.g. only those an artifact's CPU features allow)

@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, staging_dir, CompileOptions, CompileStep, KernelTarget};
 use oxrelax::model::Quantization;
 use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
-use oxrelax::npu::qnn::recipe::Recipe;
+use oxrelax::npu::qnn::recipe::RecipeChoice;
 use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
 use std::path::{Path, PathBuf};
@@ -65,9 +65,10 @@ pub struct CompileArgs {
     /// Tokens per NPU prefill graph call (with --npu).
     #[arg(long, default_value_t = 32, requires = "npu")]
     chunk: i64,
-    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations) or
-    /// w8a16 (8-bit weights, for small models) (with --npu).
-    #[arg(long, default_value = "w4a16", requires = "npu")]
+    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations),
+    /// w8a16 (8-bit weights), or auto: the first of those whose graphs predict the float
+    /// graphs' next token at 98% of the calibration text's positions (with --npu).
+    #[arg(long, default_value = "auto", requires = "npu")]
     npu_recipe: String,
     /// The text the NPU activations are calibrated on (required with --npu).
     #[arg(long, requires = "npu")]
@@ -108,6 +109,12 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     bar.finish_and_clear();
     let manifest = result?;
     if let Some(npu) = &manifest.npu {
+        for (recipe, share) in &npu.recipe_agreement {
+            println!(
+                "npu: {recipe} predicts the float graphs' next token at {:.1}% of the calibration positions",
+                share * 100.0
+            );
+        }
         println!(
             "npu: {} graphs for {} ({} recipe, chunks of {}) in {}",
             npu.backend,
@@ -154,7 +161,7 @@ fn npu_compile(args: &CompileArgs) -> Result<Option<NpuCompile>, Box<dyn std::er
     Ok(Some(NpuCompile {
         soc: Soc::named(&args.soc)?,
         chunk: args.chunk,
-        recipe: Recipe::named(&args.npu_recipe)?,
+        recipe: RecipeChoice::named(&args.npu_recipe)?,
         calibration_text: text,
         calibration_tokens: CALIBRATION_TOKENS,
     }))

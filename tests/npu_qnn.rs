@@ -9,7 +9,7 @@ use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::NpuCompile;
 use oxrelax::npu::load::{partition_model, Partitioned};
 use oxrelax::npu::qnn::emit::{float_parts, net_file};
-use oxrelax::npu::qnn::recipe::{quantize, QuantizedNet, Recipe, RECIPES};
+use oxrelax::npu::qnn::recipe::{quantize, QuantizedNet, Recipe, RecipeChoice, RECIPES};
 use oxrelax::npu::qnn::validate::{validate, validate_dir, ValidateOptions};
 use oxrelax::npu::{PartitionNpu, Soc, QNN_HTP};
 use oxrelax_runtime::qnn::sim::SimMode;
@@ -48,7 +48,8 @@ fn partitioned(dir: &Path) -> Partitioned {
 
 /// The W4A16 graphs of `model` (calibrated on 256 tokens of the evaluation text).
 fn w4a16(model: &Partitioned, dir: &Path) -> (NetFile, QuantizedNet) {
-    let ranges = model.calibrate(dir, &text(), 256, W4A16).unwrap();
+    let ids = model.calibration_ids(dir, &text(), 256).unwrap();
+    let ranges = model.calibrate(&ids, W4A16).unwrap();
     let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
     (net_file(&model.net, &quantized.graph, "test"), quantized)
 }
@@ -129,7 +130,8 @@ fn npu_graphs_on_the_reference_backend_follow_transformers() {
         let total = 16 * prompts.len();
         let mut figures = Vec::new();
         for recipe in RECIPES {
-            let ranges = model.calibrate(&dir, &text, 256, *recipe).unwrap();
+            let ids = model.calibration_ids(&dir, &text, 256).unwrap();
+            let ranges = model.calibrate(&ids, *recipe).unwrap();
             let quantized = quantize(&model.net, &ranges, *recipe).unwrap();
             let net = net_file(&model.net, &quantized.graph, "test");
             let report = validate(&net, &quantized.statics, &ValidateOptions::default());
@@ -193,7 +195,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
         npu: Some(NpuCompile {
             soc: Soc::named("SM8650").unwrap(),
             chunk: 32,
-            recipe: W4A16,
+            recipe: RecipeChoice::Named(W4A16),
             calibration_text: text(),
             calibration_tokens: 256,
         }),

@@ -41,7 +41,7 @@ pub fn compile_npu_part(
         src.display(),
         npu.soc.name,
         npu.chunk,
-        npu.recipe.name
+        npu.recipe.name()
     );
     npu_parts(src, &load, npu, &command).map_err(|e| LoadError::Npu(Box::new(e)))
 }
@@ -76,7 +76,10 @@ pub fn write_npu_part(
         backend: QNN_HTP.name.into(),
         soc: npu.soc.name.into(),
         chunk: npu.chunk,
-        recipe: npu.recipe.name.into(),
+        recipe: parts.quantized.recipe.name.into(),
+        recipe_agreement: (parts.agreement.iter())
+            .map(|(name, share)| (name.to_string(), *share))
+            .collect(),
         files: NPU_FILES.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),
     })
 }

@@ -1,16 +1,18 @@
 //! `oxrelax compile --npu qnn`: the model's prefill, prefill_all and decode partitioned,
 //! their NPU graphs lowered to QNN, calibrated on a text (on the host reference backend),
-//! quantized by a recipe (W4A16 by default) and validated; the artifact writer then
+//! quantized by a recipe (by default the fewest weight bits that keep the float graphs'
+//! next-token predictions on the text, [`RecipeChoice::Auto`]) and validated; the artifact writer then
 //! compiles the partitioned CPU part and writes the graphs to `npu/`.
 
 use super::load::{partition_model, NpuError};
-use super::qnn::emit::net_file;
-use super::qnn::recipe::{quantize, QuantizedNet, Recipe};
+use super::qnn::emit::{float_parts, net_file};
+use super::qnn::recipe::{quantize, QuantizedNet, RecipeChoice, AUTO_MIN_AGREEMENT};
 use super::qnn::validate::{validate, ValidateOptions};
 use super::{PartitionNpu, Soc, QNN_HTP};
 use crate::model::LoadOptions;
 use oxrelax_dsl::IRModule;
 use oxrelax_runtime::qnn::net::NetFile;
+use oxrelax_runtime::qnn::sim::SimMode;
 use std::path::Path;
 
 /// Tokens of the calibration text run, by default (half through prefill, half through
@@ -24,8 +26,8 @@ pub struct NpuCompile {
     pub soc: Soc,
     /// Tokens per prefill graph call (also the CPU part's prefill chunk).
     pub chunk: i64,
-    /// The quantization recipe.
-    pub recipe: Recipe,
+    /// The quantization recipe, or how to choose it.
+    pub recipe: RecipeChoice,
     /// The calibration text.
     pub calibration_text: String,
     /// How many of its tokens to run.
@@ -41,6 +43,9 @@ pub struct NpuParts {
     pub net: NetFile,
     /// Their types, encodings and static data.
     pub quantized: QuantizedNet,
+    /// With [`RecipeChoice::Auto`]: each recipe tried, with the share of the calibration
+    /// text's positions where its graphs predict the float graphs' next token.
+    pub agreement: Vec<(&'static str, f64)>,
 }
 
 /// Partitions, lowers, calibrates, quantizes and validates the NPU part of the model in
@@ -57,22 +62,43 @@ pub fn npu_parts(
         capability: &QNN_HTP,
     };
     let partitioned = partition_model(model, load, partition)?;
-    let ranges = partitioned.calibrate(
-        model,
-        &npu.calibration_text,
-        npu.calibration_tokens,
-        npu.recipe,
-    )?;
-    let quantized = quantize(&partitioned.net, &ranges, npu.recipe)?;
-    let net = net_file(&partitioned.net, &quantized.graph, command);
-    let report = validate(&net, &quantized.statics, &ValidateOptions::default());
-    if !report.is_clean() {
-        let violations: Vec<String> = report.violations.iter().map(ToString::to_string).collect();
-        return Err(NpuError::Invalid(violations.join("\n")));
+    let ids = partitioned.calibration_ids(model, &npu.calibration_text, npu.calibration_tokens)?;
+    let auto = npu.recipe == RecipeChoice::Auto;
+    let reference = match auto {
+        true => {
+            let (net, bin) = float_parts(&partitioned.net);
+            Some(partitioned.top1(net, bin, SimMode::Float, &ids)?)
+        }
+        false => None,
+    };
+    let candidates = npu.recipe.candidates();
+    let mut agreement = Vec::new();
+    for (i, recipe) in candidates.iter().enumerate() {
+        let ranges = partitioned.calibrate(&ids, *recipe)?;
+        let quantized = quantize(&partitioned.net, &ranges, *recipe)?;
+        let net = net_file(&partitioned.net, &quantized.graph, command);
+        if let Some(reference) = &reference {
+            let top1 =
+                partitioned.top1(net.clone(), quantized.statics.clone(), SimMode::Spec, &ids)?;
+            let same = top1.iter().zip(reference).filter(|(a, b)| a == b).count();
+            let share = same as f64 / reference.len().max(1) as f64;
+            agreement.push((recipe.name, share));
+            if share < AUTO_MIN_AGREEMENT && i + 1 < candidates.len() {
+                continue;
+            }
+        }
+        let report = validate(&net, &quantized.statics, &ValidateOptions::default());
+        if !report.is_clean() {
+            let violations: Vec<String> =
+                report.violations.iter().map(ToString::to_string).collect();
+            return Err(NpuError::Invalid(violations.join("\n")));
+        }
+        return Ok(NpuParts {
+            module: partitioned.module,
+            net,
+            quantized,
+            agreement,
+        });
     }
-    Ok(NpuParts {
-        module: partitioned.module,
-        net,
-        quantized,
-    })
+    Err(NpuError::Calibration("no NPU recipe to apply".into()))
 }

@@ -19,6 +19,7 @@ use oxrelax_runtime::packed::BuiltinError;
 use oxrelax_runtime::qnn::bind::{range_observer, register_npu_graphs, TensorObserver};
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
+use oxrelax_runtime::sampler::argmax;
 use oxrelax_runtime::{
     DType, ExpectedTensor, Registry, Tokenizer, Value, WeightError, WeightStore,
 };
@@ -143,23 +144,17 @@ impl Partitioned {
         Ok(Engine::new(built.vm, weights, self.sizes.clone())?)
     }
 
-    /// The observed range of every NPU tensor over the first `tokens` of `text` (fewer
-    /// when the context is shorter): the first half prefilled in chunks (by `prefill` and
-    /// by `prefill_all`), the second half fed one token at a time through decode
-    /// (teacher-forced), so the decode graphs see as many activations as the prefill
-    /// graphs. Observed twice: with the float graphs,
-    /// then with `recipe`'s weights (float activations), whose activations are the ones
-    /// the encodings must hold.
-    pub fn calibrate(
+    /// The first `tokens` ids of `text` (with BOS) by the tokenizer of the model in `dir`:
+    /// what calibration runs.
+    pub fn calibration_ids(
         &self,
         dir: &Path,
         text: &str,
         tokens: usize,
-        recipe: Recipe,
-    ) -> Result<Ranges, NpuError> {
+    ) -> Result<Vec<u32>, NpuError> {
         let tokenizer =
             Tokenizer::from_dir(dir).map_err(|e| NpuError::Calibration(e.to_string()))?;
-        let ids = tokenizer
+        let mut ids = tokenizer
             .encode(text, true)
             .map_err(|e| NpuError::Calibration(e.to_string()))?;
         if ids.len() < 2 {
@@ -168,12 +163,36 @@ impl Partitioned {
                 ids.len()
             )));
         }
-        let ids = &ids[..ids.len().min(tokens)];
+        ids.truncate(tokens.min(self.sizes.context_window));
+        Ok(ids)
+    }
+
+    /// The observed range of every NPU tensor over `ids` (see [`Partitioned::calibration_ids`]):
+    /// the first half prefilled in chunks (by `prefill` and by `prefill_all`), the second
+    /// half fed one token at a time through decode (teacher-forced), so the decode graphs
+    /// see as many activations as the prefill graphs. Observed twice: with the float
+    /// graphs, then with `recipe`'s weights (float activations), whose activations are
+    /// the ones the encodings must hold.
+    pub fn calibrate(&self, ids: &[u32], recipe: Recipe) -> Result<Ranges, NpuError> {
         let (net, bin) = float_parts(&self.net);
         let float = self.observe(net, bin, ids)?;
         let weights = quantize(&self.net, &float, recipe)?;
         let net = net_file(&self.net, &weights.graph, "calibration");
         self.observe(net, weights.statics, ids)
+    }
+
+    /// The most likely next id after each prefix of `ids` (teacher-forced, by
+    /// `prefill_all`) with the graphs of `net` run in `mode`.
+    pub fn top1(
+        &self,
+        net: NetFile,
+        bin: BTreeMap<String, Vec<u8>>,
+        mode: SimMode,
+        ids: &[u32],
+    ) -> Result<Vec<u32>, NpuError> {
+        let mut engine = self.engine(net, bin, mode, None)?;
+        let rows = engine.prefill_all(ids)?;
+        Ok(rows.iter().map(|row| argmax(row)).collect())
     }
 
     /// The ranges the graphs of `net` compute (float mode) over `ids`: the first half

@@ -71,6 +71,11 @@ pub struct NpuRecord {
     pub chunk: i64,
     /// The quantization recipe (`w4a16`).
     pub recipe: String,
+    /// When the recipe was chosen automatically: each recipe tried and the share of the
+    /// calibration text's positions where its graphs predicted the float graphs' next
+    /// token.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recipe_agreement: BTreeMap<String, f64>,
     /// The graphs' files, by artifact-relative path (listed in `files` too).
     pub files: Vec<String>,
 }

@@ -47,6 +47,51 @@ pub const RECIPES: &[Recipe] = &[
     },
 ];
 
+/// Which recipe `compile --npu` applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecipeChoice {
+    /// The first of [`RECIPES`] (fewest weight bits first) whose graphs, run with QNN's
+    /// quantized semantics, predict the same next token as the float graphs at
+    /// [`AUTO_MIN_AGREEMENT`] of the calibration text's positions; the last one if none
+    /// does.
+    Auto,
+    /// This recipe.
+    Named(Recipe),
+}
+
+/// The share of positions where a recipe's graphs must predict the float graphs' next
+/// token for [`RecipeChoice::Auto`] to take it. Greedy generation drifts from the first
+/// token that differs, so keeping most of a continuation of n tokens needs a
+/// per-position agreement near the n-th root of that share (0.9 over 16 tokens: 0.993);
+/// 0.98 keeps about three quarters of such continuations intact.
+pub const AUTO_MIN_AGREEMENT: f64 = 0.98;
+
+impl RecipeChoice {
+    /// `auto`, or the recipe named `name`; the error lists the known names.
+    pub fn named(name: &str) -> Result<RecipeChoice, String> {
+        if name.eq_ignore_ascii_case("auto") {
+            return Ok(RecipeChoice::Auto);
+        }
+        Recipe::named(name).map(RecipeChoice::Named)
+    }
+
+    /// The recipes to try, in order.
+    pub fn candidates(self) -> Vec<Recipe> {
+        match self {
+            RecipeChoice::Auto => RECIPES.to_vec(),
+            RecipeChoice::Named(recipe) => vec![recipe],
+        }
+    }
+
+    /// `auto` or the recipe's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecipeChoice::Auto => "auto",
+            RecipeChoice::Named(recipe) => recipe.name,
+        }
+    }
+}
+
 impl Recipe {
     /// The recipe named `name`; the error lists the known ones.
     pub fn named(name: &str) -> Result<Recipe, String> {
@@ -56,7 +101,10 @@ impl Recipe {
             .copied()
             .ok_or_else(|| {
                 let known: Vec<&str> = RECIPES.iter().map(|r| r.name).collect();
-                format!("unknown NPU recipe `{name}` (known: {})", known.join(", "))
+                format!(
+                    "unknown NPU recipe `{name}` (known: auto, {})",
+                    known.join(", ")
+                )
             })
     }
 }

@@ -55,7 +55,9 @@ enum Command {
     DumpIr(cli_dump_ir::DumpIrArgs),
     /// Generate text from a prompt with a model; optionally dump every logit row.
     Generate(cli_generate::GenerateCommand),
-    /// Chat with a model interactively (stdin lines; /reset, /stats, /exit).
+    /// Chat with a model interactively (stdin lines; /reset, /stats, /exit); the end of
+    /// input (a closed stdin) ends the chat without an error, input that is not UTF-8 is
+    /// an error.
     Chat(cli_chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli_bench::BenchArgs),

@@ -43,7 +43,7 @@ pub fn run_chat(args: &ChatArgs, model: LoadedEngine) -> CliResult<()> {
     let mut last: Option<Reply> = None;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
-        let line = line?;
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
         match line.trim() {
             "" => continue,
             "/exit" => break,

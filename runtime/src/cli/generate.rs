@@ -18,7 +18,8 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub model: PathBuf,
     /// The prompt text, encoded with the model's tokenizer (special tokens added as its
-    /// post-processor does).
+    /// post-processor does). An empty prompt is those special tokens alone (a BOS token);
+    /// one that encodes to no tokens at all is an error.
     #[arg(long)]
     prompt: Option<String>,
     /// The prompt as comma-separated token ids.
@@ -27,7 +28,8 @@ pub struct GenerateArgs {
     /// Render the prompt as a user message with the chat template first.
     #[arg(long, requires = "prompt")]
     chat: bool,
-    /// Tokens to generate at most.
+    /// Tokens to generate at most (0: prefill only, nothing generated); generation also
+    /// ends when the context window is full.
     #[arg(long, default_value_t = 128)]
     max_new_tokens: usize,
     /// Go on past EOS tokens.

@@ -5,6 +5,7 @@ use crate::lower_vm::{lower_to_vm, LowerError};
 use crate::passes::{compile_pipeline_for, Instrument, PassError};
 use oxrelax_codegen::{CodegenError, JitLibrary};
 use oxrelax_dsl::{IRModule, Target};
+use oxrelax_runtime::memory::MemoryError;
 use oxrelax_runtime::vm::{Executable, VirtualMachine, VmError};
 use oxrelax_runtime::{KernelLibrary, Registry};
 use std::sync::Arc;
@@ -24,6 +25,9 @@ pub enum BuildError {
     /// The VM rejected the executable.
     #[error(transparent)]
     Vm(#[from] VmError),
+    /// The compiled module would not fit in memory.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
 }
 
 /// A compiled module: the optimized IR, its bytecode and a VM ready to call it.
@@ -61,10 +65,24 @@ pub fn build_with_builtins(
     target: &Target,
     builtins: &Registry,
 ) -> Result<Built, BuildError> {
+    build_checked(module, instrument, target, builtins, |_, _| Ok(()))
+}
+
+/// [`build_with_builtins`], calling `check` with the compiled module and its bytecode
+/// (whose memory plan sizes the arenas) before the kernels are compiled and the arenas
+/// allocated: an error from it ends the build.
+pub fn build_checked(
+    module: IRModule,
+    instrument: Instrument,
+    target: &Target,
+    builtins: &Registry,
+    check: impl FnOnce(&IRModule, &Executable) -> Result<(), MemoryError>,
+) -> Result<Built, BuildError> {
     let (module, _) = compile_pipeline_for(target)
         .instrumented(instrument)
         .run(module)?;
     let executable = lower_to_vm(&module)?;
+    check(&module, &executable)?;
     let library = JitLibrary::compile_cached(&module.prim_funcs)?;
     load_with(module, executable, library, builtins)
 }

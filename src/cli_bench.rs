@@ -27,7 +27,7 @@ pub struct BenchArgs {
     /// Tokens to generate (greedy, EOS ignored).
     #[arg(long, default_value_t = 64)]
     gen: usize,
-    /// Measured runs (after one warm-up run); the median is reported.
+    /// Measured runs (after one warm-up run, at most 1000); the median is reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Also print the figures as one JSON object on the last line of stdout.
@@ -107,11 +107,18 @@ fn synthetic_prompt(len: usize, vocab: usize) -> Vec<u32> {
         .collect()
 }
 
-/// An error unless `--prompt-len`, `--gen` and `--runs` are positive and a run's
-/// positions (`prompt + gen - 1`: the last token is not fed back) fit in `window`.
+/// The most measured runs `--runs` accepts.
+const MAX_RUNS: usize = 1000;
+
+/// An error unless `--prompt-len`, `--gen` and `--runs` are positive, `--runs` is at most
+/// [`MAX_RUNS`] and a run's positions (`prompt + gen - 1`: the last token is not fed
+/// back) fit in `window`.
 fn check_sizes(prompt: usize, gen: usize, runs: usize, window: usize) -> CliResult<()> {
     if prompt == 0 || gen == 0 || runs == 0 {
         return Err("--prompt-len, --gen and --runs must be positive".into());
+    }
+    if runs > MAX_RUNS {
+        return Err(format!("--runs {runs} is more than {MAX_RUNS}").into());
     }
     let Some(needed) = prompt.checked_add(gen - 1) else {
         return Err(format!(
@@ -200,7 +207,8 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
     check_sizes(args.prompt_len, args.gen, args.runs, usize::MAX)?;
     let pool = args.load.pool()?;
     let threads = pool.threads();
-    let LoadedEngine { mut engine, .. } = open_engine_on(&args.dir, &args.load, pool)?;
+    let (LoadedEngine { mut engine, .. }, memory) = open_engine_on(&args.dir, &args.load, pool)?;
+    println!("memory estimate: {memory}");
     if args.no_pipeline {
         engine.disable_pipeline();
     }
@@ -371,5 +379,7 @@ mod tests {
         assert!(check_sizes(0, 1, 1, 5).is_err());
         assert!(check_sizes(1, 0, 1, 5).is_err());
         assert!(check_sizes(1, 1, 0, 5).is_err());
+        let err = check_sizes(1, 1, 1_000_000_000_000, 5).unwrap_err();
+        assert!(err.to_string().contains("--runs 1000000000000"), "{err}");
     }
 }

@@ -1,8 +1,9 @@
 //! `oxrelax compile`: a Hugging Face model folder in, an artifact folder out.
 
-use crate::cli_generate::kv_dtype_parser;
+use crate::cli_generate::{kv_dtype_parser, memory_size_parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{compile_artifact, staging_dir, CompileOptions, CompileStep, KernelTarget};
+use oxrelax::memory::artifact_estimate;
 use oxrelax::model::Quantization;
 use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
 use oxrelax::npu::qnn::recipe::RecipeChoice;
@@ -73,6 +74,11 @@ pub struct CompileArgs {
     /// The text the NPU activations are calibrated on (required with --npu).
     #[arg(long, requires = "npu")]
     calibration_text: Option<PathBuf>,
+    /// The most memory the compiled model may take when it runs, in bytes or with a K,
+    /// M, G or T suffix (8G, 512M): a model whose estimate (weights + KV cache + arenas)
+    /// exceeds it is refused. Default: the physical memory (or `ulimit -v` when lower).
+    #[arg(long, value_name = "BYTES", value_parser = memory_size_parser)]
+    max_memory: Option<u64>,
 }
 
 /// Compiles the model with a progress bar and prints a summary line.
@@ -92,6 +98,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         target,
         npu: npu_compile(args)?,
         replace: args.force,
+        max_memory: args.max_memory.unwrap_or(defaults.max_memory),
     };
     remove_partial_output_on_interrupt(&args.output);
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
@@ -134,6 +141,8 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         manifest.target.triple,
         manifest.target.kernels
     );
+    let memory = artifact_estimate(&args.output, &manifest)?;
+    println!("memory estimate: {memory}");
     Ok(())
 }
 

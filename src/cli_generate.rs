@@ -5,12 +5,14 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use oxrelax::artifact::open_artifact_with;
+use oxrelax::memory::{manifest_estimate, parse_size, MemoryError};
 use oxrelax::model::{load_hf, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
 use oxrelax_runtime::artifact::{is_artifact, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
 use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs, NpuArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
+use oxrelax_runtime::memory::MemoryEstimate;
 use oxrelax_runtime::ThreadPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -43,6 +45,16 @@ pub struct ModelArgs {
     /// pool (the machine's cores, or OXRELAX_NUM_THREADS).
     #[arg(long, value_name = "T")]
     pub threads: Option<usize>,
+    /// The most memory the model may take, in bytes or with a K, M, G or T suffix (8G,
+    /// 512M): a model whose estimate (weights + KV cache + arenas) exceeds it is refused
+    /// before it is loaded. Default: the physical memory (or `ulimit -v` when lower).
+    #[arg(long, value_name = "BYTES", value_parser = memory_size_parser)]
+    pub max_memory: Option<u64>,
+}
+
+/// The parser of `--max-memory` ([`parse_size`]).
+pub fn memory_size_parser(text: &str) -> Result<u64, MemoryError> {
+    parse_size(text)
 }
 
 /// The largest `--threads` accepted.
@@ -114,27 +126,31 @@ pub fn run(args: &GenerateCommand) -> CliResult<()> {
 /// the pool `--threads` asks for ([`ModelArgs::pool`]; by default the process-wide one). EOS ids come from
 /// `generation_config.json`, `config.json` and the tokenizer.
 pub fn open_engine(dir: &Path, args: &ModelArgs) -> CliResult<LoadedEngine> {
-    open_engine_on(dir, args, args.pool()?)
+    Ok(open_engine_on(dir, args, args.pool()?)?.0)
 }
 
-/// [`open_engine`] with the kernels' parallel loops launched on `pool`.
+/// [`open_engine`] with the kernels' parallel loops launched on `pool`; also what the
+/// model was estimated to allocate (checked against `--max-memory` before it did).
 pub fn open_engine_on(
     dir: &Path,
     args: &ModelArgs,
     pool: Arc<ThreadPool>,
-) -> CliResult<LoadedEngine> {
+) -> CliResult<(LoadedEngine, MemoryEstimate)> {
     let defaults = LoadOptions::default();
     let options = LoadOptions {
         max_context: args.max_context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         quantization: args.quant,
         kv_dtype: args.kv_dtype,
+        max_memory: args.max_memory.unwrap_or(defaults.max_memory),
         ..defaults
     };
     if is_artifact(dir) {
         args.check_applies_to_artifact(dir)?;
         let artifact = open_artifact_with(dir, args.kv_dtype, args.npu.mode())?;
-        return Ok(artifact.into_engine(pool)?);
+        let memory = manifest_estimate(dir, artifact.manifest(), artifact.executable())?;
+        memory.check(options.max_memory)?;
+        return Ok((artifact.into_engine(pool)?, memory));
     }
     if args.npu.npu.is_some() {
         let message = "--npu sim runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
@@ -155,7 +171,7 @@ pub fn open_engine_on(
     };
     let vm = model.vm.with_thread_pool(pool);
     let engine = Engine::new(vm, model.weights, config)?;
-    Ok(LoadedEngine { engine, tokenizer })
+    Ok((LoadedEngine { engine, tokenizer }, model.memory))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod artifact;
 pub mod bench;
 pub mod build;
 pub mod lower_vm;
+pub mod memory;
 pub mod model;
 pub mod npu;
 pub mod passes;

@@ -55,7 +55,9 @@ enum Command {
     DumpIr(cli_dump_ir::DumpIrArgs),
     /// Generate text from a prompt with a model; optionally dump every logit row.
     Generate(cli_generate::GenerateCommand),
-    /// Chat with a model interactively (stdin lines; /help lists the commands).
+    /// Chat with a model interactively (stdin lines; /help lists the commands; a line
+    /// that is not UTF-8 is reported and skipped; the end of input ends the chat without
+    /// an error).
     Chat(cli_chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli_bench::BenchArgs),

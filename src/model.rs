@@ -3,17 +3,20 @@
 //! load the weights (memory-mapped safetensors) in the order the functions take them.
 
 use crate::artifact::{is_artifact, load_artifact, ArtifactError};
+use crate::build::build_checked;
 use crate::lower_vm::runtime_dtype;
+use crate::memory::{compiled_estimate, declared_estimate, default_limit, MemoryError};
 use crate::passes::{Instrument, TRANSFORM_PARAMS};
-use crate::{build, BuildError, Built};
+use crate::{BuildError, Built};
 use oxrelax_dsl::nn::Module;
-use oxrelax_dsl::{DataType, IRModule};
+use oxrelax_dsl::{DataType, IRModule, Target};
 use oxrelax_models::{
     causal_lm, CausalLM, ExportOptions, Exported, KvDtype, ModelConfig, ModelError,
 };
+use oxrelax_runtime::memory::MemoryEstimate;
 use oxrelax_runtime::vm::{VirtualMachine, VmError};
 use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
-use oxrelax_runtime::Value;
+use oxrelax_runtime::{Registry, Value};
 use std::path::{Path, PathBuf};
 
 pub use crate::quantization::Quantization;
@@ -36,6 +39,9 @@ pub enum LoadError {
     /// The NPU part could not be compiled.
     #[error(transparent)]
     Npu(Box<crate::npu::load::NpuError>),
+    /// The model would not fit in the memory limit.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
 }
 
 impl From<oxrelax_runtime::artifact::ArtifactError> for LoadError {
@@ -60,6 +66,9 @@ pub struct LoadOptions {
     pub kv_dtype: Option<KvDtype>,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
+    /// Bytes the model may take ([`MemoryEstimate`]): a model folder whose estimate
+    /// exceeds it is refused before its weights are loaded or its arenas allocated.
+    pub max_memory: u64,
 }
 
 impl Default for LoadOptions {
@@ -71,6 +80,7 @@ impl Default for LoadOptions {
             quantization: Quantization::Auto,
             kv_dtype: None,
             instrument: Instrument::from_env(),
+            max_memory: default_limit(),
         }
     }
 }
@@ -102,16 +112,32 @@ pub struct LoadedModel {
     pub context_window: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
+    /// What the model was estimated to allocate before it was (for an artifact, as
+    /// compiled).
+    pub memory: MemoryEstimate,
 }
 
-/// Loads the Hugging Face model in `dir` (config.json + safetensors) and compiles it.
+/// Loads the Hugging Face model in `dir` (config.json + safetensors) and compiles it,
+/// once its memory estimate fits `options.max_memory`: checked before the weights load
+/// (weights as declared and the KV cache) and again before the kernels are compiled and
+/// the arenas allocated (with the weights as compiled and the planned arenas).
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
     let store = WeightStore::open(dir)?;
     let export = options.export_options();
     let (model, exported) = export_for(&config, options.quantization.resolve(&store), &export)?;
-    let weights = store.load_expected(&expected_weights(&model))?;
-    let mut built = build(exported.module, options.instrument.clone()).map_err(Box::new)?;
+    let declared = expected_weights(&model);
+    let mut memory = declared_estimate(&config, &exported, &declared);
+    memory.check(options.max_memory)?;
+    let weights = store.load_expected(&declared)?;
+    let check = |module: &IRModule, executable: &_| {
+        memory = compiled_estimate(memory, module, executable);
+        memory.check(options.max_memory)
+    };
+    let (instrument, host) = (options.instrument.clone(), Target::host());
+    let builtins = Registry::with_builtins();
+    let built = build_checked(exported.module, instrument, &host, &builtins, check);
+    let mut built = built.map_err(Box::new)?;
     let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
@@ -120,6 +146,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
         weights,
         context_window: exported.context_window,
         prefill_chunk: exported.prefill_chunk,
+        memory,
     })
 }
 

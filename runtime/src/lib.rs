@@ -12,6 +12,7 @@ pub mod dtype;
 pub mod engine;
 pub mod host;
 pub mod kv_cache;
+pub mod memory;
 pub mod microkernel;
 pub mod packed;
 pub mod pool;

@@ -1,6 +1,6 @@
 //! The IR of a model after each pass of the compile pipeline (behind `oxrelax dump-ir`).
 
-use super::recorded::{recorded_kv_dtype, recorded_quantization};
+use super::recorded::{recorded_config, recorded_kv_dtype, recorded_quantization};
 use crate::model::{export_for, LoadError, Quantization};
 use crate::passes::{compile_pipeline_for, Instrument, PassError, Pipeline};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
@@ -23,7 +23,7 @@ pub fn source_module(
 ) -> Result<IRModule, LoadError> {
     let (config, options, scheme) = if is_artifact(path) {
         let manifest = Manifest::read(path)?;
-        let config = ModelConfig::from_json(&manifest.model_config.to_string());
+        let config = recorded_config(&manifest, path);
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,

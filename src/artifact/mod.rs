@@ -22,7 +22,8 @@ pub use oxrelax_runtime::artifact::{
 };
 pub use read::{load_artifact, open_artifact, open_artifact_with};
 pub use recorded::{
-    check_kv_dtype, compiled_target, exported_signatures, recorded_kv_dtype, recorded_quantization,
+    check_kv_dtype, compiled_target, exported_signatures, recorded_config, recorded_kv_dtype,
+    recorded_quantization,
 };
 pub use write::{
     compile_artifact, staging_dir, CompileOptions, CompileStep, GENERATION_CONFIG, TOKENIZER_FILES,

@@ -1,9 +1,10 @@
 //! `load_artifact`: an artifact folder in, a model ready to run out (the runtime's
 //! loader, plus the compiler's checks of what it asks for).
 
-use super::recorded::check_kv_dtype;
+use super::recorded::{check_kv_dtype, recorded_config};
+use crate::memory::manifest_estimate;
 use crate::model::{LoadError, LoadedModel};
-use oxrelax_models::{KvDtype, ModelConfig, ModelError};
+use oxrelax_models::{KvDtype, ModelError};
 use oxrelax_runtime::artifact::{Artifact, Manifest};
 use oxrelax_runtime::qnn::sim::SimMode;
 use std::path::Path;
@@ -30,9 +31,9 @@ pub fn open_artifact_with(
 pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedModel, LoadError> {
     let artifact = open_artifact(dir, kv_dtype)?;
     let manifest = artifact.manifest();
-    let config =
-        ModelConfig::from_json(&manifest.model_config.to_string()).map_err(ModelError::from)?;
+    let config = recorded_config(manifest, dir).map_err(ModelError::from)?;
     let (context_window, prefill_chunk) = (manifest.context_window, manifest.prefill_chunk);
+    let memory = manifest_estimate(dir, manifest, artifact.executable())?;
     let (vm, weights) = artifact.into_parts();
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
@@ -41,5 +42,6 @@ pub fn load_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<LoadedMode
         weights,
         context_window,
         prefill_chunk,
+        memory,
     })
 }

@@ -1,14 +1,24 @@
 //! What the compiler records in a manifest, and reads back from one: the exported
-//! signatures, the target, the quantization scheme and the KV cache dtype.
+//! signatures, the target, the quantization scheme and the KV cache dtype; and the model
+//! config it copies.
 
 use super::error::ArtifactError;
 use super::kernels::KernelTarget;
 use crate::quantization::Quantization;
 use oxrelax_dsl::IRModule;
-use oxrelax_models::KvDtype;
+use oxrelax_models::{ConfigError, KvDtype, ModelConfig};
 use oxrelax_runtime::artifact::{FunctionSignature, Manifest, Target, KERNELS_AOT, MANIFEST_FILE};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The model config `manifest` (of the artifact in `dir`) records, checked; an error in
+/// it names the manifest.
+pub fn recorded_config(manifest: &Manifest, dir: &Path) -> Result<ModelConfig, ConfigError> {
+    ModelConfig::from_json(&manifest.model_config.to_string()).map_err(|e| ConfigError::InFile {
+        path: dir.join(MANIFEST_FILE),
+        source: Box::new(e),
+    })
+}
 
 /// The target `kernels` were compiled for, with its library `library`.
 pub fn compiled_target(kernels: &KernelTarget, library: String) -> Target {

@@ -4,7 +4,8 @@ use super::error::ArtifactError;
 use super::kernels::{write_kernels, KernelTarget};
 use super::npu::{compile_npu_part, npu_builtins, npu_scheme, write_npu_part};
 use super::recorded::{compiled_target, exported_signatures};
-use crate::build_with_builtins;
+use crate::build::build_checked;
+use crate::memory::{compiled_estimate, declared_estimate, default_limit};
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
@@ -45,6 +46,9 @@ pub struct CompileOptions {
     pub npu: Option<NpuCompile>,
     /// Replace an output folder that holds something other than an artifact.
     pub replace: bool,
+    /// Bytes the compiled model may take when it runs (its memory estimate: weights, KV
+    /// cache, arenas); a model beyond it is refused before its weights are converted.
+    pub max_memory: u64,
 }
 
 impl Default for CompileOptions {
@@ -59,6 +63,7 @@ impl Default for CompileOptions {
             target: KernelTarget::host(),
             npu: None,
             replace: false,
+            max_memory: default_limit(),
         }
     }
 }
@@ -195,6 +200,9 @@ fn write_artifact(
         kv_dtype: options.kv_dtype,
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
+    let declared = expected_weights(&model);
+    let memory = declared_estimate(&config, &exported, &declared);
+    memory.check(options.max_memory)?;
     let instrument = Instrument {
         verbose: options.verbose,
         ..Instrument::from_env()
@@ -207,12 +215,15 @@ fn write_artifact(
         Some(parts) => (parts.module.clone(), npu_builtins(parts)?),
         None => (exported.module, Registry::with_builtins()),
     };
-    let mut built = build_with_builtins(module, instrument, &options.target.target, &builtins)
+    let check = |module: &_, executable: &_| {
+        compiled_estimate(memory, module, executable).check(options.max_memory)
+    };
+    let mut built = build_checked(module, instrument, &options.target.target, &builtins, check)
         .map_err(Box::new)?;
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
-    let raw = store.load_expected(&expected_weights(&model))?;
+    let raw = store.load_expected(&declared)?;
     let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
     let expected = compiled_weights(&built.module).unwrap_or_default();
     let tensors = expected.iter().zip(&weights).filter_map(|(e, w)| match w {

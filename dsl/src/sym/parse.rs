@@ -28,6 +28,7 @@ impl SymExpr {
             text,
             pos: 0,
             lookup,
+            depth: 0,
         };
         let expr = parser.expr()?;
         parser.skip_space();
@@ -38,10 +39,16 @@ impl SymExpr {
     }
 }
 
+/// The deepest nesting of operands (parentheses, calls, unary minus) parsed: the parser
+/// recurses once per level.
+const MAX_DEPTH: usize = 256;
+
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
     lookup: &'a dyn Fn(&str) -> Option<SymVar>,
+    /// Operands being parsed, outermost first.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -101,7 +108,18 @@ impl Parser<'_> {
         Ok(acc)
     }
 
+    /// An operand, at most [`MAX_DEPTH`] deep.
     fn unary(&mut self) -> Result<SymExpr, ParseSymError> {
+        if self.depth == MAX_DEPTH {
+            return Err(self.error(&format!("nested more than {MAX_DEPTH} deep")));
+        }
+        self.depth += 1;
+        let operand = self.operand();
+        self.depth -= 1;
+        operand
+    }
+
+    fn operand(&mut self) -> Result<SymExpr, ParseSymError> {
         if self.eat('-') {
             return Ok(-self.unary()?);
         }

@@ -173,6 +173,27 @@ fn parse_errors_name_the_problem() {
 }
 
 #[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let lookup = |_: &str| None;
+    for text in [
+        format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000)),
+        format!("{}1", "-".repeat(100_000)),
+        format!("{}1{}", "max(1, ".repeat(100_000), ")".repeat(100_000)),
+    ] {
+        let err = SymExpr::parse(&text, &lookup).unwrap_err();
+        assert!(
+            err.message.contains("nested more than 256 deep"),
+            "{}",
+            err.message
+        );
+    }
+    assert_eq!(
+        parse(&format!("{}1{}", "(".repeat(200), ")".repeat(200))),
+        c(1)
+    );
+}
+
+#[test]
 fn serde_keeps_the_bounds() {
     let e = n().expr() * 4 + m().expr();
     let json = serde_json::to_string(&e).unwrap();

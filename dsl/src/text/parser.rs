@@ -26,12 +26,35 @@ pub(super) struct Parser<'a> {
     pub(super) buffers: Vec<(String, DataType)>,
 }
 
+/// The deepest bracket nesting the text form may have (printed modules stay far below;
+/// the parser recurses once per level, so deeper input could exhaust the stack).
+pub(super) const MAX_NESTING: usize = 256;
+
+/// An error at the first bracket nested deeper than [`MAX_NESTING`].
+fn check_nesting(src: &str, tokens: &[Token]) -> Result<(), ParseError> {
+    let mut depth = 0usize;
+    for token in tokens {
+        match token.kind {
+            TokenKind::Punct("(" | "[" | "{") => depth += 1,
+            TokenKind::Punct(")" | "]" | "}") => depth = depth.saturating_sub(1),
+            _ => continue,
+        }
+        if depth > MAX_NESTING {
+            let message = format!("brackets nested more than {MAX_NESTING} deep");
+            return Err(ParseError::at(src, token.start, message, None));
+        }
+    }
+    Ok(())
+}
+
 impl<'a> Parser<'a> {
-    /// Tokenizes `src`.
+    /// Tokenizes `src`, checking its nesting ([`MAX_NESTING`]).
     pub(super) fn new(src: &'a str) -> Result<Self, ParseError> {
+        let tokens = tokenize(src)?;
+        check_nesting(src, &tokens)?;
         Ok(Parser {
             src,
-            tokens: tokenize(src)?,
+            tokens,
             pos: 0,
             function: None,
             dims: BTreeMap::new(),

@@ -105,3 +105,15 @@ fn tir_scoping_and_arity_errors() {
     let e = error("prim @g(a: Buffer((4,), f32)) outputs 0 {\n  a[0] = frobnicate(1)\n}");
     assert_eq!(e.message, "unknown function `frobnicate`");
 }
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let deep = format!(
+        "graph @f(x: Tensor((2,), f32)) -> Tensor((2,), f32)\n{{\n  return {}x{}\n}}\n",
+        "(".repeat(100_000),
+        ",)".repeat(100_000)
+    );
+    let e = error(&deep);
+    assert_eq!(e.message, "brackets nested more than 256 deep");
+    assert_eq!(e.line, 3);
+}

@@ -154,6 +154,11 @@ impl Artifact {
         &self.manifest
     }
 
+    /// Its bytecode (each function's arena sized by its memory plan).
+    pub fn executable(&self) -> &Executable {
+        self.vm.executable()
+    }
+
     /// The VM and the weights its weighted functions take after their inputs.
     pub fn into_parts(self) -> (VirtualMachine, Vec<Value>) {
         (self.vm, self.weights)

@@ -109,7 +109,8 @@ pub fn run_chat(args: &ChatArgs, model: LoadedEngine) -> CliResult<()> {
     for number in 1.. {
         eprint!("> ");
         line.clear();
-        if stdin.read_until(b'\n', &mut line)? == 0 {
+        let read = stdin.read_until(b'\n', &mut line);
+        if read.map_err(|e| format!("reading stdin: {e}"))? == 0 {
             eprintln!();
             break;
         }

@@ -22,8 +22,8 @@ pub struct GenerateArgs {
     #[arg(long = "model", value_name = "MODEL", conflicts_with = "model")]
     model_option: Option<PathBuf>,
     /// The prompt text, encoded with the model's tokenizer (special tokens added as its
-    /// post-processor does). An empty prompt is allowed when the tokenizer adds a BOS
-    /// token; otherwise it is an error (there is nothing to start from).
+    /// post-processor does). An empty prompt is those special tokens alone (a BOS token);
+    /// one that encodes to no tokens at all is an error.
     #[arg(long)]
     prompt: Option<String>,
     /// The prompt as comma-separated token ids.
@@ -39,7 +39,8 @@ pub struct GenerateArgs {
     /// stop_reason is then `stop`.
     #[arg(long)]
     stop: Vec<String>,
-    /// Tokens to generate at most.
+    /// Tokens to generate at most (0: prefill only, nothing generated); generation also
+    /// ends when the context window is full.
     #[arg(long, default_value_t = 128)]
     max_new_tokens: usize,
     /// Go on past EOS tokens.

@@ -244,10 +244,15 @@ impl KvCache {
     /// Bytes the cache allocates: every stream (K and V, and their scales) of every layer
     /// at its capacity.
     pub fn bytes(&self) -> usize {
-        let position: usize = (0..self.streams.len())
-            .map(|s| self.position_bytes(s))
-            .sum();
-        self.layers.len() * self.capacity * position
+        let size = |n: usize| n as u64;
+        let bytes = crate::memory::kv_cache_bytes(
+            size(self.layers.len()),
+            size(self.kv_heads),
+            size(self.head_dim),
+            size(self.capacity),
+            self.format,
+        );
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 
     /// How K and V are stored.

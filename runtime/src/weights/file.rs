@@ -2,6 +2,7 @@
 //! its tensors.
 
 use super::convert::{convert_bytes, Unconvertible};
+use super::header::tensor_problem;
 use super::WeightError;
 use crate::dtype::DType;
 use crate::tensor::Tensor;
@@ -286,8 +287,8 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, StoredTens
         len: bytes.len(),
         reason,
     };
-    let (header_len, metadata) =
-        SafeTensors::read_metadata(bytes).map_err(|e| malformed(e.to_string()))?;
+    let (header_len, metadata) = SafeTensors::read_metadata(bytes)
+        .map_err(|e| malformed(tensor_problem(bytes).unwrap_or_else(|| e.to_string())))?;
     let data_start = 8 + header_len;
     let mut tensors = BTreeMap::new();
     for (name, info) in metadata.tensors() {

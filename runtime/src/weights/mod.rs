@@ -11,6 +11,7 @@
 mod convert;
 mod error;
 mod file;
+mod header;
 mod index;
 #[cfg(test)]
 mod tests;

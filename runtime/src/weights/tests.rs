@@ -187,6 +187,47 @@ fn truncated_empty_and_garbage_files_are_errors_naming_the_file() {
     }
 }
 
+/// An edit of a header entry.
+type EntryEdit = fn(&mut serde_json::Value);
+
+/// A header whose entry for `c.weight` is edited by `edit` (the data left as it is).
+fn with_edited_entry(path: &Path, edit: EntryEdit) {
+    write_raw(path, &mixed_entries(), None);
+    let bytes = fs::read(path).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+    edit(&mut header["c.weight"]);
+    let json = header.to_string().into_bytes();
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    out.extend(&bytes[8 + len..]);
+    fs::write(path, out).unwrap();
+}
+
+#[test]
+fn bad_offsets_sizes_and_dtypes_name_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    let cases: [(EntryEdit, &str); 4] = [
+        (|e| e["data_offsets"][0] = 6.into(), "do not start where"),
+        (
+            |e| e["shape"] = serde_json::json!([7]),
+            "BF16 [7] takes 14 bytes",
+        ),
+        (|e| e["dtype"] = "F99".into(), "unknown dtype \"F99\""),
+        (|e| e["dtype"] = "F32".into(), "F32 [6] takes 24 bytes, but"),
+    ];
+    for (edit, expected) in cases {
+        with_edited_entry(&path, edit);
+        let err = WeightStore::open(&path).unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, WeightError::Malformed { .. }), "{message}");
+        assert!(message.contains("m.safetensors"), "{message}");
+        assert!(message.contains("tensor `c.weight`: "), "{message}");
+        assert!(message.contains(expected), "{message}");
+    }
+}
+
 #[test]
 fn a_missing_file_or_folder_without_weights_is_an_error() {
     let dir = tempfile::tempdir().unwrap();

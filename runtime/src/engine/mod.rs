@@ -19,7 +19,7 @@ mod stop;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{Chat, ChatOptions, Reply};
+pub use chat::{common_prefix, Chat, ChatOptions, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};
 pub use perplexity::{negative_log_likelihood, Perplexity};

@@ -1,7 +1,8 @@
 //! `oxrelax serve` run as a user would, on the tiny Llama fixture over loopback: greedy
 //! completions equal `oxrelax generate`'s text, streamed or not; chat completions; every
 //! bad request is a 4xx with OpenAI's error JSON; a full queue is a 503; a client that
-//! drops its stream cancels the generation; SIGTERM lets the request in flight finish.
+//! drops its stream (or gives up waiting) cancels the generation; SIGTERM lets the
+//! request in flight finish.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
@@ -392,6 +393,16 @@ fn a_dropped_stream_cancels_its_generation() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
     assert!(generated < LONG, "{line}");
+    // So does a client that gives up on a response that is not streamed.
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG});
+    let gave_up = ureq::post(&server.url("/v1/completions"))
+        .timeout(Duration::from_millis(300))
+        .send_string(&body.to_string());
+    assert!(
+        matches!(gave_up, Err(ureq::Error::Transport(_))),
+        "{gave_up:?}"
+    );
+    server.wait_for_stats(|s| s["cancelled"] == 2);
     // The engine is free again at once.
     let start = Instant::now();
     let (status, _) = server.complete(json!({"max_tokens": 4}));

@@ -6,6 +6,7 @@ use clap::Args;
 use oxrelax::serve::{run as run_server, ServeOptions};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Arguments of `oxrelax serve`.
 #[derive(Args)]
@@ -25,6 +26,10 @@ pub struct ServeCommand {
     /// The largest request body accepted, in bytes (413 above).
     #[arg(long, default_value_t = 1 << 20)]
     max_body: usize,
+    /// Seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; then
+    /// they are cancelled.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    shutdown_grace: f64,
     /// Defaults of the sampling fields a request leaves out.
     #[command(flatten)]
     sampling: SamplingArgs,
@@ -41,6 +46,14 @@ fn model_id(path: &Path) -> String {
     )
 }
 
+/// A number of seconds: finite and >= 0.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => Ok(seconds),
+        _ => Err(format!("`{text}` is not a number of seconds >= 0")),
+    }
+}
+
 /// Runs `oxrelax serve`.
 pub fn run(args: &ServeCommand) -> CliResult<()> {
     let sampling = args.sampling.sampler()?.config().clone();
@@ -51,6 +64,7 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),
+        shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
     };
     let engine = open_engine(&args.model, &args.load)?;
     Ok(run_server(options, engine)?)

@@ -5,9 +5,10 @@
 //! request in flight finish.
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,24 @@ impl Server {
                 return stats;
             }
             assert!(start.elapsed() < Duration::from_secs(30), "{stats}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits (30 s at most) for the server to exit.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no exit after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -412,31 +431,42 @@ fn a_dropped_stream_cancels_its_generation() {
 
 #[test]
 fn sigterm_lets_the_request_in_flight_finish() {
-    let mut server = Server::start(&[]);
+    let server = Server::start(&[]);
     let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 200,
         "temperature": 0, "stream": true});
     let mut reader = server.stream("/v1/completions", body);
     assert!(next_event(&mut reader).is_some());
-    let pid = server.child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
+    let terminated = std::thread::spawn(move || {
+        let mut server = server;
+        let status = server.terminate();
+        (server, status)
+    });
     // The stream goes on to its end.
     let events = all_events(reader);
     assert_eq!(
         events.last().unwrap()["choices"][0]["finish_reason"],
         "length"
     );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (server, status) = terminated.join().unwrap();
     assert!(status.success(), "{status}");
+    server.wait_for_log(|l| l.ends_with("stopped"));
+}
+
+#[test]
+fn after_the_shutdown_grace_what_is_left_is_cancelled() {
+    let mut server = Server::start(&["--shutdown-grace", "0.3"]);
+    // A client that never finishes its request, and a generation longer than the grace.
+    let mut stuck = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    stuck
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG,
+        "temperature": 0, "stream": true});
+    let mut reader = server.stream("/v1/completions", body);
+    assert!(next_event(&mut reader).is_some());
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    let line = server.wait_for_log(|l| l.starts_with("cmpl-"));
+    assert!(line.ends_with("cancelled"), "{line}");
     server.wait_for_log(|l| l.ends_with("stopped"));
 }

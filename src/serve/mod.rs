@@ -5,7 +5,8 @@
 //! request ([`request`]), queue it, and answer with one JSON body or server-sent events
 //! ([`reply`]); errors are OpenAI's error JSON ([`error`]). A client that disconnects
 //! drops its job's receiver, which stops the generation. SIGTERM or Ctrl-C stops
-//! accepting connections, lets the requests in flight finish, and returns.
+//! accepting connections and lets the requests in flight finish for up to a grace period;
+//! then what is left is cancelled and [`run`] returns.
 
 pub mod api;
 pub mod error;
@@ -22,7 +23,9 @@ use routes::{router, unix_seconds, AppState};
 use stats::Stats;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use worker::Model;
 
 /// How to serve.
@@ -40,6 +43,8 @@ pub struct ServeOptions {
     pub sampling: SamplingConfig,
     /// The id of the model in requests and `GET /v1/models`.
     pub model_id: String,
+    /// How long the requests in flight may take to finish after SIGTERM or Ctrl-C.
+    pub shutdown_grace: Duration,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -97,7 +102,9 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
         .enable_all()
         .build()?;
     let served = runtime.block_on(serve(&options, state));
-    // Every queue handle is gone with the router: the worker drains the queue and ends.
+    // Dropping the runtime drops the connections left after the grace period, and with
+    // them every queue handle: the worker skips their jobs and ends.
+    drop(runtime);
     if worker.join().is_err() {
         eprintln!("the engine's worker thread panicked");
     }
@@ -117,9 +124,26 @@ async fn serve(options: &ServeOptions, state: AppState) -> Result<(), ServeError
         "oxrelax serve: model `{}` listening on http://{bound} (queue {}, body limit {} bytes)",
         options.model_id, options.queue, options.max_body
     );
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let signalled = Arc::new(Notify::new());
+    let signal = {
+        let signalled = signalled.clone();
+        async move {
+            shutdown_signal().await;
+            signalled.notify_one();
+        }
+    };
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
+    let grace_over = async {
+        signalled.notified().await;
+        tokio::time::sleep(options.shutdown_grace).await;
+    };
+    tokio::select! {
+        served = server => served?,
+        () = grace_over => eprintln!(
+            "oxrelax serve: requests still open after {:?} are cancelled",
+            options.shutdown_grace
+        ),
+    }
     eprintln!("oxrelax serve: stopped");
     Ok(())
 }

@@ -233,10 +233,11 @@ impl Worker {
         let mut sampler = Sampler::new(request.sampling.clone());
         let mut detokenizer = Detokenizer::with_context(tokenizer, ids, true);
         let mut stops = StopMatcher::new(&request.stop);
-        let mut cancelled = false;
-        let mut send = |text: String| {
-            cancelled |= !text.is_empty() && events.send(Event::Text(text)).is_err();
-            cancelled |= events.is_closed();
+        let send = |text: String| {
+            if !text.is_empty() {
+                // A closed receiver (the client went away) stops generation below.
+                let _ = events.send(Event::Text(text));
+            }
         };
         let generation = engine
             .generate(&ids[reused..], options, &mut sampler, |token| {
@@ -262,7 +263,7 @@ impl Worker {
             send(stops.finish());
         }
         let usage = Usage::new(ids.len(), generation.ids.len());
-        let finish_reason = if cancelled || events.is_closed() {
+        let finish_reason = if events.is_closed() {
             None
         } else if stops.stopped() || generation.stop == Some(StopReason::Eos) {
             Some(FinishReason::Stop)

@@ -14,6 +14,7 @@ pub mod model;
 pub mod npu;
 pub mod passes;
 pub mod quantization;
+pub mod serve;
 
 pub use build::{build, build_for, build_with_builtins, BuildError, Built};
 pub use oxrelax_dsl as dsl;

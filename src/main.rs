@@ -8,6 +8,7 @@ mod cli_dump_ir;
 mod cli_generate;
 mod cli_perplexity;
 mod cli_qnn_validate;
+mod cli_serve;
 mod cli_tokenize;
 
 use clap::{Parser, Subcommand};
@@ -70,6 +71,9 @@ enum Command {
     /// Check an artifact's `npu/` folder (model_net.json, model.bin) against QNN's op
     /// definitions and the runtime's rules; prints every violation.
     QnnValidate(cli_qnn_validate::QnnValidateArgs),
+    /// Serve a model over an OpenAI-compatible HTTP API (`/v1/completions`,
+    /// `/v1/chat/completions`, `/v1/models`, `/health`) until SIGTERM or Ctrl-C.
+    Serve(cli_serve::ServeCommand),
 }
 
 fn main() -> ExitCode {
@@ -123,5 +127,6 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Perplexity(args) => cli_perplexity::run(&args),
         Command::Compare(args) => cli_compare::run(&args),
         Command::QnnValidate(args) => cli_qnn_validate::run(&args),
+        Command::Serve(args) => cli_serve::run(&args),
     }
 }

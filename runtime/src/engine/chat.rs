@@ -85,7 +85,7 @@ struct Held {
 }
 
 /// The length of the longest common prefix of `a` and `b`.
-pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 

@@ -20,7 +20,7 @@ mod stop;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{Chat, ChatOptions, ContextOverflow, Reply};
+pub use chat::{common_prefix, Chat, ChatOptions, ContextOverflow, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};
 pub use perplexity::{negative_log_likelihood, Perplexity};

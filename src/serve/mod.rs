@@ -1,0 +1,166 @@
+//! `oxrelax serve`: an OpenAI-compatible HTTP server over one loaded model.
+//!
+//! One worker thread owns the engine and serves requests one at a time from a bounded
+//! queue ([`worker`]); a full queue is a 503 at once. Handlers ([`routes`]) check each
+//! request ([`request`]), queue it, and answer with one JSON body or server-sent events
+//! ([`reply`]); errors are OpenAI's error JSON ([`error`]). A client that disconnects
+//! drops its job's receiver, which stops the generation. SIGTERM or Ctrl-C stops
+//! accepting connections and lets the requests in flight finish for up to a grace period;
+//! then what is left is cancelled and [`run`] returns.
+
+pub mod api;
+pub mod error;
+pub mod reply;
+pub mod request;
+pub mod routes;
+pub mod stats;
+pub mod worker;
+
+use oxrelax_runtime::artifact::LoadedEngine;
+use oxrelax_runtime::sampler::SamplingConfig;
+use request::ModelInfo;
+use routes::{router, unix_seconds, AppState};
+use stats::Stats;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use worker::Model;
+
+/// How to serve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeOptions {
+    /// The address (name or IP) to listen on.
+    pub host: String,
+    /// The port (0: any free one; the one bound is printed).
+    pub port: u16,
+    /// Requests that may wait for the engine (at least 1); more are answered 503.
+    pub queue: usize,
+    /// The largest request body accepted, in bytes (413 above).
+    pub max_body: usize,
+    /// Sampling of fields a request leaves out (a request's `seed` replaces the seed).
+    pub sampling: SamplingConfig,
+    /// The id of the model in requests and `GET /v1/models`.
+    pub model_id: String,
+    /// How long the requests in flight may take to finish after SIGTERM or Ctrl-C.
+    pub shutdown_grace: Duration,
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The model has no `tokenizer.json`: requests carry text.
+    #[error("the model has no tokenizer.json: serving needs one")]
+    NoTokenizer,
+    /// The queue's capacity is 0.
+    #[error("the queue must hold at least one request")]
+    EmptyQueue,
+    /// Listening on the address failed.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// `host:port`.
+        address: String,
+        /// The socket's error.
+        source: std::io::Error,
+    },
+    /// Starting the async runtime or the worker thread, or serving, failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves `model` until SIGTERM or Ctrl-C, then waits for the requests in flight.
+pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError> {
+    let LoadedEngine { engine, tokenizer } = model;
+    let tokenizer = tokenizer.ok_or(ServeError::NoTokenizer)?;
+    if options.queue == 0 {
+        return Err(ServeError::EmptyQueue);
+    }
+    let info = ModelInfo {
+        id: options.model_id.clone(),
+        created: unix_seconds(),
+        context_window: engine.config().context_window,
+        vocab_size: engine.config().vocab_size,
+    };
+    let template = tokenizer.chat_template().map_err(|e| e.to_string());
+    let stats = Arc::new(Stats::default());
+    let model = Model {
+        engine,
+        tokenizer,
+        template,
+    };
+    let (queue, worker) = worker::spawn(model, options.queue, stats.clone())?;
+    let state = AppState {
+        queue,
+        model: Arc::new(info),
+        defaults: Arc::new(options.sampling.clone()),
+        stats,
+        max_body: options.max_body,
+        next_id: Arc::new(AtomicU64::new(0)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(serve(&options, state));
+    // Dropping the runtime drops the connections left after the grace period, and with
+    // them every queue handle: the worker skips their jobs and ends.
+    drop(runtime);
+    if worker.join().is_err() {
+        eprintln!("the engine's worker thread panicked");
+    }
+    served
+}
+
+async fn serve(options: &ServeOptions, state: AppState) -> Result<(), ServeError> {
+    let address = format!("{}:{}", options.host, options.port);
+    let listener = TcpListener::bind(&address)
+        .await
+        .map_err(|source| ServeError::Bind {
+            address: address.clone(),
+            source,
+        })?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "oxrelax serve: model `{}` listening on http://{bound} (queue {}, body limit {} bytes)",
+        options.model_id, options.queue, options.max_body
+    );
+    let signalled = Arc::new(Notify::new());
+    let signal = {
+        let signalled = signalled.clone();
+        async move {
+            shutdown_signal().await;
+            signalled.notify_one();
+        }
+    };
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
+    let grace_over = async {
+        signalled.notified().await;
+        tokio::time::sleep(options.shutdown_grace).await;
+    };
+    tokio::select! {
+        served = server => served?,
+        () = grace_over => eprintln!(
+            "oxrelax serve: requests still open after {:?} are cancelled",
+            options.shutdown_grace
+        ),
+    }
+    eprintln!("oxrelax serve: stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    eprintln!("oxrelax serve: shutting down, finishing the requests in flight");
+}

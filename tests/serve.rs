@@ -1,0 +1,472 @@
+//! `oxrelax serve` run as a user would, on the tiny Llama fixture over loopback: greedy
+//! completions equal `oxrelax generate`'s text, streamed or not; chat completions; every
+//! bad request is a 4xx with OpenAI's error JSON; a full queue is a 503; a client that
+//! drops its stream (or gives up waiting) cancels the generation; SIGTERM lets the
+//! request in flight finish.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PROMPT: &str = "To be, or not to be";
+/// The context the fixture is compiled with: greedy generation from [`PROMPT`] runs to
+/// 1000 tokens without an EOS, long enough (about a second) to queue behind or cancel.
+const CONTEXT: &str = "1024";
+/// Tokens of a long request.
+const LONG: u32 = 1000;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/models/tiny-llama")
+}
+
+/// An `oxrelax serve` process on a free loopback port; killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts the server on the fixture with `extra` options and waits until it listens.
+    fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+            .arg("serve")
+            .arg(fixture())
+            .args(["--port", "0", "--max-context", CONTEXT])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("oxrelax serve starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some((_, address)) = line.split_once("listening on ") {
+                    let address = address.split_whitespace().next().unwrap_or_default();
+                    let _ = address_tx.send(address.to_string());
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let url = address_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the server prints its address");
+        Server { child, url, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// POSTs `body` to `path`: the status and the body as JSON.
+    fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let (status, text) = self.post_text(path, body);
+        let json = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path}: status {status}, body not JSON ({e}): {text}"));
+        (status, json)
+    }
+
+    /// POSTs `body` to `path`: the status and the body as text.
+    fn post_text(&self, path: &str, body: &str) -> (u16, String) {
+        let request = ureq::post(&self.url(path)).set("Content-Type", "application/json");
+        into_text(request.send_string(body))
+    }
+
+    /// GETs `path`: the status and the body as JSON.
+    fn get(&self, path: &str) -> (u16, Value) {
+        let (status, text) = into_text(ureq::get(&self.url(path)).call());
+        (status, serde_json::from_str(&text).unwrap())
+    }
+
+    /// A completion of [`PROMPT`] with these extra fields.
+    fn complete(&self, fields: Value) -> (u16, Value) {
+        let mut body = json!({"model": "tiny-llama", "prompt": PROMPT});
+        body.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        self.post("/v1/completions", &body.to_string())
+    }
+
+    /// A streamed request's reader, its headers read.
+    fn stream(&self, path: &str, body: Value) -> BufReader<Box<dyn Read + Send + Sync>> {
+        let response = ureq::post(&self.url(path))
+            .send_string(&body.to_string())
+            .expect("the stream starts");
+        assert_eq!(response.content_type(), "text/event-stream");
+        BufReader::new(response.into_reader())
+    }
+
+    fn stats(&self) -> Value {
+        self.get("/stats").1
+    }
+
+    /// Waits until the server's stats satisfy `done`.
+    fn wait_for_stats(&self, done: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let stats = self.stats();
+            if done(&stats) {
+                return stats;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "{stats}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits (30 s at most) for the server to exit.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until a line of the server's stderr satisfies `found`; returns it.
+    fn wait_for_log(&self, found: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self.log.lock().unwrap().iter().find(|l| found(l)) {
+                return line.clone();
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "{:?}", self.log);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn into_text(result: Result<ureq::Response, ureq::Error>) -> (u16, String) {
+    let response = match result {
+        Ok(response) | Err(ureq::Error::Status(_, response)) => response,
+        Err(error) => panic!("request failed: {error}"),
+    };
+    (response.status(), response.into_string().unwrap())
+}
+
+/// The data of the next server-sent event (`None` at the end of the stream).
+fn next_event(reader: &mut impl BufRead) -> Option<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            return Some(data.to_string());
+        }
+    }
+}
+
+/// Every event's data up to `[DONE]`, parsed.
+fn all_events(mut reader: impl BufRead) -> Vec<Value> {
+    let mut events = Vec::new();
+    while let Some(data) = next_event(&mut reader) {
+        if data == "[DONE]" {
+            return events;
+        }
+        events.push(serde_json::from_str(&data).unwrap());
+    }
+    panic!("the stream ended without [DONE]: {events:?}");
+}
+
+/// The text `oxrelax generate --json` generates greedily from [`PROMPT`].
+fn generated_text(max_new_tokens: u32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .arg("generate")
+        .arg("--model")
+        .arg(fixture())
+        .args(["--max-context", CONTEXT, "--prompt", PROMPT, "--json"])
+        .args(["--max-new-tokens", &max_new_tokens.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn greedy_completions_equal_generate_streamed_or_not() {
+    let want = generated_text(24);
+    let server = Server::start(&[]);
+    assert_eq!(server.get("/health"), (200, json!({"status": "ok"})));
+    let (status, models) = server.get("/v1/models");
+    assert_eq!(status, 200);
+    assert_eq!(models["data"][0]["id"], "tiny-llama");
+    assert_eq!(models["data"][0]["object"], "model");
+
+    let (status, body) = server.complete(json!({"max_tokens": 24, "temperature": 0}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "text_completion");
+    assert_eq!(body["choices"][0]["text"], want.as_str());
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert_eq!(body["usage"]["completion_tokens"], 24);
+
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 24,
+        "temperature": 0, "stream": true});
+    let events = all_events(server.stream("/v1/completions", body));
+    let text: String = events
+        .iter()
+        .map(|e| e["choices"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, want);
+    assert_eq!(
+        events.last().unwrap()["choices"][0]["finish_reason"],
+        "length"
+    );
+
+    // A stop string ends the text before it.
+    let cut = &want[..want.find("body").unwrap()];
+    let (_, body) = server.complete(json!({"max_tokens": 24, "temperature": 0, "stop": "body"}));
+    assert_eq!(body["choices"][0]["text"], cut);
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+}
+
+#[test]
+fn chat_completions_use_the_chat_template() {
+    let server = Server::start(&[]);
+    let messages = json!([{"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello"}]);
+    let request = json!({"model": "tiny-llama", "messages": messages, "max_tokens": 8,
+        "temperature": 0});
+    let (status, body) = server.post("/v1/chat/completions", &request.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["role"], "assistant");
+    let content = message["content"].as_str().unwrap();
+    // The template's rendering is more tokens than the two messages' text.
+    assert!(
+        body["usage"]["prompt_tokens"].as_u64().unwrap() > 8,
+        "{body}"
+    );
+
+    let mut request = request;
+    request["stream"] = json!(true);
+    let events = all_events(server.stream("/v1/chat/completions", request));
+    assert_eq!(events[0]["object"], "chat.completion.chunk");
+    assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(streamed, content);
+}
+
+#[test]
+fn bad_requests_are_4xx_with_openai_errors() {
+    let server = Server::start(&["--max-body", "8192"]);
+    let too_long = "To be, or not to be. ".repeat(340);
+    let cases: [(&str, String, u16); 14] = [
+        ("bad JSON", "{".into(), 400),
+        (
+            "model not a string",
+            r#"{"model": 1, "prompt": "x"}"#.into(),
+            400,
+        ),
+        ("no prompt", r#"{"model": "tiny-llama"}"#.into(), 400),
+        (
+            "prompt a number",
+            r#"{"model": "tiny-llama", "prompt": 5}"#.into(),
+            400,
+        ),
+        (
+            "temperature a string",
+            r#"{"model": "tiny-llama", "prompt": "x", "temperature": "hot"}"#.into(),
+            400,
+        ),
+        (
+            "negative max_tokens",
+            r#"{"model": "tiny-llama", "prompt": "x", "max_tokens": -5}"#.into(),
+            400,
+        ),
+        (
+            "zero max_tokens",
+            r#"{"model": "tiny-llama", "prompt": "x", "max_tokens": 0}"#.into(),
+            400,
+        ),
+        (
+            "huge max_tokens",
+            r#"{"model": "tiny-llama", "prompt": "x", "max_tokens": 1000000000000}"#.into(),
+            400,
+        ),
+        (
+            "n = 2",
+            r#"{"model": "tiny-llama", "prompt": "x", "n": 2}"#.into(),
+            400,
+        ),
+        (
+            "temperature 5",
+            r#"{"model": "tiny-llama", "prompt": "x", "temperature": 5}"#.into(),
+            400,
+        ),
+        (
+            "token id out of range",
+            r#"{"model": "tiny-llama", "prompt": [1, 99999]}"#.into(),
+            400,
+        ),
+        (
+            "prompt longer than the context",
+            json!({"model": "tiny-llama", "prompt": &too_long[..7000]}).to_string(),
+            400,
+        ),
+        (
+            "unknown model",
+            r#"{"model": "gpt-4", "prompt": "x"}"#.into(),
+            404,
+        ),
+        (
+            "body over --max-body",
+            json!({"model": "tiny-llama", "prompt": "x".repeat(9000)}).to_string(),
+            413,
+        ),
+    ];
+    for (case, body, status) in &cases {
+        let (got, json) = server.post("/v1/completions", body);
+        assert_eq!(got, *status, "{case}: {json}");
+        assert!(json["error"]["message"].is_string(), "{case}: {json}");
+        assert!(json["error"]["type"].is_string(), "{case}: {json}");
+    }
+    let (status, json) = server.post(
+        "/v1/chat/completions",
+        r#"{"model": "tiny-llama", "messages": []}"#,
+    );
+    assert_eq!(
+        (status, json["error"]["param"].as_str()),
+        (400, Some("messages"))
+    );
+    let (status, json) = server.post("/v1/nothing", "{}");
+    assert_eq!(
+        (status, json["error"]["code"].as_str()),
+        (404, Some("unknown_url"))
+    );
+    let (status, json) = server.get("/v1/completions");
+    assert_eq!(status, 405, "{json}");
+    // The server is still well.
+    let (status, _) = server.complete(json!({"max_tokens": 2}));
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_full_queue_answers_503() {
+    let server = Arc::new(Server::start(&["--queue", "1"]));
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                server.complete(json!({"max_tokens": LONG, "temperature": 0}))
+            })
+        })
+        .collect();
+    let results: Vec<(u16, Value)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let statuses: Vec<u16> = results.iter().map(|(status, _)| *status).collect();
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert!(statuses.contains(&503), "{statuses:?}");
+    for (status, body) in &results {
+        match status {
+            200 => assert_eq!(body["usage"]["completion_tokens"], LONG),
+            503 => assert_eq!(body["error"]["code"], "server_overloaded"),
+            _ => panic!("{status}: {body}"),
+        }
+    }
+    let rejected = statuses.iter().filter(|&&s| s == 503).count() as u64;
+    assert_eq!(server.stats()["rejected"], rejected);
+}
+
+#[test]
+fn a_dropped_stream_cancels_its_generation() {
+    let server = Server::start(&[]);
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG,
+        "temperature": 0, "stream": true});
+    let mut reader = server.stream("/v1/completions", body);
+    assert!(next_event(&mut reader).is_some());
+    drop(reader);
+    let stats = server.wait_for_stats(|s| s["cancelled"] == 1);
+    assert_eq!(stats["completed"], 0, "{stats}");
+    let line = server.wait_for_log(|l| l.ends_with("cancelled"));
+    let generated: u32 = line
+        .split("completion ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(generated < LONG, "{line}");
+    // So does a client that gives up on a response that is not streamed.
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG});
+    let gave_up = ureq::post(&server.url("/v1/completions"))
+        .timeout(Duration::from_millis(300))
+        .send_string(&body.to_string());
+    assert!(
+        matches!(gave_up, Err(ureq::Error::Transport(_))),
+        "{gave_up:?}"
+    );
+    server.wait_for_stats(|s| s["cancelled"] == 2);
+    // The engine is free again at once.
+    let start = Instant::now();
+    let (status, _) = server.complete(json!({"max_tokens": 4}));
+    assert_eq!(status, 200);
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn sigterm_lets_the_request_in_flight_finish() {
+    let server = Server::start(&[]);
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 200,
+        "temperature": 0, "stream": true});
+    let mut reader = server.stream("/v1/completions", body);
+    assert!(next_event(&mut reader).is_some());
+    let terminated = std::thread::spawn(move || {
+        let mut server = server;
+        let status = server.terminate();
+        (server, status)
+    });
+    // The stream goes on to its end.
+    let events = all_events(reader);
+    assert_eq!(
+        events.last().unwrap()["choices"][0]["finish_reason"],
+        "length"
+    );
+    let (server, status) = terminated.join().unwrap();
+    assert!(status.success(), "{status}");
+    server.wait_for_log(|l| l.ends_with("stopped"));
+}
+
+#[test]
+fn after_the_shutdown_grace_what_is_left_is_cancelled() {
+    let mut server = Server::start(&["--shutdown-grace", "0.3"]);
+    // A client that never finishes its request, and a generation longer than the grace.
+    let mut stuck = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    stuck
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG,
+        "temperature": 0, "stream": true});
+    let mut reader = server.stream("/v1/completions", body);
+    assert!(next_event(&mut reader).is_some());
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
+    let line = server.wait_for_log(|l| l.starts_with("cmpl-"));
+    assert!(line.ends_with("cancelled"), "{line}");
+    server.wait_for_log(|l| l.ends_with("stopped"));
+}

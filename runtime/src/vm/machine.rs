@@ -133,20 +133,8 @@ impl VirtualMachine {
     pub fn fork(&self, functions: &[&str]) -> Result<VirtualMachine, VmError> {
         let mut frames = BTreeMap::new();
         for &name in functions {
-            let func = self
-                .exec
-                .functions
-                .get(name)
-                .ok_or_else(|| VmError::UnknownFunction {
-                    name: name.to_string(),
-                    available: self
-                        .exec
-                        .functions
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
+            let func =
+                (self.exec.functions.get(name)).ok_or_else(|| Self::unknown(&self.exec, name))?;
             let frame = Frame::new(func, self.kernels.len()).map_err(|source| VmError::Tensor {
                 func: name.to_string(),
                 source,
@@ -221,6 +209,15 @@ impl VirtualMachine {
         }
     }
 
+    /// The error for calling `name`, which `exec` does not export.
+    fn unknown(exec: &Executable, name: &str) -> VmError {
+        let available: Vec<&str> = exec.functions.keys().map(String::as_str).collect();
+        VmError::UnknownFunction {
+            name: name.to_string(),
+            available: available.join(", "),
+        }
+    }
+
     /// Calls function `name` with `args`. Tensors in the result never alias the arena.
     pub fn call(&mut self, name: &str, args: &[Value]) -> Result<Value, VmError> {
         self.call_owned(name, args.to_vec())
@@ -230,16 +227,7 @@ impl VirtualMachine {
     /// as the function no longer needs it (e.g. a raw weight right after it is packed),
     /// unless the caller keeps another handle to it.
     pub fn call_owned(&mut self, name: &str, args: Vec<Value>) -> Result<Value, VmError> {
-        let unknown = || VmError::UnknownFunction {
-            name: name.to_string(),
-            available: self
-                .exec
-                .functions
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-        };
+        let unknown = || Self::unknown(&self.exec, name);
         let (name, func) = self
             .exec
             .functions

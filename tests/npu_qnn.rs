@@ -8,7 +8,7 @@ use oxrelax::artifact::{compile_artifact, open_artifact_with, CompileOptions};
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::NpuCompile;
 use oxrelax::npu::load::{partition_model, Partitioned};
-use oxrelax::npu::qnn::emit::{float_parts, net_file};
+use oxrelax::npu::qnn::emit::{float_parts, net_file, write_npu_dir, NPU_FILES};
 use oxrelax::npu::qnn::recipe::{quantize, QuantizedNet, Recipe, RecipeChoice, RECIPES};
 use oxrelax::npu::qnn::validate::{validate, validate_dir, ValidateOptions};
 use oxrelax::npu::{PartitionNpu, Soc, QNN_HTP};
@@ -350,4 +350,100 @@ fn per_graph_sqnr_of_the_quantized_modes() {
         assert!(spec >= 40.0 && integer >= 40.0, "{}", lines.join("\n"));
     }
     eprintln!("{}", lines.join("\n"));
+}
+
+/// A copy of the tiny Llama with its first layer only, in `out`.
+fn one_layer_llama(out: &Path) {
+    let dir = fixture("tiny-llama");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if path.is_file() && !name.ends_with(".safetensors") && name != "config.json" {
+            std::fs::write(out.join(&name), std::fs::read(&path).unwrap()).unwrap();
+        }
+    }
+    let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["num_hidden_layers"] = 1.into();
+    std::fs::write(out.join("config.json"), config.to_string()).unwrap();
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let kept: Vec<_> = (tensors.tensors().into_iter())
+        .filter(|(name, _)| !name.contains("layers.1."))
+        .collect();
+    safetensors::serialize_to_file(kept, None, &out.join("model.safetensors")).unwrap();
+}
+
+/// Entries of a long array kept in a snapshot.
+const SHOWN: usize = 4;
+
+/// `json` with every array of more than [`SHOWN`] numbers or objects (scales, encodings)
+/// cut to its first ones and a count.
+fn elide_json(json: &mut serde_json::Value) {
+    match json {
+        serde_json::Value::Array(items)
+            if items.len() > SHOWN && (items[0].is_number() || items[0].is_object()) =>
+        {
+            let n = items.len();
+            items.truncate(SHOWN);
+            items.push(format!("... {n} values").into());
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(elide_json),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(elide_json),
+        _ => {}
+    }
+}
+
+/// `cpp` with every static array initializer (`[] = {...};`) of more than [`SHOWN`]
+/// entries cut to its first ones and a count.
+fn elide_cpp(cpp: &str) -> String {
+    let line = |line: &str| {
+        let Some((head, rest)) = line.split_once("[] = {") else {
+            return line.to_string();
+        };
+        let body = rest.trim_end_matches("};");
+        let separator = if body.starts_with('{') { "}, {" } else { ", " };
+        let entries: Vec<&str> = body.split(separator).collect();
+        if entries.len() <= SHOWN {
+            return line.to_string();
+        }
+        let n = entries.len();
+        let shown = entries[..SHOWN].join(separator);
+        let close = if separator == ", " { "" } else { "}" };
+        format!("{head}[] = {{{shown}{close}, /* ... {n} entries */}};")
+    };
+    cpp.lines().map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// What `compile --npu qnn` writes for a one-layer model, file by file (all but the
+/// binary `model.bin`; long arrays of numbers cut to their first entries). Activation
+/// encodings come from fixed ranges ([-4, 4]) rather than a calibration, whose ranges
+/// move in the last digits with the CPU's kernels.
+#[test]
+fn one_layer_npu_files_snapshots() {
+    let model = tempfile::tempdir().unwrap();
+    one_layer_llama(model.path());
+    let partitioned = partitioned(model.path());
+    let ranges = (partitioned.net.graph.tensors.keys())
+        .map(|name| (name.clone(), (-4.0, 4.0)))
+        .collect();
+    let quantized = quantize(&partitioned.net, &ranges, W4A16).unwrap();
+    let net = net_file(&partitioned.net, &quantized.graph, "snapshot");
+    let out = tempfile::tempdir().unwrap();
+    write_npu_dir(out.path(), &net, &quantized, &Soc::named("SM8650").unwrap()).unwrap();
+    let written = validate_dir(out.path(), &ValidateOptions::default()).unwrap();
+    assert!(written.is_clean(), "{written:?}");
+    for file in NPU_FILES.iter().filter(|f| !f.ends_with(".bin")) {
+        let mut text = std::fs::read_to_string(out.path().join(file)).unwrap();
+        if file.ends_with(".json") {
+            let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            elide_json(&mut json);
+            text = serde_json::to_string_pretty(&json).unwrap();
+        } else if file.ends_with(".cpp") {
+            text = elide_cpp(&text);
+        }
+        insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!(format!("one-layer-llama.npu.{file}"), text);
+        });
+    }
 }

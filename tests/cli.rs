@@ -131,3 +131,41 @@ fn invalid_options_are_errors_naming_them() {
         "{stderr}"
     );
 }
+
+/// The `generate --json` line of `args` (on the shipped tiny Llama, positionally).
+fn generate_json(args: &[&str]) -> serde_json::Value {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/assets/tiny-llama");
+    let mut all = vec!["generate", model, "--json"];
+    all.extend_from_slice(args);
+    let out = oxrelax(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+/// A stop string ends generation where it starts (it is not printed), `--system` renders
+/// a chat, and generate is greedy unless asked for the model's sampling defaults.
+#[test]
+fn generate_stops_at_stop_strings_and_takes_a_system_message() {
+    let base = ["--prompt", "To be, or not to be", "--max-new-tokens", "24"];
+    let full = generate_json(&base);
+    let text = full["text"].as_str().unwrap();
+    let stop = &text[text.len() / 2..text.len() / 2 + 2];
+    let cut = generate_json(&[&base[..], &["--stop", stop]].concat());
+    let expected = &text[..text.find(stop).unwrap()];
+    assert_eq!(cut["text"], expected, "stop {stop:?} in {text:?}");
+    assert_eq!(cut["stop_reason"], "stop");
+    assert_eq!(
+        generate_json(&base)["ids"],
+        full["ids"],
+        "greedy by default"
+    );
+    let sampled = [&base[..], &["--sampling-defaults", "model", "--seed", "3"]].concat();
+    assert_eq!(
+        generate_json(&sampled)["ids"],
+        generate_json(&sampled)["ids"]
+    );
+    let system = [&base[..], &["--system", "You are a player."]].concat();
+    assert!(generate_json(&system)["stop_reason"].is_string());
+}

@@ -6,9 +6,9 @@ use super::api::Usage;
 use super::error::ApiError;
 use super::request::{GenerationRequest, Prompt};
 use super::stats::{Outcome, Stats};
-use oxrelax_runtime::chat::{ChatTemplate, Detokenizer, Tokenizer};
+use oxrelax_runtime::chat::{ChatTemplate, Tokenizer};
 use oxrelax_runtime::engine::{
-    common_prefix, Engine, EngineError, GenerateOptions, Step, StopMatcher, StopReason,
+    common_prefix, Engine, EngineError, GenerateOptions, Step, StopReason, TextStream,
 };
 use oxrelax_runtime::sampler::Sampler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -231,8 +231,7 @@ impl Worker {
             keep_logits: false,
         };
         let mut sampler = Sampler::new(request.sampling.clone());
-        let mut detokenizer = Detokenizer::with_context(tokenizer, ids, true);
-        let mut stops = StopMatcher::new(&request.stop);
+        let mut stream = TextStream::new(Some(tokenizer), ids, &request.stop);
         let send = |text: String| {
             if !text.is_empty() {
                 // A closed receiver (the client went away) stops generation below.
@@ -241,12 +240,10 @@ impl Worker {
         };
         let generation = engine
             .generate(&ids[reused..], options, &mut sampler, |token| {
-                if !token.is_eos {
-                    if let Some(piece) = detokenizer.push(token.id)? {
-                        send(stops.push(&piece));
-                    }
-                }
-                Ok(if stops.stopped() || events.is_closed() {
+                send(stream.push(token.id, token.is_eos)?);
+                Ok(if stream.stopped() {
+                    Step::StopSequence
+                } else if events.is_closed() {
                     Step::Stop
                 } else {
                     Step::Continue
@@ -257,15 +254,11 @@ impl Worker {
                 let _ = engine.reset();
                 engine_error(e)
             })?;
-        if !stops.stopped() {
-            let rest = detokenizer.finish().map_err(|e| engine_error(e.into()))?;
-            send(stops.push(&rest));
-            send(stops.finish());
-        }
+        send(stream.finish().map_err(engine_error)?);
         let usage = Usage::new(ids.len(), generation.ids.len());
         let finish_reason = if events.is_closed() {
             None
-        } else if stops.stopped() || generation.stop == Some(StopReason::Eos) {
+        } else if stream.stopped() || generation.stop == Some(StopReason::Eos) {
             Some(FinishReason::Stop)
         } else {
             Some(FinishReason::Length)

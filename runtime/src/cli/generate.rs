@@ -3,8 +3,8 @@
 
 use super::{CliResult, SamplingArgs, SamplingDefaults};
 use crate::artifact::LoadedEngine;
-use crate::chat::{Detokenizer, Message, Tokenizer};
-use crate::engine::{GenerateOptions, Generation, Step, StopMatcher, StopReason};
+use crate::chat::{Message, Tokenizer};
+use crate::engine::{GenerateOptions, Generation, Step, StopReason, TextStream};
 use clap::{ArgGroup, Args};
 use serde::Serialize;
 use std::io::Write;
@@ -208,45 +208,27 @@ pub fn run_generate(args: &GenerateArgs, model: LoadedEngine) -> CliResult<()> {
     let mut sampler = args
         .sampling
         .sampler(args.model(), SamplingDefaults::Greedy)?;
-    let mut detokenizer = tokenizer
-        .as_ref()
-        .map(|t| Detokenizer::with_context(t, &prompt, true));
-    let mut stops = StopMatcher::new(&args.stop);
+    let mut stream = TextStream::new(tokenizer.as_ref(), &prompt, &args.stop);
     let mut out = TextOut {
         json: args.json,
         text: String::new(),
         stdout: std::io::stdout().lock(),
     };
     let generation = engine.generate(&prompt, options, &mut sampler, |token| {
-        let piece = match detokenizer.as_mut() {
-            Some(detokenizer) if !token.is_eos => detokenizer.push(token.id)?,
-            Some(_) => None,
-            None => Some(format!("{} ", token.id)),
-        };
-        let Some(piece) = piece else {
-            return Ok(Step::Continue);
-        };
-        if !out.write(&stops.push(&piece)) {
+        if !out.write(&stream.push(token.id, token.is_eos)?) {
             // A closed stdout (`| head`) ends generation rather than failing it.
             return Ok(Step::Stop);
         }
-        Ok(if stops.stopped() {
+        Ok(if stream.stopped() {
             Step::StopSequence
         } else {
             Step::Continue
         })
     })?;
-    if !stops.stopped() {
-        let rest = match detokenizer.as_mut() {
-            Some(detokenizer) => detokenizer.finish()?,
-            None => String::new(),
-        };
-        let rest = stops.push(&rest) + &stops.finish();
-        out.write(&rest);
-    }
+    out.write(&stream.finish()?);
     if args.json {
         let mut text = out.text;
-        if detokenizer.is_none() {
+        if tokenizer.is_none() {
             text.truncate(text.trim_end().len());
         }
         let line = GenerateReport::new(text, &generation).json_line();

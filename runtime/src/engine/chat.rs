@@ -4,8 +4,8 @@
 use super::error::EngineError;
 use super::generate::{GenerateOptions, Generation, Step};
 use super::step::Engine;
-use super::stop::StopMatcher;
-use crate::chat::{ChatTemplate, Detokenizer, Message, Tokenizer};
+use super::text_stream::TextStream;
+use crate::chat::{ChatTemplate, Message, Tokenizer};
 use crate::sampler::Sampler;
 
 /// What a turn does when the conversation no longer fits the context window.
@@ -172,32 +172,24 @@ impl Chat {
             ignore_eos: false,
             keep_logits: self.options.keep_logits,
         };
-        let mut detokenizer = Detokenizer::with_context(&self.tokenizer, &ids, true);
-        let mut stops = StopMatcher::new(&self.options.stop);
+        let mut stream = TextStream::new(Some(&self.tokenizer), &ids, &self.options.stop);
         let mut text = String::new();
         let generation =
             self.engine
                 .generate(&ids[reused..], options, &mut self.sampler, |token| {
-                    let piece = match token.is_eos {
-                        true => String::new(),
-                        false => detokenizer.push(token.id)?.unwrap_or_default(),
-                    };
-                    let shown = stops.push(&piece);
+                    let shown = stream.push(token.id, token.is_eos)?;
                     text.push_str(&shown);
                     let step = on_text(&shown);
-                    Ok(if stops.stopped() {
+                    Ok(if stream.stopped() {
                         Step::StopSequence
                     } else {
                         step
                     })
                 })?;
-        if !stops.stopped() {
-            let rest = detokenizer.finish()?;
-            let rest = stops.push(&rest) + &stops.finish();
-            on_text(&rest);
-            text.push_str(&rest);
-        }
-        self.held = self.held_after(&rendered, &ids, &text, &generation, stops.stopped());
+        let rest = stream.finish()?;
+        on_text(&rest);
+        text.push_str(&rest);
+        self.held = self.held_after(&rendered, &ids, &text, &generation, stream.stopped());
         messages.push(Message::new("assistant", text.clone()));
         self.messages = messages;
         Ok(Reply {

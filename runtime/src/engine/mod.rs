@@ -7,7 +7,9 @@
 //! keeps a multi-turn conversation on top: it renders the chat template, prefills only
 //! the part of the conversation the cache does not hold yet, and streams text through the
 //! [`Detokenizer`](crate::chat::Detokenizer). [`Engine::perplexity`] scores a text by
-//! llama.cpp's perplexity protocol.
+//! llama.cpp's perplexity protocol. With [`Engine::enable_pipeline`] a prompt's chunks
+//! are prefilled two at a time (the CPU/NPU pipeline), and [`Engine::set_timeline`]
+//! records the busy time of each device.
 
 mod chat;
 mod error;
@@ -16,6 +18,7 @@ mod perplexity;
 mod pipeline;
 mod step;
 mod stop;
+mod text_stream;
 
 #[cfg(test)]
 mod tests;
@@ -26,3 +29,4 @@ pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReaso
 pub use perplexity::{negative_log_likelihood, Perplexity};
 pub use step::{Engine, EngineConfig};
 pub use stop::StopMatcher;
+pub use text_stream::TextStream;

@@ -3,8 +3,10 @@
 //! over one generation. The f32 model generates greedily from the prompt; the quantized
 //! model is fed the same tokens (teacher forcing), and every logit row (each prompt
 //! position, then each generated token) is compared: the largest absolute difference and
-//! how often the two agree on the most likely token.
+//! how often the two agree on the most likely token. With `--npu sim`, the model's NPU
+//! graphs are compared instead ([`crate::cli_compare_npu`]).
 
+use crate::cli_compile::NpuCompileArgs;
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::model::Quantization;
@@ -19,20 +21,24 @@ type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 #[derive(Args)]
 pub struct CompareArgs {
     /// A Hugging Face model folder with a tokenizer.
-    model: PathBuf,
+    pub model: PathBuf,
     /// The prompt text (encoded with the model's tokenizer, special tokens added).
     #[arg(long)]
-    prompt: String,
+    pub prompt: String,
     /// Tokens the f32 model generates (and the quantized one is fed).
     #[arg(long, default_value_t = 32)]
-    max_new_tokens: usize,
+    pub max_new_tokens: usize,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// The scheme (`--quant`) and KV cache dtype (`--kv-dtype`) compared against `q0f32`
-    /// with an f32 KV cache, and how to load the model.
+    /// with an f32 KV cache, and how to load the model. With `--npu sim`: the model's NPU
+    /// graphs, quantized, against the same graphs in f32, tensor by tensor.
     #[command(flatten)]
-    load: ModelArgs,
+    pub load: ModelArgs,
+    /// How to make the NPU graphs compared with `--npu sim`.
+    #[command(flatten)]
+    pub npu: NpuCompileArgs,
 }
 
 /// The agreement of two sets of logit rows.
@@ -93,6 +99,9 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
             args.model.display()
         )
         .into());
+    }
+    if let Some(mode) = args.load.npu.mode() {
+        return crate::cli_compare_npu::run(args, &args.npu, mode);
     }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,

@@ -11,6 +11,43 @@ use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
 use std::path::{Path, PathBuf};
 
+/// How to make a model's NPU graphs (`compile --npu qnn`, `compare --npu sim`).
+#[derive(clap::Args)]
+pub struct NpuCompileArgs {
+    /// The SoC the NPU graphs are for (with --npu).
+    #[arg(long, default_value = "SM8650", requires = "npu")]
+    soc: String,
+    /// Tokens per NPU prefill graph call (with --npu).
+    #[arg(long, default_value_t = 32, requires = "npu")]
+    chunk: i64,
+    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations),
+    /// w8a16 (8-bit weights), or auto: the first of those whose graphs predict the float
+    /// graphs' next token at 98% of the calibration text's positions (with --npu).
+    #[arg(long, default_value = "auto", requires = "npu")]
+    npu_recipe: String,
+    /// The text the NPU activations are calibrated on (required with --npu).
+    #[arg(long, requires = "npu")]
+    calibration_text: Option<PathBuf>,
+}
+
+impl NpuCompileArgs {
+    /// The NPU compile these options describe (the calibration text read).
+    pub fn npu_compile(&self) -> Result<NpuCompile, Box<dyn std::error::Error>> {
+        let path = self.calibration_text.as_ref().ok_or(
+            "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
+        )?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Ok(NpuCompile {
+            soc: Soc::named(&self.soc)?,
+            chunk: self.chunk,
+            recipe: RecipeChoice::named(&self.npu_recipe)?,
+            calibration_text: text,
+            calibration_tokens: CALIBRATION_TOKENS,
+        })
+    }
+}
+
 /// Arguments of `oxrelax compile`.
 #[derive(clap::Args)]
 pub struct CompileArgs {
@@ -60,20 +97,8 @@ pub struct CompileArgs {
     /// (`qnn`: Qualcomm HTP through QNN, W4A16).
     #[arg(long, value_parser = ["qnn"])]
     npu: Option<String>,
-    /// The SoC the NPU graphs are for (with --npu).
-    #[arg(long, default_value = "SM8650", requires = "npu")]
-    soc: String,
-    /// Tokens per NPU prefill graph call (with --npu).
-    #[arg(long, default_value_t = 32, requires = "npu")]
-    chunk: i64,
-    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations),
-    /// w8a16 (8-bit weights), or auto: the first of those whose graphs predict the float
-    /// graphs' next token at 98% of the calibration text's positions (with --npu).
-    #[arg(long, default_value = "auto", requires = "npu")]
-    npu_recipe: String,
-    /// The text the NPU activations are calibrated on (required with --npu).
-    #[arg(long, requires = "npu")]
-    calibration_text: Option<PathBuf>,
+    #[command(flatten)]
+    npu_options: NpuCompileArgs,
     /// The most memory the compiled model may take when it runs, in bytes or with a K,
     /// M, G or T suffix (8G, 512M): a model whose estimate (weights + KV cache + arenas)
     /// exceeds it is refused. Default: the physical memory (or `ulimit -v` when lower).
@@ -159,19 +184,8 @@ fn remove_partial_output_on_interrupt(output: &Path) {
 
 /// The NPU part asked for by `--npu`, if any.
 fn npu_compile(args: &CompileArgs) -> Result<Option<NpuCompile>, Box<dyn std::error::Error>> {
-    if args.npu.is_none() {
-        return Ok(None);
+    match args.npu {
+        Some(_) => args.npu_options.npu_compile().map(Some),
+        None => Ok(None),
     }
-    let path = args.calibration_text.as_ref().ok_or(
-        "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
-    )?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(Some(NpuCompile {
-        soc: Soc::named(&args.soc)?,
-        chunk: args.chunk,
-        recipe: RecipeChoice::named(&args.npu_recipe)?,
-        calibration_text: text,
-        calibration_tokens: CALIBRATION_TOKENS,
-    }))
 }

@@ -3,6 +3,7 @@
 mod cli_bench;
 mod cli_chat;
 mod cli_compare;
+mod cli_compare_npu;
 mod cli_compile;
 mod cli_dump_ir;
 mod cli_generate;

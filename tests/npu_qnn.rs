@@ -447,3 +447,44 @@ fn one_layer_npu_files_snapshots() {
         });
     }
 }
+
+/// `compare --npu sim`: every NPU tensor of the W8A16 graphs against the same graphs in
+/// f32 over a generation, and the logits.
+#[test]
+fn compare_reports_every_npu_tensor_against_f32() {
+    let text =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/text/shakespeare-eval.txt");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .args([
+            "compare",
+            fixture("tiny-llama").to_str().unwrap(),
+            "--npu",
+            "sim",
+        ])
+        .args([
+            "--calibration-text",
+            text.to_str().unwrap(),
+            "--npu-recipe",
+            "w8a16",
+        ])
+        .args(["--prompt", "To be, or not to be", "--max-new-tokens", "8"])
+        .args(["--max-context", "256", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(json["recipe"], "w8a16");
+    let tensors = json["tensors"].as_array().unwrap();
+    assert!(tensors.len() > 20, "{}", tensors.len());
+    for tensor in tensors {
+        let sqnr = tensor["sqnr_db"].as_f64().unwrap_or(f64::INFINITY);
+        assert!(sqnr > 25.0, "{tensor}");
+        assert!(tensor["cosine"].as_f64().unwrap() > 0.99, "{tensor}");
+    }
+    assert!(json["top1_agreement"].as_f64().unwrap() >= 0.9, "{json}");
+}

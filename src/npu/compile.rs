@@ -4,7 +4,7 @@
 //! next-token predictions on the text, [`RecipeChoice::Auto`]) and validated; the artifact writer then
 //! compiles the partitioned CPU part and writes the graphs to `npu/`.
 
-use super::load::{partition_model, NpuError};
+use super::load::{partition_model, NpuError, Partitioned};
 use super::qnn::emit::{float_parts, net_file};
 use super::qnn::recipe::{quantize, QuantizedNet, RecipeChoice, AUTO_MIN_AGREEMENT};
 use super::qnn::validate::{validate, ValidateOptions};
@@ -62,6 +62,34 @@ pub fn npu_parts(
         capability: &QNN_HTP,
     };
     let partitioned = partition_model(model, load, partition)?;
+    let graphs = quantized_graphs(&partitioned, model, npu, command)?;
+    Ok(NpuParts {
+        module: partitioned.module,
+        net: graphs.net,
+        quantized: graphs.quantized,
+        agreement: graphs.agreement,
+    })
+}
+
+/// The NPU graphs of a partitioned model, quantized and validated.
+pub struct QuantizedGraphs {
+    /// The graphs (`model_net.json`).
+    pub net: NetFile,
+    /// Their types, encodings and static data.
+    pub quantized: QuantizedNet,
+    /// Each recipe tried by [`RecipeChoice::Auto`] and its agreement ([`NpuParts`]).
+    pub agreement: Vec<(&'static str, f64)>,
+}
+
+/// Calibrates `partitioned`'s graphs on the text `npu` names (tokenized by the model in
+/// `model`), quantizes them by its recipe (trying each in turn for
+/// [`RecipeChoice::Auto`]) and validates them.
+pub fn quantized_graphs(
+    partitioned: &Partitioned,
+    model: &Path,
+    npu: &NpuCompile,
+    command: &str,
+) -> Result<QuantizedGraphs, NpuError> {
     let ids = partitioned.calibration_ids(model, &npu.calibration_text, npu.calibration_tokens)?;
     let auto = npu.recipe == RecipeChoice::Auto;
     let reference = match auto {
@@ -93,8 +121,7 @@ pub fn npu_parts(
                 report.violations.iter().map(ToString::to_string).collect();
             return Err(NpuError::Invalid(violations.join("\n")));
         }
-        return Ok(NpuParts {
-            module: partitioned.module,
+        return Ok(QuantizedGraphs {
             net,
             quantized,
             agreement,

@@ -87,7 +87,7 @@ pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, mode: SimMode) -> CliResult
         chunk: compile.chunk,
         capability: &QNN_HTP,
     };
-    let partitioned = partition_model(&args.model, &load, partition)?;
+    let partitioned = partition_model(&args.model, &load, partition, &compile.chunk_variants)?;
     let graphs = quantized_graphs(&partitioned, &args.model, &compile, "oxrelax compare")?;
     let tokenizer = oxrelax_runtime::chat::Tokenizer::from_dir(&args.model)?;
     let prompt = tokenizer.encode(&args.prompt, true)?;

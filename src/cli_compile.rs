@@ -20,6 +20,11 @@ pub struct NpuCompileArgs {
     /// Tokens per NPU prefill graph call (with --npu).
     #[arg(long, default_value_t = 32, requires = "npu")]
     chunk: i64,
+    /// Fewer tokens per call to give the prefill graphs variants for, comma-separated: a
+    /// call runs the variant with the least padding (default: a quarter of --chunk; 0:
+    /// none) (with --npu).
+    #[arg(long, value_delimiter = ',', requires = "npu")]
+    chunk_variants: Option<Vec<i64>>,
     /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations),
     /// w8a16 (8-bit weights), or auto: the first of those whose graphs predict the float
     /// graphs' next token at 98% of the calibration text's positions (with --npu).
@@ -31,6 +36,17 @@ pub struct NpuCompileArgs {
 }
 
 impl NpuCompileArgs {
+    /// The chunk variants asked for (0 means none), or a quarter of the chunk.
+    fn chunk_variants(&self) -> Vec<i64> {
+        match &self.chunk_variants {
+            Some(sizes) => sizes.iter().copied().filter(|&s| s != 0).collect(),
+            None => (self.chunk / 4 > 1)
+                .then_some(self.chunk / 4)
+                .into_iter()
+                .collect(),
+        }
+    }
+
     /// The NPU compile these options describe (the calibration text read).
     pub fn npu_compile(&self) -> Result<NpuCompile, Box<dyn std::error::Error>> {
         let path = self.calibration_text.as_ref().ok_or(
@@ -41,6 +57,7 @@ impl NpuCompileArgs {
         Ok(NpuCompile {
             soc: Soc::named(&self.soc)?,
             chunk: self.chunk,
+            chunk_variants: self.chunk_variants(),
             recipe: RecipeChoice::named(&self.npu_recipe)?,
             calibration_text: text,
             calibration_tokens: CALIBRATION_TOKENS,
@@ -148,11 +165,12 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         println!(
-            "npu: {} graphs for {} ({} recipe, chunks of {}) in {}",
+            "npu: {} graphs for {} ({} recipe, chunks of {}, variants for {:?}) in {}",
             npu.backend,
             npu.soc,
             npu.recipe,
             npu.chunk,
+            npu.chunk_variants,
             args.output.join("npu").display()
         );
     }

@@ -14,9 +14,11 @@ use oxrelax::npu::qnn::validate::{validate, validate_dir, ValidateOptions};
 use oxrelax::npu::{PartitionNpu, Soc, QNN_HTP};
 use oxrelax_runtime::qnn::sim::SimMode;
 use oxrelax_runtime::qnn::{NetFile, QnnDataType};
+use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::Engine;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +45,7 @@ fn partitioned(dir: &Path) -> Partitioned {
         chunk: 32,
         capability: &QNN_HTP,
     };
-    partition_model(dir, &load_options(), partition).unwrap()
+    partition_model(dir, &load_options(), partition, &[]).unwrap()
 }
 
 /// The W4A16 graphs of `model` (calibrated on 256 tokens of the evaluation text).
@@ -195,6 +197,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
         npu: Some(NpuCompile {
             soc: Soc::named("SM8650").unwrap(),
             chunk: 32,
+            chunk_variants: vec![8],
             recipe: RecipeChoice::Named(W4A16),
             calibration_text: text(),
             calibration_tokens: 256,
@@ -487,4 +490,45 @@ fn compare_reports_every_npu_tensor_against_f32() {
         assert!(tensor["cosine"].as_f64().unwrap() > 0.99, "{tensor}");
     }
     assert!(json["top1_agreement"].as_f64().unwrap() >= 0.9, "{json}");
+}
+
+/// Graph selection: with variants of 8 tokens, a 40-token prompt runs its last 8 tokens
+/// on the 8-token variants (no padding to 32), with the logits of the 32-token graphs; the
+/// quantized net with its variants validates.
+#[test]
+fn a_short_chunk_runs_the_variant_with_the_least_padding() {
+    let dir = fixture("tiny-llama");
+    let plain = partitioned(&dir);
+    let partition = PartitionNpu {
+        soc: Soc::named("SM8650").unwrap(),
+        chunk: 32,
+        capability: &QNN_HTP,
+    };
+    let with = partition_model(&dir, &load_options(), partition, &[8]).unwrap();
+    let names: Vec<&str> = with.net.graphs.iter().map(|g| g.name.as_str()).collect();
+    assert!(names.contains(&"prefill_npu0_t8") && names.contains(&"prefill_all_npu0_t8"));
+    assert!(!names
+        .iter()
+        .any(|n| n.starts_with("decode") && n.ends_with("_t8")));
+    let prompt: Vec<u32> = (0..40).map(|i| 100 + i * 7).collect();
+    let logits = |model: &Partitioned, timeline: Option<Arc<Timeline>>| {
+        let (net, bin) = float_parts(&model.net);
+        let mut engine = model.engine(net, bin, SimMode::Float, None).unwrap();
+        engine.set_timeline(timeline);
+        engine.prefill_all(&prompt).unwrap()
+    };
+    let timeline = Timeline::new();
+    assert_eq!(logits(&with, Some(timeline.clone())), logits(&plain, None));
+    let ran: Vec<String> = timeline.spans().into_iter().map(|s| s.name).collect();
+    assert!(ran.iter().any(|n| n == "prefill_all_npu0_t8"), "{ran:?}");
+    assert_eq!(
+        ran.iter()
+            .filter(|n| n.as_str() == "prefill_all_npu0")
+            .count(),
+        1
+    );
+
+    let (net, quantized) = w4a16(&with, &dir);
+    let report = validate(&net, &quantized.statics, &ValidateOptions::default());
+    assert!(report.is_clean(), "{:?}", report.violations);
 }

@@ -163,6 +163,7 @@ fn add_graph(graph: &mut NetGraph, name: &str, tokens: u32) -> GraphSpec {
         inputs: vec![t("x")],
         outputs: vec![t("y")],
         nodes: names,
+        variant_of: None,
     }
 }
 

@@ -36,8 +36,14 @@ pub fn compile_npu_part(
         kv_dtype: Some(options.kv_dtype),
         ..LoadOptions::default()
     };
+    let variants: Vec<String> = npu.chunk_variants.iter().map(i64::to_string).collect();
+    let variants = if variants.is_empty() {
+        "0".into()
+    } else {
+        variants.join(",")
+    };
     let command = format!(
-        "oxrelax compile {} --npu qnn --soc {} --chunk {} --npu-recipe {}",
+        "oxrelax compile {} --npu qnn --soc {} --chunk {} --chunk-variants {variants} --npu-recipe {}",
         src.display(),
         npu.soc.name,
         npu.chunk,
@@ -76,6 +82,7 @@ pub fn write_npu_part(
         backend: QNN_HTP.name.into(),
         soc: npu.soc.name.into(),
         chunk: npu.chunk,
+        chunk_variants: npu.chunk_variants.clone(),
         recipe: parts.quantized.recipe.name.into(),
         recipe_agreement: (parts.agreement.iter())
             .map(|(name, share)| (name.to_string(), *share))

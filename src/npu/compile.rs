@@ -26,6 +26,9 @@ pub struct NpuCompile {
     pub soc: Soc,
     /// Tokens per prefill graph call (also the CPU part's prefill chunk).
     pub chunk: i64,
+    /// Fewer tokens per call that the prefill graphs also get variants for (a call runs
+    /// the one with the least padding).
+    pub chunk_variants: Vec<i64>,
     /// The quantization recipe, or how to choose it.
     pub recipe: RecipeChoice,
     /// The calibration text.
@@ -61,7 +64,7 @@ pub fn npu_parts(
         chunk: npu.chunk,
         capability: &QNN_HTP,
     };
-    let partitioned = partition_model(model, load, partition)?;
+    let partitioned = partition_model(model, load, partition, &npu.chunk_variants)?;
     let graphs = quantized_graphs(&partitioned, model, npu, command)?;
     Ok(NpuParts {
         module: partitioned.module,

@@ -5,6 +5,7 @@
 
 use super::qnn::emit::{float_parts, net_file};
 use super::qnn::recipe::{quantize, Ranges, Recipe};
+use super::qnn::variants::add_chunk_variant;
 use super::qnn::{lower_module, FloatNet, QnnError};
 use super::{partition_pipeline, PartitionNpu};
 use crate::model::{
@@ -51,6 +52,9 @@ pub enum NpuError {
     /// The calibration text.
     #[error("calibration text: {0}")]
     Calibration(String),
+    /// A chunk variant that is not a number of tokens between 1 and the chunk.
+    #[error("chunk variant {0}: a variant has from 1 to fewer tokens than the chunk")]
+    ChunkVariant(i64),
     /// The emitted graphs failed validation (a compiler bug).
     #[error("the emitted QNN graphs fail validation:\n{0}")]
     Invalid(String),
@@ -70,11 +74,13 @@ pub struct Partitioned {
 }
 
 /// Partitions the model in `dir` (f32 weights; prefill chunks of the partition's chunk)
-/// and lowers its NPU graphs.
+/// and lowers its NPU graphs, with variants of its prefill graphs for each of
+/// `chunk_variants` tokens per call (graph selection, [`add_chunk_variant`]).
 pub fn partition_model(
     dir: &Path,
     options: &LoadOptions,
     partition: PartitionNpu,
+    chunk_variants: &[i64],
 ) -> Result<Partitioned, NpuError> {
     let config = ModelConfig::from_file(&dir.join("config.json"))
         .map_err(|e| LoadError::Model(ModelError::from(e)))?;
@@ -85,7 +91,7 @@ pub fn partition_model(
         kv_dtype: options.kv_dtype.unwrap_or_default(),
     };
     let (model, exported) = export_for(&config, Quantization::Q0f32, &export)?;
-    let (module, _) = partition_pipeline(partition).run(exported.module)?;
+    let (module, _) = partition_pipeline(partition.clone()).run(exported.module)?;
     let load = |name: &str| {
         let tensor = store.load(name, DType::F32)?;
         tensor
@@ -97,7 +103,24 @@ pub fn partition_model(
                 source,
             })
     };
-    let net = lower_module(&module, &load)?;
+    let mut net = lower_module(&module, &load)?;
+    for &tokens in chunk_variants {
+        if !(1..partition.chunk).contains(&tokens) {
+            return Err(NpuError::ChunkVariant(tokens));
+        }
+        let export = ExportOptions {
+            prefill_chunk: tokens,
+            ..export
+        };
+        let (_, exported) = export_for(&config, Quantization::Q0f32, &export)?;
+        let partition = PartitionNpu {
+            chunk: tokens,
+            ..partition.clone()
+        };
+        let (variant, _) = partition_pipeline(partition).run(exported.module)?;
+        let tokens = u32::try_from(tokens).map_err(|_| NpuError::ChunkVariant(tokens))?;
+        add_chunk_variant(&mut net, lower_module(&variant, &load)?, tokens);
+    }
     let sizes = EngineConfig {
         context_window: exported.context_window as usize,
         prefill_chunk: exported.prefill_chunk as usize,

@@ -69,6 +69,9 @@ pub struct NpuRecord {
     pub soc: String,
     /// Tokens per prefill graph call.
     pub chunk: i64,
+    /// The fewer tokens per call the prefill graphs have variants for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_variants: Vec<i64>,
     /// The quantization recipe (`w4a16`).
     pub recipe: String,
     /// When the recipe was chosen automatically: each recipe tried and the share of the

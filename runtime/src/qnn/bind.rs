@@ -1,7 +1,8 @@
 //! A partitioned model's NPU graphs run on the host: each graph of an `npu/` folder is
 //! registered as the packed function `npu.<graph>` the compiled CPU part calls on the
 //! graph's activations, executed by the host reference backend ([`super::sim`]). A
-//! prefill graph runs full chunks: a shorter call's rows are padded with zeros along the
+//! prefill graph runs full chunks: a shorter call runs the graph's variant with the
+//! fewest tokens that holds it (graph selection), its rows padded with zeros along the
 //! token axis and its outputs cut back (every NPU op works row by row, so padding changes
 //! no real row).
 
@@ -46,22 +47,26 @@ pub fn register_npu_graphs(
 ) -> Result<(), BuiltinError> {
     let net: &NetFile = sim.net();
     let device = NpuDevice::new();
+    let mut calls: BTreeMap<&str, Vec<Arc<GraphSpec>>> = BTreeMap::new();
     for graph in &net.graphs {
-        let params: Vec<(&str, ValueKind)> = graph
+        let variants = calls.entry(graph.call_name()).or_default();
+        variants.push(Arc::new(graph.clone()));
+    }
+    for (name, mut variants) in calls {
+        variants.sort_by_key(|v| v.tokens);
+        let params: Vec<(&str, ValueKind)> = variants[0]
             .inputs
             .iter()
             .map(|_| ("activation", ValueKind::Tensor))
             .collect();
         let call = GraphCall {
             sim: sim.clone(),
-            spec: Arc::new(graph.clone()),
+            variants,
             mode,
             observer: observer.clone(),
             device: device.clone(),
         };
-        registry.register(&format!("npu.{}", graph.name), &params, move |args| {
-            call.run(args)
-        })?;
+        registry.register(&format!("npu.{name}"), &params, move |args| call.run(args))?;
     }
     Ok(())
 }
@@ -69,33 +74,47 @@ pub fn register_npu_graphs(
 /// What an `npu.<graph>` function runs, and where.
 struct GraphCall {
     sim: Arc<SimContext>,
-    spec: Arc<GraphSpec>,
+    /// The graph and its variants over fewer tokens, fewest tokens first.
+    variants: Vec<Arc<GraphSpec>>,
     mode: SimMode,
     observer: Option<TensorObserver>,
     device: Arc<NpuDevice>,
 }
 
 impl GraphCall {
-    /// Checks and pads the inputs here, runs the graph on the device, and cuts the
-    /// outputs back to the call's rows.
+    /// Picks the variant with the least padding, checks and pads the inputs here, runs
+    /// the graph on the device, and cuts the outputs back to the call's rows.
     fn run(&self, args: &Args<'_>) -> Result<Value, BuiltinError> {
-        let (inputs, rows) = self.padded_inputs(args)?;
-        let (sim, spec, mode) = (self.sim.clone(), self.spec.clone(), self.mode);
+        let spec = self.variant_for(args);
+        let (inputs, rows) = self.padded_inputs(args, spec)?;
+        let (sim, graph, mode) = (self.sim.clone(), spec.clone(), self.mode);
         let observer = self.observer.clone();
         let outputs = self
             .device
-            .run(&spec.name.clone(), move || {
+            .run(&spec.name, move || {
                 let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
                 let mut observe = |tensor: &str, values: &[f32]| {
                     if let Some(observer) = &observer {
-                        observer(&spec.name, tensor, values);
+                        observer(&graph.name, tensor, values);
                     }
                 };
-                sim.run_observed(&spec.name, &refs, mode, &mut observe)
+                sim.run_observed(&graph.name, &refs, mode, &mut observe)
             })
             .map_err(|e| args.fail(e))?
             .map_err(|e| args.fail(BuiltinFailure::from(e)))?;
-        self.output_values(args, outputs, rows)
+        self.output_values(args, spec, outputs, rows)
+    }
+
+    /// The variant with the fewest tokens that holds the call's rows (the largest when
+    /// none does, or when the call has no token axis: its check then reports the call).
+    fn variant_for(&self, args: &Args<'_>) -> &Arc<GraphSpec> {
+        let largest = &self.variants[self.variants.len() - 1];
+        let rows = largest.inputs.iter().enumerate().find_map(|(i, name)| {
+            let axis = self.axis_of(name)?;
+            args.tensor(i).ok()?.shape().get(axis).copied()
+        });
+        let fits = |v: &&Arc<GraphSpec>| rows.is_some_and(|r| r <= i64::from(v.tokens));
+        self.variants.iter().find(fits).unwrap_or(largest)
     }
 
     fn axis_of(&self, name: &str) -> Option<usize> {
@@ -103,11 +122,15 @@ impl GraphCall {
     }
 
     /// Every input checked against the graph's and padded to its tokens; the call's rows.
-    fn padded_inputs(&self, args: &Args<'_>) -> Result<(Vec<Vec<f32>>, i64), BuiltinError> {
+    fn padded_inputs(
+        &self,
+        args: &Args<'_>,
+        spec: &GraphSpec,
+    ) -> Result<(Vec<Vec<f32>>, i64), BuiltinError> {
         let tensors = &self.sim.net().graph.tensors;
-        let mut rows = self.spec.tokens as i64;
-        let mut inputs = Vec::with_capacity(self.spec.inputs.len());
-        for (i, name) in self.spec.inputs.iter().enumerate() {
+        let mut rows = spec.tokens as i64;
+        let mut inputs = Vec::with_capacity(spec.inputs.len());
+        for (i, name) in spec.inputs.iter().enumerate() {
             let dims = &tensors[name].dims;
             let given = args.tensor(i)?;
             let axis = self.axis_of(name);
@@ -133,12 +156,13 @@ impl GraphCall {
     fn output_values(
         &self,
         args: &Args<'_>,
+        spec: &GraphSpec,
         outputs: Vec<Vec<f32>>,
         rows: i64,
     ) -> Result<Value, BuiltinError> {
         let tensors = &self.sim.net().graph.tensors;
         let mut values = Vec::with_capacity(outputs.len());
-        for (name, data) in self.spec.outputs.iter().zip(outputs) {
+        for (name, data) in spec.outputs.iter().zip(outputs) {
             let dims = &tensors[name].dims;
             let shape = with_rows(dims, self.axis_of(name), rows).ok_or_else(|| {
                 let reason = "its token axis is not the outermost non-unit one";

@@ -52,6 +52,18 @@ pub struct GraphSpec {
     pub outputs: Vec<String>,
     /// Its nodes, in execution order.
     pub nodes: Vec<String>,
+    /// When this graph is the same computation as another over fewer tokens per call
+    /// (chosen for calls it holds with less padding): that graph's name, which the CPU
+    /// part calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_of: Option<String>,
+}
+
+impl GraphSpec {
+    /// The name of the `npu.<name>` function that runs this graph.
+    pub fn call_name(&self) -> &str {
+        self.variant_of.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// The tensors and nodes of all graphs.

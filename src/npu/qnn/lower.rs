@@ -208,6 +208,7 @@ impl<'n, 'w> GraphLowering<'n, 'w> {
             inputs,
             outputs,
             nodes: self.nodes,
+            variant_of: None,
         });
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod lower;
 pub mod names;
 pub mod recipe;
 pub mod validate;
+pub mod variants;
 
 pub use error::QnnError;
 pub use lower::{lower_module, FloatNet};

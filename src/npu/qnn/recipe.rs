@@ -7,6 +7,7 @@
 
 use super::error::QnnError;
 use super::lower::FloatNet;
+use super::variants::encoded_like;
 use oxrelax_runtime::qnn::codes::{tensor_type, QnnDataType};
 use oxrelax_runtime::qnn::net::{
     quantize_real, BlockwiseExpansion, NetGraph, QuantParams, ScaleOffset,
@@ -155,9 +156,12 @@ pub fn quantize(net: &FloatNet, ranges: &Ranges, recipe: Recipe) -> Result<Quant
         let encoding = if sigmoid_outputs.contains(&name) {
             uint16_encoding((0.0, 1.0))
         } else {
-            let range = ranges.get(name).ok_or_else(|| QnnError::Uncalibrated {
-                tensor: name.clone(),
-            })?;
+            let calibrated = encoded_like(&net.graphs, name);
+            let range = ranges
+                .get(&calibrated)
+                .ok_or_else(|| QnnError::Uncalibrated {
+                    tensor: calibrated.clone(),
+                })?;
             uint16_encoding((range.0 * RANGE_HEADROOM, range.1 * RANGE_HEADROOM))
         };
         tensor.data_type = QnnDataType::UFixed16.code();

@@ -129,6 +129,7 @@ impl Builder {
             inputs: self.inputs,
             outputs: self.outputs,
             nodes: self.order,
+            variant_of: None,
         };
         let net = NetFile {
             model_cpp: "model.cpp".into(),

@@ -10,7 +10,7 @@ use crate::cli_compile::NpuCompileArgs;
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::model::Quantization;
-use oxrelax_runtime::engine::{GenerateOptions, Step};
+use oxrelax_runtime::engine::{Engine, GenerateOptions, Generation, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -80,6 +80,47 @@ fn argmax(row: &[f32]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+/// A greedy generation of `max_new_tokens` after `prompt` (EOS ignored) that keeps
+/// every logit row: the reference side of a comparison.
+pub fn greedy_with_logits(
+    engine: &mut Engine,
+    prompt: &[u32],
+    max_new_tokens: usize,
+) -> CliResult<Generation> {
+    let options = GenerateOptions {
+        max_new_tokens,
+        ignore_eos: true,
+        keep_logits: true,
+    };
+    let mut greedy = Sampler::new(SamplingConfig::default());
+    Ok(engine.generate(prompt, options, &mut greedy, |_| Ok(Step::Continue))?)
+}
+
+/// How far `engine`'s logits drift from `reference`'s when it is fed the same tokens:
+/// the prompt (every row), then each generated id but the last.
+pub fn teacher_forced_drift(
+    engine: &mut Engine,
+    prompt: &[u32],
+    reference: &Generation,
+) -> CliResult<LogitDrift> {
+    let mut drift = LogitDrift::default();
+    for (a, b) in reference
+        .prefill_logits
+        .iter()
+        .zip(engine.prefill_all(prompt)?)
+    {
+        drift.add(a, &b);
+    }
+    let fed = reference
+        .ids
+        .iter()
+        .take(reference.ids.len().saturating_sub(1));
+    for (&id, a) in fed.zip(reference.token_logits.iter().skip(1)) {
+        drift.add(a, &engine.decode(id)?);
+    }
+    Ok(drift)
+}
+
 /// The `--json` line.
 #[derive(Serialize)]
 struct CompareJson {
@@ -114,32 +155,10 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         .as_ref()
         .ok_or_else(|| format!("{} has no tokenizer.json", args.model.display()))?;
     let prompt = tokenizer.encode(&args.prompt, true)?;
-    let options = GenerateOptions {
-        max_new_tokens: args.max_new_tokens,
-        ignore_eos: true,
-        keep_logits: true,
-    };
-    let mut greedy = Sampler::new(SamplingConfig::default());
-    let generation = reference
-        .engine
-        .generate(&prompt, options, &mut greedy, |_| Ok(Step::Continue))?;
+    let generation = greedy_with_logits(&mut reference.engine, &prompt, args.max_new_tokens)?;
     drop(reference);
     let mut quantized = open_engine(&args.model, &args.load)?.engine;
-    let mut drift = LogitDrift::default();
-    for (a, b) in generation
-        .prefill_logits
-        .iter()
-        .zip(quantized.prefill_all(&prompt)?)
-    {
-        drift.add(a, &b);
-    }
-    let fed = generation
-        .ids
-        .iter()
-        .take(generation.ids.len().saturating_sub(1));
-    for (&id, a) in fed.zip(generation.token_logits.iter().skip(1)) {
-        drift.add(a, &quantized.decode(id)?);
-    }
+    let drift = teacher_forced_drift(&mut quantized, &prompt, &generation)?;
     let kv_dtype = args.load.kv_dtype.unwrap_or_default();
     println!(
         "{} ({} KV cache) against q0f32 (f32 KV cache) over {} logit rows ({} prompt, {} \

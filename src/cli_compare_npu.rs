@@ -5,17 +5,16 @@
 //! forcing); every activation either computes is recorded, and each tensor's values over
 //! the whole run are compared (SQNR, max |diff|, cosine), as are the logits.
 
-use crate::cli_compare::{CompareArgs, LogitDrift};
+use crate::cli_compare::{greedy_with_logits, teacher_forced_drift, CompareArgs, LogitDrift};
 use crate::cli_compile::NpuCompileArgs;
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::quantized_graphs;
 use oxrelax::npu::load::{partition_model, Partitioned};
 use oxrelax::npu::qnn::emit::float_parts;
 use oxrelax::npu::{PartitionNpu, QNN_HTP};
-use oxrelax_runtime::engine::{Engine, GenerateOptions, Step};
+use oxrelax_runtime::engine::Engine;
 use oxrelax_runtime::qnn::bind::TensorObserver;
 use oxrelax_runtime::qnn::sim::{SimMode, TensorGap};
-use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -94,33 +93,13 @@ pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, mode: SimMode) -> CliResult
 
     let (net, bin) = float_parts(&partitioned.net);
     let (mut reference, float_values) = recording_engine(&partitioned, net, bin, SimMode::Float)?;
-    let options = GenerateOptions {
-        max_new_tokens: args.max_new_tokens,
-        ignore_eos: true,
-        keep_logits: true,
-    };
-    let mut greedy = Sampler::new(SamplingConfig::default());
-    let generation = reference.generate(&prompt, options, &mut greedy, |_| Ok(Step::Continue))?;
+    let generation = greedy_with_logits(&mut reference, &prompt, args.max_new_tokens)?;
     drop(reference);
 
     let statics = graphs.quantized.statics.clone();
     let (mut quantized, quantized_values) =
         recording_engine(&partitioned, graphs.net, statics, mode)?;
-    let mut drift = LogitDrift::default();
-    for (a, b) in generation
-        .prefill_logits
-        .iter()
-        .zip(quantized.prefill_all(&prompt)?)
-    {
-        drift.add(a, &b);
-    }
-    let fed = generation
-        .ids
-        .iter()
-        .take(generation.ids.len().saturating_sub(1));
-    for (&id, a) in fed.zip(generation.token_logits.iter().skip(1)) {
-        drift.add(a, &quantized.decode(id)?);
-    }
+    let drift = teacher_forced_drift(&mut quantized, &prompt, &generation)?;
     drop(quantized);
 
     let gaps = tensor_gaps(&float_values, &quantized_values);

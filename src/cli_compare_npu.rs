@@ -53,9 +53,9 @@ fn recording_engine(
 
 /// The `--json` line of the NPU comparison.
 #[derive(Serialize)]
-struct NpuCompareJson {
+struct NpuCompareJson<'a> {
     recipe: &'static str,
-    mode: &'static str,
+    mode: &'a str,
     #[serde(flatten)]
     drift: LogitDrift,
     generated: usize,
@@ -104,11 +104,13 @@ pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, mode: SimMode) -> CliResult
 
     let gaps = tensor_gaps(&float_values, &quantized_values);
     let recipe = graphs.quantized.recipe.name;
-    print_report(recipe, mode, &drift, &gaps);
+    // The `--npu` value that asked for `mode`.
+    let backend = args.load.npu.npu.as_deref().unwrap_or("sim");
+    print_report(recipe, backend, &drift, &gaps);
     if args.json {
         let line = NpuCompareJson {
             recipe,
-            mode: mode_name(mode),
+            mode: backend,
             drift,
             generated: generation.ids.len(),
             tensors: gaps
@@ -141,18 +143,11 @@ fn tensor_gaps(reference: &Recording, test: &Recording) -> Vec<TensorGap> {
     gaps
 }
 
-fn mode_name(mode: SimMode) -> &'static str {
-    match mode {
-        SimMode::Integer => "sim-integer",
-        _ => "sim",
-    }
-}
-
-fn print_report(recipe: &str, mode: SimMode, drift: &LogitDrift, gaps: &[TensorGap]) {
+fn print_report(recipe: &str, backend: &str, drift: &LogitDrift, gaps: &[TensorGap]) {
     println!(
         "NPU graphs ({recipe}, --npu {}) against the same graphs in f32 over {} logit rows: \
          max |diff| {:.3e}, top-1 agreement {:.1}%",
-        mode_name(mode),
+        backend,
         drift.rows,
         drift.max_abs_diff,
         100.0 * drift.top1_agreement

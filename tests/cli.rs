@@ -166,6 +166,14 @@ fn generate_stops_at_stop_strings_and_takes_a_system_message() {
         generate_json(&sampled)["ids"],
         generate_json(&sampled)["ids"]
     );
-    let system = [&base[..], &["--system", "You are a player."]].concat();
-    assert!(generate_json(&system)["stop_reason"].is_string());
+    let prompt_tokens = |extra: &[&str]| {
+        let json = generate_json(&[&base[..], extra].concat());
+        json["stats"]["prefill_tokens"].as_u64().unwrap()
+    };
+    let chat = prompt_tokens(&["--chat"]);
+    let system = prompt_tokens(&["--system", "You are a player."]);
+    assert!(
+        system > chat,
+        "the system message is rendered: {system} vs {chat} tokens"
+    );
 }

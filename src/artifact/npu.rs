@@ -61,8 +61,11 @@ pub fn npu_builtins(parts: &NpuParts) -> Result<Registry, LoadError> {
             source: e,
         })
     };
-    let sim = SimContext::from_parts(parts.net.clone(), parts.quantized.statics.clone())
-        .map_err(|e| npu(Box::new(e)))?;
+    let sim = SimContext::from_parts(
+        parts.graphs.net.clone(),
+        parts.graphs.quantized.statics.clone(),
+    )
+    .map_err(|e| npu(Box::new(e)))?;
     let mut builtins = Registry::with_builtins();
     register_npu_graphs(&mut builtins, Arc::new(sim), SimMode::Spec, None)
         .map_err(|e| npu(Box::new(e)))?;
@@ -76,15 +79,20 @@ pub fn write_npu_part(
     parts: &NpuParts,
     npu: &NpuCompile,
 ) -> Result<NpuRecord, LoadError> {
-    write_npu_dir(&out.join(NPU_DIR), &parts.net, &parts.quantized, &npu.soc)
-        .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
+    write_npu_dir(
+        &out.join(NPU_DIR),
+        &parts.graphs.net,
+        &parts.graphs.quantized,
+        &npu.soc,
+    )
+    .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
     Ok(NpuRecord {
         backend: QNN_HTP.name.into(),
         soc: npu.soc.name.into(),
         chunk: npu.chunk,
         chunk_variants: npu.chunk_variants.clone(),
-        recipe: parts.quantized.recipe.name.into(),
-        recipe_agreement: (parts.agreement.iter())
+        recipe: parts.graphs.quantized.recipe.name.into(),
+        recipe_agreement: (parts.graphs.agreement.iter())
             .map(|(name, share)| (name.to_string(), *share))
             .collect(),
         files: NPU_FILES.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),

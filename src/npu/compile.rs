@@ -42,13 +42,8 @@ pub struct NpuCompile {
 pub struct NpuParts {
     /// The module after the partition.
     pub module: IRModule,
-    /// The graphs (`model_net.json`).
-    pub net: NetFile,
-    /// Their types, encodings and static data.
-    pub quantized: QuantizedNet,
-    /// With [`RecipeChoice::Auto`]: each recipe tried, with the share of the calibration
-    /// text's positions where its graphs predict the float graphs' next token.
-    pub agreement: Vec<(&'static str, f64)>,
+    /// The graphs, quantized and validated.
+    pub graphs: QuantizedGraphs,
 }
 
 /// Partitions, lowers, calibrates, quantizes and validates the NPU part of the model in
@@ -68,9 +63,7 @@ pub fn npu_parts(
     let graphs = quantized_graphs(&partitioned, model, npu, command)?;
     Ok(NpuParts {
         module: partitioned.module,
-        net: graphs.net,
-        quantized: graphs.quantized,
-        agreement: graphs.agreement,
+        graphs,
     })
 }
 
@@ -80,7 +73,8 @@ pub struct QuantizedGraphs {
     pub net: NetFile,
     /// Their types, encodings and static data.
     pub quantized: QuantizedNet,
-    /// Each recipe tried by [`RecipeChoice::Auto`] and its agreement ([`NpuParts`]).
+    /// With [`RecipeChoice::Auto`]: each recipe tried, with the share of the calibration
+    /// text's positions where its graphs predict the float graphs' next token.
     pub agreement: Vec<(&'static str, f64)>,
 }
 

@@ -7,9 +7,7 @@ use super::error::ApiError;
 use super::request::{GenerationRequest, Prompt};
 use super::stats::{Outcome, Stats};
 use oxrelax_runtime::chat::{ChatTemplate, Tokenizer};
-use oxrelax_runtime::engine::{
-    common_prefix, Engine, EngineError, GenerateOptions, Step, StopReason, TextStream,
-};
+use oxrelax_runtime::engine::{Engine, EngineError, GenerateOptions, Step, StopReason, TextStream};
 use oxrelax_runtime::sampler::Sampler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -221,9 +219,7 @@ impl Worker {
         let Model {
             engine, tokenizer, ..
         } = &mut self.model;
-        // At least one token is prefilled: its logits give the first token.
-        let reused = common_prefix(engine.tokens(), ids).min(ids.len() - 1);
-        engine.truncate(reused).map_err(engine_error)?;
+        let reused = engine.reuse_prefix(ids).map_err(engine_error)?;
         let _ = events.send(Event::Accepted);
         let options = GenerateOptions {
             max_new_tokens: request.max_tokens,

@@ -84,11 +84,6 @@ struct Held {
     ids: Vec<u32>,
 }
 
-/// The length of the longest common prefix of `a` and `b`.
-pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 impl Chat {
     /// A new conversation (the engine's cache is emptied).
     pub fn new(
@@ -164,9 +159,7 @@ impl Chat {
         let mut messages = self.messages.clone();
         messages.push(Message::new("user", user));
         let (rendered, ids, dropped) = self.fit(&mut messages)?;
-        // At least one token is prefilled: its logits start the reply.
-        let reused = common_prefix(self.engine.tokens(), &ids).min(ids.len() - 1);
-        self.engine.truncate(reused)?;
+        let reused = self.engine.reuse_prefix(&ids)?;
         let options = GenerateOptions {
             max_new_tokens: self.options.max_new_tokens,
             ignore_eos: false,

@@ -23,7 +23,7 @@ mod text_stream;
 #[cfg(test)]
 mod tests;
 
-pub use chat::{common_prefix, Chat, ChatOptions, ContextOverflow, Reply};
+pub use chat::{Chat, ChatOptions, ContextOverflow, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};
 pub use perplexity::{negative_log_likelihood, Perplexity};

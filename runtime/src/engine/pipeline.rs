@@ -60,11 +60,6 @@ impl Engine {
         }
     }
 
-    /// Whether prompts are prefilled two chunks at a time.
-    pub fn pipelined(&self) -> bool {
-        self.second_vm.is_some()
-    }
-
     /// Records prefill's busy time per device on `timeline` (lanes `cpu 0`, `cpu 1`,
     /// `npu`), or stops recording.
     pub fn set_timeline(&mut self, timeline: Option<Arc<Timeline>>) {
@@ -114,12 +109,7 @@ impl Engine {
         };
         let mut logits = Vec::with_capacity(chunks.len());
         for (chunk, out) in chunks.iter().zip(&outputs) {
-            let rows = if function == "prefill_all" {
-                chunk.len()
-            } else {
-                1
-            };
-            logits.push(self.logits(function, out, rows)?);
+            logits.push(self.logits(function, out, chunk.len())?);
             self.tokens.extend_from_slice(chunk);
         }
         Ok(logits)

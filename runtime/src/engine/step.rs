@@ -155,6 +155,15 @@ impl Engine {
         self.truncate(0)
     }
 
+    /// Keeps the longest prefix of the cache that `ids` starts with, but at least one of
+    /// `ids` (non-empty) is left to prefill, whose logits start what follows; returns
+    /// how many of `ids` the cache still holds.
+    pub fn reuse_prefix(&mut self, ids: &[u32]) -> Result<usize, EngineError> {
+        let reused = common_prefix(&self.tokens, ids).min(ids.len().saturating_sub(1));
+        self.truncate(reused)?;
+        Ok(reused)
+    }
+
     /// Keeps the first `len` tokens of the KV cache and drops the rest (no-op when it
     /// holds `len` or fewer).
     pub fn truncate(&mut self, len: usize) -> Result<(), EngineError> {
@@ -243,12 +252,7 @@ impl Engine {
             .call(function, &args)
             .map_err(|source| EngineError::vm(function, source))?;
         self.tokens.extend_from_slice(ids);
-        let rows = if function == "prefill_all" {
-            ids.len()
-        } else {
-            1
-        };
-        self.logits(function, &out, rows)
+        self.logits(function, &out, ids.len())
     }
 
     pub(super) fn ids_tensor(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
@@ -276,8 +280,10 @@ impl Engine {
         &self,
         function: &'static str,
         out: &Value,
-        rows: usize,
+        tokens: usize,
     ) -> Result<Vec<f32>, EngineError> {
+        // `prefill_all` returns a row per token, the others the last token's row.
+        let rows = if function == "prefill_all" { tokens } else { 1 };
         let vocab = self.config.vocab_size;
         let bad = || EngineError::BadOutput {
             function,
@@ -301,4 +307,9 @@ fn new_cache(vm: &mut VirtualMachine) -> Result<Value, EngineError> {
         return Err(EngineError::NotACache(cache.describe()));
     }
     Ok(cache)
+}
+
+/// The length of the longest common prefix of `a` and `b`.
+pub(super) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -1,4 +1,4 @@
-use super::chat::common_prefix;
+use super::step::common_prefix;
 use super::*;
 use std::time::Duration;
 

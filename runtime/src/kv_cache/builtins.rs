@@ -82,7 +82,7 @@ fn clear(args: &Args<'_>) -> Result<Value, BuiltinError> {
 
 fn len(args: &Args<'_>) -> Result<Value, BuiltinError> {
     let len = match window(args) {
-        Some(window) => window.len(),
+        Some(window) => window.end(),
         None => cache(args)?.len(),
     };
     Ok(Value::Int(len as i64))

@@ -10,9 +10,8 @@ use super::{KvCache, KvCacheError, SharedKvCache};
 use crate::tensor::Tensor;
 use crate::trace;
 use crate::value::Value;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, MutexGuard, PoisonError};
 
 /// What the chunks of one pipelined prefill share besides the cache: the signal that a
 /// layer grew, and whether a chunk failed (then every waiting chunk gives up).
@@ -47,8 +46,6 @@ pub struct ChunkWindow {
     start: usize,
     end: usize,
     schedule: Arc<ChunkSchedule>,
-    /// The layers this chunk has appended to.
-    appended: Mutex<BTreeSet<usize>>,
 }
 
 impl ChunkWindow {
@@ -59,7 +56,6 @@ impl ChunkWindow {
             start,
             end,
             schedule,
-            appended: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -92,7 +88,6 @@ impl ChunkWindow {
             });
         }
         cache.append(layer, tensors)?;
-        self.appended_layers().insert(layer);
         drop(cache);
         self.schedule.appended.notify_all();
         Ok(())
@@ -113,29 +108,20 @@ impl ChunkWindow {
         }
     }
 
-    fn appended_layers(&self) -> MutexGuard<'_, BTreeSet<usize>> {
-        self.appended.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The positions of `layer` this chunk sees: the first `start` before it appended to
     /// the layer, the first `end` after (see [`KvCache::view`]).
     pub fn view(&self, layer: usize) -> Result<Vec<Tensor>, KvCacheError> {
         let mut cache = self.lock_when_started(layer)?;
-        let seen = match self.appended_layers().contains(&layer) {
-            true => self.end,
-            false => self.start,
-        };
+        // Chunks append in order, so the layer holds exactly `start` positions until
+        // this chunk appends, and at least `end` after.
+        let appended = cache.layer_len(layer)? >= self.end;
+        let seen = if appended { self.end } else { self.start };
         cache.view_prefix(layer, seen)
     }
 
-    /// Positions this chunk sees: `end`.
-    pub fn len(&self) -> usize {
+    /// The end of the positions this chunk covers.
+    pub fn end(&self) -> usize {
         self.end
-    }
-
-    /// Whether the window sees no position.
-    pub fn is_empty(&self) -> bool {
-        self.end == 0
     }
 }
 
@@ -143,6 +129,7 @@ impl ChunkWindow {
 mod tests {
     use super::*;
     use crate::value::Object;
+    use std::sync::Mutex;
     use std::time::Duration;
 
     fn rows(n: usize, value: f32) -> Tensor {

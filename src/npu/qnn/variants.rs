@@ -36,13 +36,13 @@ pub fn add_chunk_variant(net: &mut FloatNet, variant: FloatNet, tokens: u32) {
         let name = variant_name(&graph.name, tokens);
         let rename = |n: &String| renamed(n, &graph.name, &name);
         let own = |tensor: &str| tensor.starts_with(&format!("{}__", graph.name));
-        for (tensor, info) in variant.graph.tensors.clone() {
-            let new = rename(&tensor);
-            if own(&tensor) && !net.graph.tensors.contains_key(&new) {
-                if let Some(values) = variant.statics.get(&tensor) {
+        for (tensor, info) in variant.graph.tensors.iter().filter(|(t, _)| own(t)) {
+            let new = rename(tensor);
+            if !net.graph.tensors.contains_key(&new) {
+                if let Some(values) = variant.statics.get(tensor) {
                     net.statics.insert(new.clone(), values.clone());
                 }
-                net.graph.tensors.insert(new, info);
+                net.graph.tensors.insert(new, info.clone());
             }
         }
         for node_name in &graph.nodes {

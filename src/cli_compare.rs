@@ -159,7 +159,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     drop(reference);
     let mut quantized = open_engine(&args.model, &args.load)?.engine;
     let drift = teacher_forced_drift(&mut quantized, &prompt, &generation)?;
-    let kv_dtype = args.load.kv_dtype.unwrap_or_default();
+    let kv_dtype = args.load.quant.kv_dtype(args.load.kv_dtype);
     println!(
         "{} ({} KV cache) against q0f32 (f32 KV cache) over {} logit rows ({} prompt, {} \
          generated): max |diff| {:.3e}, top-1 agreement {:.1}%",

@@ -83,9 +83,10 @@ pub struct CompileArgs {
     quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in the
     /// attention kernel) or q8 (int8 codes with a scale per position and KV head, about a
-    /// quarter of the memory, dequantized in the attention kernel).
-    #[arg(long, value_parser = kv_dtype_parser(), default_value = "f32")]
-    kv_dtype: KvDtype,
+    /// quarter of the memory, dequantized in the attention kernel). Default: f16 for the
+    /// weight-quantized schemes (q8f32, q4f32_1, q4f16_1, w8a8, w4a8), else f32.
+    #[arg(long, value_parser = kv_dtype_parser())]
+    kv_dtype: Option<KvDtype>,
     /// Tokens per `prefill` call at most.
     #[arg(long)]
     prefill_chunk: Option<i64>,

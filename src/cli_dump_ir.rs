@@ -54,8 +54,9 @@ pub struct DumpIrArgs {
     /// Tokens per NPU prefill graph call (with `--npu`).
     #[arg(long, default_value_t = 32, requires = "npu", value_parser = clap::value_parser!(i64).range(1..=4096))]
     chunk: i64,
-    /// How a model folder's KV cache stores keys and values (f32 when absent; an
-    /// artifact keeps its own, and asking it for another is an error).
+    /// How a model folder's KV cache stores keys and values (the scheme's default when
+    /// absent: f16 for the weight-quantized ones, else f32; an artifact keeps its own,
+    /// and asking it for another is an error).
     #[arg(long, value_parser = kv_dtype_parser())]
     kv_dtype: Option<KvDtype>,
 }
@@ -67,7 +68,7 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let defaults = ExportOptions::default();
     let options = ExportOptions {
-        kv_dtype: args.kv_dtype.unwrap_or(defaults.kv_dtype),
+        kv_dtype: args.quant.kv_dtype(args.kv_dtype),
         ..defaults
     };
     let module = source_module(&args.model, &options, args.quant)?;

@@ -60,9 +60,9 @@ pub struct LoadOptions {
     pub prefill_chunk: i64,
     /// How to store the projection weights.
     pub quantization: Quantization,
-    /// How the KV cache stores K and V (f32, f16 or q8). `None`: f32 for a model folder,
-    /// and whatever an artifact was compiled with; an artifact compiled with another is an
-    /// error.
+    /// How the KV cache stores K and V (f32, f16 or q8). `None`: the scheme's default for
+    /// a model folder ([`Quantization::default_kv_dtype`]), and whatever an artifact was
+    /// compiled with; an artifact compiled with another is an error.
     pub kv_dtype: Option<KvDtype>,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
@@ -88,11 +88,10 @@ impl Default for LoadOptions {
 impl LoadOptions {
     /// How a model folder is exported with these options.
     fn export_options(&self) -> ExportOptions {
-        let defaults = ExportOptions::default();
         ExportOptions {
             max_context: self.max_context,
             prefill_chunk: self.prefill_chunk,
-            kv_dtype: self.kv_dtype.unwrap_or(defaults.kv_dtype),
+            kv_dtype: self.quantization.kv_dtype(self.kv_dtype),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! quantizes its linear weights at compile time.
 
 use oxrelax_dsl::{AttrValue, DataType, IRModule};
+use oxrelax_models::KvDtype;
 use oxrelax_runtime::weights::WeightStore;
 use oxrelax_runtime::DType;
 
@@ -104,6 +105,22 @@ impl Quantization {
             Quantization::Q0f16 => DataType::F16,
             _ => DataType::F32,
         }
+    }
+
+    /// The KV cache dtype of a model compiled with this scheme when none is asked for:
+    /// f16 for the weight-quantized schemes (as llama.cpp's cache: half the bytes every
+    /// decode step's attention reads, next to weights already cut to 4 or 8 bits), f32 for
+    /// `q0f32` and `q0f16` (and `auto`, which is one of them).
+    pub fn default_kv_dtype(self) -> KvDtype {
+        match self.weight_format() {
+            Some(_) => KvDtype::F16,
+            None => KvDtype::F32,
+        }
+    }
+
+    /// `asked`, or else this scheme's [`Quantization::default_kv_dtype`].
+    pub fn kv_dtype(self, asked: Option<KvDtype>) -> KvDtype {
+        asked.unwrap_or(self.default_kv_dtype())
     }
 
     /// Marks `module`'s weighted functions (those with a `num_input` attribute) for the

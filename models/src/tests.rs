@@ -252,16 +252,13 @@ fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
         ),
         "{text}"
     );
-    // Per layer and function: k and v cast before the append; views of f16.
-    assert!(text.contains("astype("), "{text}");
+    // k and v appended as f32 (the cache rounds them as it copies), viewed as f16.
+    assert!(!text.contains("astype("), "{text}");
     assert!(
         text.contains("match_cast(kv_view[0], Tensor((m, 2, 16), f16))"),
         "{text}"
     );
     assert!(!text.contains("Tensor((m, 2, 16), f32)"), "{text}");
-    let f32_text =
-        oxrelax_dsl::text::print_module(&model.export(&ExportOptions::default()).unwrap().module);
-    assert!(!f32_text.contains("astype("), "an f32 cache needs no cast");
 }
 
 #[test]

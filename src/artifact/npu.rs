@@ -33,7 +33,7 @@ pub fn compile_npu_part(
 ) -> Result<NpuParts, LoadError> {
     let load = LoadOptions {
         max_context: options.max_context,
-        kv_dtype: Some(options.kv_dtype),
+        kv_dtype: options.kv_dtype,
         ..LoadOptions::default()
     };
     let variants: Vec<String> = npu.chunk_variants.iter().map(i64::to_string).collect();

@@ -35,8 +35,9 @@ pub struct CompileOptions {
     pub max_context: i64,
     /// Tokens per `prefill` call at most.
     pub prefill_chunk: i64,
-    /// How the KV cache stores K and V (f32, f16 or q8).
-    pub kv_dtype: KvDtype,
+    /// How the KV cache stores K and V (f32, f16 or q8); `None`: the scheme's default
+    /// ([`Quantization::default_kv_dtype`]).
+    pub kv_dtype: Option<KvDtype>,
     /// Print what the passes report (`--verbose`).
     pub verbose: bool,
     /// The triple and CPU features the kernels are compiled for, and the linker.
@@ -58,7 +59,7 @@ impl Default for CompileOptions {
             quantization: Quantization::Auto,
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
-            kv_dtype: export.kv_dtype,
+            kv_dtype: None,
             verbose: false,
             target: KernelTarget::host(),
             npu: None,
@@ -197,7 +198,7 @@ fn write_artifact(
             .npu
             .as_ref()
             .map_or(options.prefill_chunk, |n| n.chunk),
-        kv_dtype: options.kv_dtype,
+        kv_dtype: scheme.kv_dtype(options.kv_dtype),
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
     let declared = expected_weights(&model);

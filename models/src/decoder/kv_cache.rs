@@ -185,8 +185,8 @@ pub fn view(
     Ok(KvView { k, v, scales })
 }
 
-/// Emits `kv_cache.append(cache, layer, k, v)` (k and v `[n, kv_heads, head_dim]` f32),
-/// casting k and v to `dtype`, the cache's, first (nothing for an f32 cache); for `q8`,
+/// Emits `kv_cache.append(cache, layer, k, v)` (k and v `[n, kv_heads, head_dim]` f32;
+/// an f16 cache rounds them as it copies them in, so no cast kernel runs); for `q8`,
 /// `kv_cache.append_q8(cache, layer, kq, vq, k_scales, v_scales)` with the codes and
 /// scales computed by `activation_scales` and `quantize_kv`.
 pub fn append(
@@ -199,14 +199,8 @@ pub fn append(
     let name = "kv_cache.append";
     let mut args = vec![cache.clone(), int(layer)];
     let builtin = match dtype {
-        KvDtype::F32 => {
+        KvDtype::F32 | KvDtype::F16 => {
             args.extend([k.clone(), v.clone()]);
-            name
-        }
-        KvDtype::F16 => {
-            for x in [k, v] {
-                args.push(emit(bb, name, op::astype(x, DataType::F16))?);
-            }
             name
         }
         KvDtype::Q8 => {

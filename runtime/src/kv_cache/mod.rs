@@ -27,6 +27,8 @@ pub use window::{ChunkSchedule, ChunkWindow};
 use crate::dtype::DType;
 use crate::tensor::buffer::{Buffer, StorageKind};
 use crate::tensor::{Tensor, TensorError};
+use half::slice::HalfFloatSliceExt;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A KV cache operation that cannot be done.
@@ -291,7 +293,7 @@ impl KvCache {
         n: Option<i64>,
     ) -> Result<usize, KvCacheError> {
         let Stream { name, dtype, .. } = self.streams[stream];
-        if t.dtype() != dtype {
+        if !stores_as(t.dtype(), dtype) {
             return Err(KvCacheError::Dtype {
                 which: name,
                 expected: dtype,
@@ -339,7 +341,8 @@ impl KvCache {
         let n = n.unwrap_or(0);
         let bytes = tensors
             .iter()
-            .map(|t| t.as_bytes())
+            .zip(&self.streams)
+            .map(|(t, stream)| stored_bytes(t, stream.dtype))
             .collect::<Result<Vec<_>, _>>()?;
         let start = self.layers[layer].len;
         let requested = start + n;
@@ -356,7 +359,7 @@ impl KvCache {
             // SAFETY: positions start..start+n are within capacity (checked above) and no
             // live view covers them (`make_writable`); the cache is borrowed mutably, so
             // nothing else writes meanwhile, and stream storage is never borrowed memory.
-            unsafe { self.layers[layer].streams[stream].write_at(offset, bytes) };
+            unsafe { self.layers[layer].streams[stream].write_at(offset, &bytes) };
         }
         self.layers[layer].len = requested;
         Ok(())
@@ -439,4 +442,25 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.layers.iter_mut().for_each(|l| l.len = 0);
     }
+}
+
+/// Whether a stream of `stored` takes tensors of `given`: its own dtype, or f32 for an
+/// f16 stream (rounded as it is appended, so no compiled cast runs before the append).
+fn stores_as(given: DType, stored: DType) -> bool {
+    given == stored || (given == DType::F32 && stored == DType::F16)
+}
+
+/// The bytes of contiguous `t` as a stream of `stored` holds them ([`stores_as`]).
+fn stored_bytes(t: &Tensor, stored: DType) -> Result<Cow<'_, [u8]>, TensorError> {
+    if t.dtype() == stored {
+        return t.as_bytes().map(Cow::Borrowed);
+    }
+    let mut halves = vec![half::f16::ZERO; t.numel()];
+    halves.convert_from_f32_slice(t.as_slice::<f32>()?);
+    Ok(Cow::Owned(
+        halves
+            .iter()
+            .flat_map(|h| h.to_bits().to_ne_bytes())
+            .collect(),
+    ))
 }

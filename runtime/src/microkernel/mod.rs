@@ -24,6 +24,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_vnni;
+#[cfg(target_arch = "x86_64")]
+mod avx512_vnni_gemv;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "aarch64")]
@@ -386,11 +388,13 @@ pub struct GemmBlock {
     pub panel: usize,
 }
 
-/// What a kernel is: its name and, for a block GEMM, its block shape.
+/// What a kernel is: its name, for a block GEMM its block shape, and whether its
+/// implementations may round f32 activations ([`Microkernel::rounds_activations`]).
 struct KernelSpec {
     kernel: Microkernel,
     name: &'static str,
     gemm_block: Option<GemmBlock>,
+    rounds_activations: bool,
 }
 
 /// The spec of a block GEMM `name` of `rows x cols` over panels of 16.
@@ -403,6 +407,15 @@ const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usi
             cols,
             panel: 16,
         }),
+        rounds_activations: false,
+    }
+}
+
+/// [`gemm`] for a kernel whose implementations may round f32 activations to 16 bits.
+const fn gemm_a16(kernel: Microkernel, name: &'static str, shape: (usize, usize)) -> KernelSpec {
+    KernelSpec {
+        rounds_activations: true,
+        ..gemm(kernel, name, shape)
     }
 }
 
@@ -412,6 +425,7 @@ const fn attention(kernel: Microkernel, name: &'static str) -> KernelSpec {
         kernel,
         name,
         gemm_block: None,
+        rounds_activations: false,
     }
 }
 
@@ -428,10 +442,10 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemv1x64Q8, "sgemv_1x64_q8", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q8, "sgemm_12x32_q8", (12, 32)),
     gemm(Microkernel::Sgemm6x16Q4, "sgemm_6x16_q4", (6, 16)),
-    gemm(Microkernel::Sgemv1x64Q4, "sgemv_1x64_q4", (1, 64)),
+    gemm_a16(Microkernel::Sgemv1x64Q4, "sgemv_1x64_q4", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q4, "sgemm_12x32_q4", (12, 32)),
     gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
-    gemm(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
+    gemm_a16(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
     gemm(Microkernel::Qgemm6x32W8, "qgemm_6x32_w8", (6, 32)),
     gemm(Microkernel::Qgemm6x32W4, "qgemm_6x32_w4", (6, 32)),
@@ -489,6 +503,17 @@ impl Microkernel {
         SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
     }
 
+    /// Whether implementations of this f32-activation kernel may round each group of
+    /// [`QUANT_GROUP`] activations (from the call's first depth) to 16-bit fixed point
+    /// before multiplying: `code = round(a * 32767 / m)` with `m` the group's largest
+    /// magnitude, an error of at most `m / 65534` per activation (finer than f16 for
+    /// every value within 32x of the largest). The 4-bit decode GEMVs do on AVX-512 VNNI
+    /// (`vpdpwssd`: two int16 products per lane, where f32 needs a widening per weight);
+    /// a NaN or infinite activation still makes the result NaN.
+    pub fn rounds_activations(self) -> bool {
+        self.spec().rounds_activations
+    }
+
     /// For a block GEMM, its block shape: EP activation rows by HP columns, over packed
     /// weight panels of PANEL floats per k.
     pub fn gemm_block(self) -> Option<GemmBlock> {
@@ -510,6 +535,8 @@ struct Implementation {
 const IMPLEMENTATIONS: &[&[Implementation]] = &[
     #[cfg(target_arch = "x86_64")]
     avx512_vnni::IMPLEMENTATIONS,
+    #[cfg(target_arch = "x86_64")]
+    avx512_vnni_gemv::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]

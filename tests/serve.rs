@@ -415,7 +415,7 @@ fn a_dropped_stream_cancels_its_generation() {
     // So does a client that gives up on a response that is not streamed.
     let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG});
     let gave_up = ureq::post(&server.url("/v1/completions"))
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_millis(25))
         .send_string(&body.to_string());
     assert!(
         matches!(gave_up, Err(ureq::Error::Transport(_))),
@@ -454,7 +454,7 @@ fn sigterm_lets_the_request_in_flight_finish() {
 
 #[test]
 fn after_the_shutdown_grace_what_is_left_is_cancelled() {
-    let mut server = Server::start(&["--shutdown-grace", "0.3"]);
+    let mut server = Server::start(&["--shutdown-grace", "0.02"]);
     // A client that never finishes its request, and a generation longer than the grace.
     let mut stuck = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
     stuck

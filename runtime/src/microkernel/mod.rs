@@ -42,6 +42,8 @@ mod tests_attention;
 mod tests_qgemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemm;
+#[cfg(target_arch = "x86_64")]
+mod x86_gemv_a16;
 
 pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
 use std::sync::OnceLock;
@@ -507,9 +509,10 @@ impl Microkernel {
     /// [`QUANT_GROUP`] activations (from the call's first depth) to 16-bit fixed point
     /// before multiplying: `code = round(a * 32767 / m)` with `m` the group's largest
     /// magnitude, an error of at most `m / 65534` per activation (finer than f16 for
-    /// every value within 32x of the largest). The 4-bit decode GEMVs do on AVX-512 VNNI
-    /// (`vpdpwssd`: two int16 products per lane, where f32 needs a widening per weight);
-    /// a NaN or infinite activation still makes the result NaN.
+    /// every value within 32x of the largest). The 4-bit decode GEMVs do on x86
+    /// (`vpdpwssd` on AVX-512 VNNI, `vpmaddwd` on AVX2: two int16 products per lane, where
+    /// f32 needs a widening per weight); a NaN or infinite activation still makes the
+    /// result NaN.
     pub fn rounds_activations(self) -> bool {
         self.spec().rounds_activations
     }

@@ -467,7 +467,7 @@ unsafe fn add_outer<R: Row16, const EP: usize, const NQ: usize>(
 /// `c[i*ldc + j]` is readable and writable for `i < rows, j < cols` (clamped to the block);
 /// inlined into a function enabling `R`'s features, which the CPU has.
 #[inline(always)]
-unsafe fn store_block<R: Row16, const EP: usize>(
+pub(super) unsafe fn store_block<R: Row16, const EP: usize>(
     block: &[R; EP],
     c: *mut f32,
     ldc: i64,

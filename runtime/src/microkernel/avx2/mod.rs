@@ -7,9 +7,11 @@
 //! two ymm registers. Besides the target's `6 x 16` block, the `12 x 32` block of the
 //! AVX-512 targets has an AVX2 version too (48 accumulators do not fit in 16 ymm
 //! registers, so it spills; it serves code compiled for AVX-512 on an AVX2 CPU, and tests
-//! the two-panel body on CPUs without AVX-512). The int8-activation GEMMs are in [`qgemm`].
+//! the two-panel body on CPUs without AVX-512). The int8-activation GEMMs are in [`qgemm`];
+//! the 4-bit decode GEMVs, over activations rounded to 16 bits, in [`gemv_a16`].
 
 mod attention;
+mod gemv_a16;
 mod qgemm;
 
 use super::x86_gemm::{gemm_entry, PanelElement, Row16};
@@ -98,7 +100,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     row(
         Microkernel::Sgemv1x64Q4,
         false,
-        MicrokernelFn::GemmQ4(sgemv_1x64_q4),
+        MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x64_q4),
     ),
     row(
         Microkernel::Sgemm12x32Q4,
@@ -113,7 +115,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     row(
         Microkernel::Sgemv1x64Q4F16,
         true,
-        MicrokernelFn::GemmQ4F16(sgemv_1x64_q4f16),
+        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x64_q4f16),
     ),
     row(
         Microkernel::Sgemm12x32Q4F16,
@@ -277,20 +279,12 @@ gemm_entry!(
     sgemm_6x16_q4, Ymm2, U4Pair scaled by f32, 6 x 1, "avx2,fma"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemv1x64Q4`] over 4-bit weights (partial sums scaled per group).
-    sgemv_1x64_q4, Ymm2, U4Pair scaled by f32, 1 x 4, "avx2,fma"
-);
-gemm_entry!(
     /// [`Microkernel::Sgemm12x32Q4`] over 4-bit weights, on AVX2 (spills).
     sgemm_12x32_q4, Ymm2, U4Pair scaled by f32, 12 x 2, "avx2,fma"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm6x16Q4F16`]: 4-bit weights, f16 scales widened with F16C.
     sgemm_6x16_q4f16, Ymm2, U4Pair scaled by f16, 6 x 1, "avx2,fma,f16c"
-);
-gemm_entry!(
-    /// [`Microkernel::Sgemv1x64Q4F16`]: 4-bit weights, f16 scales.
-    sgemv_1x64_q4f16, Ymm2, U4Pair scaled by f16, 1 x 4, "avx2,fma,f16c"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32Q4F16`]: 4-bit weights, f16 scales, on AVX2 (spills).

@@ -1,0 +1,198 @@
+//! The x86-64 4-bit decode GEMVs over f32 activations rounded to 16 bits
+//! ([`Microkernel::Sgemv1x64Q4`](super::Microkernel::Sgemv1x64Q4) and its f16-scale twin,
+//! which [`rounds_activations`](super::Microkernel::rounds_activations)), written once for
+//! every ISA that multiplies int16 pairs ([`A16Isa`]: `vpdpwssd` on AVX-512 VNNI,
+//! `vpmaddwd` on AVX2).
+//!
+//! The f32 GEMV ([`super::x86_gemm`]) widens every weight to f32 before its FMA, and those
+//! shuffle-unit instructions, not memory, bound it. Here each group of 32 activations is
+//! first rounded to 16-bit fixed point with its own scale (`code = round(a * 32767 /
+//! max|a|)`, an error of at most `max|a| / 65534` per value, finer than f16's for every
+//! value within 32x of the largest). Then the nibbles of a [`U4Pair`] byte become the
+//! int16 pair `(w(k) + 8, w(k + 1) + 8)` of one int32 lane, which one instruction
+//! multiplies by the broadcast pair of codes and adds to the lane. The nibbles are
+//! `w + 8`, so each group's int32 sums lose `8 * sum(codes)` before they are converted
+//! and scaled (weight scale times the group's activation scale) into f32 accumulators.
+//!
+//! The activations are rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so
+//! any reduction depth works; a tail group (and the odd depth of a pair) is padded with
+//! zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
+//! group's scale NaN (and an infinite one its codes 0 and its scale infinite), so the
+//! result is NaN where the f32 sum's would be NaN or infinite.
+
+use super::x86_gemm::{prefetch_ahead, store_block, PanelElement, Row16, HP};
+use super::QUANT_GROUP;
+
+/// The largest code of a rounded activation.
+pub(super) const CODE_MAX: f32 = 32767.0;
+
+/// Groups of activations rounded at a time (the stack buffer's size).
+const CHUNK_GROUPS: usize = 8;
+
+/// One ISA's side of the GEMV.
+///
+/// # Safety
+/// Every method needs the ISA's features, enabled in the function it is inlined into.
+pub(super) trait A16Isa {
+    /// 16 f32 lanes (the accumulators of one panel).
+    type Row: Row16;
+    /// The int32 sums of one panel's 16 columns over a group.
+    type Sums: Copy;
+
+    /// Rounds the `n` (1 to 32) activations at `a` to `codes` (zero-padded to 32):
+    /// returns the group's scale (NaN if an activation is) and the sum of its codes.
+    unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32);
+
+    /// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a
+    /// group's 16) of its bytes; `pair_codes` points at the first pair's two codes.
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        pair_codes: *const i32,
+    ) -> [Self::Sums; NQ];
+
+    /// `sums - bias` per column, as f32 lanes in column order.
+    unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
+}
+
+/// Defines `extern "C"` entry point `$name`, a [`super::GemmQuantFn`] over 4-bit weights
+/// with `$s` scales for a 1 x 64 block, on `$isa`'s side of [`Gemv::run`], compiled with
+/// `$features` enabled.
+macro_rules! gemv_a16_entry {
+    ($(#[$doc:meta])* $name:ident, $isa:ty, $s:ty, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`crate::microkernel::GemmQuantFn`] over 4-bit weights, and the CPU has the
+        /// enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(in crate::microkernel) unsafe extern "C" fn $name(
+            a: *const f32,
+            b: *const $crate::microkernel::U4Pair,
+            scales: *const $s,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            _ldc: i64,
+            rows: i64,
+            cols: i64,
+            accumulate: i64,
+        ) {
+            use $crate::microkernel::x86_gemv_a16::Gemv;
+            let Some(call) = Gemv::new(a, b.cast(), scales, c, [kc, lda, rows, cols, accumulate])
+            else {
+                return;
+            };
+            // SAFETY: forwarded contract; the features are enabled here, and `NQ` is the
+            // number of panels holding the columns.
+            unsafe {
+                match call.panels() {
+                    4 => call.run::<$isa, 4>(),
+                    3 => call.run::<$isa, 3>(),
+                    2 => call.run::<$isa, 2>(),
+                    _ => call.run::<$isa, 1>(),
+                }
+            }
+        }
+    };
+}
+pub(super) use gemv_a16_entry;
+
+/// The operands of one GEMV call (row 0 only; `cols` clamped to the block's 64).
+pub(super) struct Gemv<S> {
+    a: *const f32,
+    /// Panel 0's bytes ([`super::U4Pair`]s).
+    b: *const u8,
+    scales: *const S,
+    c: *mut f32,
+    kc: usize,
+    lda: usize,
+    cols: usize,
+    accumulate: i64,
+}
+
+impl<S> Gemv<S> {
+    /// The call with [`super::GemmQuantFn`]'s arguments (`kc, lda, rows, cols,
+    /// accumulate` last), or `None` when it computes nothing.
+    pub(super) fn new(
+        a: *const f32,
+        b: *const u8,
+        scales: *const S,
+        c: *mut f32,
+        [kc, lda, rows, cols, accumulate]: [i64; 5],
+    ) -> Option<Gemv<S>> {
+        (rows > 0 && cols > 0).then(|| Gemv {
+            a,
+            b,
+            scales,
+            c,
+            kc: kc.max(0) as usize,
+            lda: lda.max(0) as usize,
+            cols: (cols as usize).min(4 * HP),
+            accumulate,
+        })
+    }
+
+    /// Panels holding one of the columns (the only ones read).
+    pub(super) fn panels(&self) -> usize {
+        self.cols.div_ceil(HP)
+    }
+
+    /// The first `NQ` panels: per chunk of groups, the activations rounded, then each
+    /// group's int32 sums scaled into the accumulators; then C.
+    ///
+    /// # Safety
+    /// As [`super::GemmQuantFn`], one row; `NQ == self.panels()`; inlined into a function
+    /// enabling `I`'s features, which the CPU has.
+    #[inline(always)]
+    pub(super) unsafe fn run<I: A16Isa, const NQ: usize>(&self)
+    where
+        S: PanelElement<I::Row>,
+    {
+        let panel_bytes = self.lda.div_ceil(2) * HP;
+        let scale_stride = self.lda.div_ceil(QUANT_GROUP) * HP;
+        let panels: [*const u8; NQ] = std::array::from_fn(|q| self.b.wrapping_add(q * panel_bytes));
+        // SAFETY (rest): the features (the caller's contract).
+        let mut acc = [unsafe { I::Row::zero() }; NQ];
+        let mut codes = [[0i16; QUANT_GROUP]; CHUNK_GROUPS];
+        let (mut a_scales, mut code_sums) = ([0.0f32; CHUNK_GROUPS], [0i32; CHUNK_GROUPS]);
+        for g0 in (0..self.kc.div_ceil(QUANT_GROUP)).step_by(CHUNK_GROUPS) {
+            let groups = (self.kc.div_ceil(QUANT_GROUP) - g0).min(CHUNK_GROUPS);
+            for local in 0..groups {
+                let k0 = (g0 + local) * QUANT_GROUP;
+                let n = (self.kc - k0).min(QUANT_GROUP);
+                // SAFETY: activations `k0..k0 + n <= kc` of row 0 are lent.
+                (a_scales[local], code_sums[local]) =
+                    unsafe { I::round_group(self.a.add(k0), n, &mut codes[local]) };
+            }
+            for local in 0..groups {
+                let g = g0 + local;
+                let pair0 = g * QUANT_GROUP / 2;
+                let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
+                prefetch_ahead(&panels, pair0 * HP, QUANT_GROUP / 2 * HP);
+                let pair_codes = codes[local].as_ptr().cast::<i32>();
+                // SAFETY: pairs `pair0..pair0 + pairs` hold depths below `kc` (lent); the
+                // group's codes are in the buffer.
+                let sums = unsafe { I::group_sums(&panels, pair0, pairs, pair_codes) };
+                for (q, (acc_q, &sums_q)) in acc.iter_mut().zip(&sums).enumerate() {
+                    // SAFETY: group `g` of lent panel `q` has 16 scales.
+                    unsafe {
+                        let w_scale = S::load16(self.scales.add(q * scale_stride + g * HP));
+                        let scale = I::Row::zero().fma(a_scales[local], w_scale);
+                        let products = I::products(sums_q, 8 * code_sums[local]);
+                        *acc_q = acc_q.fma_lanes(products, scale);
+                    }
+                }
+            }
+        }
+        for (q, acc_q) in acc.iter().enumerate() {
+            let cols = (self.cols - q * HP) as i64;
+            // SAFETY: columns `q * 16..cols` of row 0 of `c` are lent.
+            unsafe {
+                store_block::<I::Row, 1>(&[*acc_q], self.c.add(q * HP), 0, 1, cols, self.accumulate)
+            };
+        }
+    }
+}

@@ -24,8 +24,6 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_vnni;
-#[cfg(target_arch = "x86_64")]
-mod avx512_vnni_gemv;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "aarch64")]
@@ -538,8 +536,6 @@ struct Implementation {
 const IMPLEMENTATIONS: &[&[Implementation]] = &[
     #[cfg(target_arch = "x86_64")]
     avx512_vnni::IMPLEMENTATIONS,
-    #[cfg(target_arch = "x86_64")]
-    avx512_vnni_gemv::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]
     avx512::IMPLEMENTATIONS,
     #[cfg(target_arch = "x86_64")]

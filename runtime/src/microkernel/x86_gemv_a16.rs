@@ -43,14 +43,13 @@ pub(super) trait A16Isa {
     /// returns the group's scale (NaN if an activation is) and the sum of its codes.
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32);
 
-    /// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a
-    /// group's 16) of its bytes; `pair_codes` points at the first pair's two codes.
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
-        pair0: usize,
-        pairs: usize,
-        pair_codes: *const i32,
-    ) -> [Self::Sums; NQ];
+    /// No sums.
+    unsafe fn zero_sums() -> Self::Sums;
+
+    /// `sums` plus, per column, `(w(k) + 8) * codes.0 + (w(k + 1) + 8) * codes.1` for the
+    /// 16 bytes of one pair of a panel at `pair` and the two codes in the int16 halves of
+    /// `codes`.
+    unsafe fn add_pair(sums: Self::Sums, pair: *const u8, codes: i32) -> Self::Sums;
 
     /// `sums - bias` per column, as f32 lanes in column order.
     unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
@@ -172,10 +171,8 @@ impl<S> Gemv<S> {
                 let pair0 = g * QUANT_GROUP / 2;
                 let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
                 prefetch_ahead(&panels, pair0 * HP, QUANT_GROUP / 2 * HP);
-                let pair_codes = codes[local].as_ptr().cast::<i32>();
-                // SAFETY: pairs `pair0..pair0 + pairs` hold depths below `kc` (lent); the
-                // group's codes are in the buffer.
-                let sums = unsafe { I::group_sums(&panels, pair0, pairs, pair_codes) };
+                // SAFETY: pairs `pair0..pair0 + pairs` hold depths below `kc` (lent).
+                let sums = unsafe { group_sums::<I, NQ>(&panels, pair0, pairs, &codes[local]) };
                 for (q, (acc_q, &sums_q)) in acc.iter_mut().zip(&sums).enumerate() {
                     // SAFETY: group `g` of lent panel `q` has 16 scales.
                     unsafe {
@@ -195,4 +192,28 @@ impl<S> Gemv<S> {
             };
         }
     }
+}
+
+/// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a group's
+/// 16) and the group's `codes`.
+///
+/// # Safety
+/// The pairs' 16 bytes of every panel are readable; inlined into a function enabling
+/// `I`'s features, which the CPU has.
+#[inline(always)]
+unsafe fn group_sums<I: A16Isa, const NQ: usize>(
+    panels: &[*const u8; NQ],
+    pair0: usize,
+    pairs: usize,
+    codes: &[i16; QUANT_GROUP],
+) -> [I::Sums; NQ] {
+    // SAFETY (rest): the features; every pair read is one of the lent ones.
+    let mut sums = [unsafe { I::zero_sums() }; NQ];
+    for (p, pair_codes) in codes.chunks_exact(2).take(pairs).enumerate() {
+        let both = i32::from(pair_codes[0] as u16) | (i32::from(pair_codes[1]) << 16);
+        for (sum, &panel) in sums.iter_mut().zip(panels) {
+            *sum = unsafe { I::add_pair(*sum, panel.add((pair0 + p) * HP), both) };
+        }
+    }
+    sums
 }

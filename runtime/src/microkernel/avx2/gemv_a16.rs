@@ -79,34 +79,24 @@ impl A16Isa for Avx2 {
     }
 
     #[inline(always)]
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
-        pair0: usize,
-        pairs: usize,
-        pair_codes: *const i32,
-    ) -> [[__m256i; 2]; NQ] {
-        // SAFETY (rest): the features; every pair read is one of the lent ones.
-        let mut sums = [[unsafe { _mm256_setzero_si256() }; 2]; NQ];
-        let low = unsafe { _mm256_set1_epi16(0x000F) };
-        for p in 0..pairs {
-            let x = unsafe { _mm256_set1_epi32(pair_codes.add(p).read_unaligned()) };
-            for (sum, &panel) in sums.iter_mut().zip(panels) {
-                unsafe {
-                    let at = panel.add((pair0 + p) * 16);
-                    let words = _mm256_cvtepu8_epi16(_mm_loadu_si128(at.cast()));
-                    let (lo, hi) = (_mm256_and_si256(words, low), _mm256_srli_epi16::<4>(words));
-                    sum[0] = _mm256_add_epi32(
-                        sum[0],
-                        _mm256_madd_epi16(_mm256_unpacklo_epi16(lo, hi), x),
-                    );
-                    sum[1] = _mm256_add_epi32(
-                        sum[1],
-                        _mm256_madd_epi16(_mm256_unpackhi_epi16(lo, hi), x),
-                    );
-                }
-            }
+    unsafe fn zero_sums() -> [__m256i; 2] {
+        // SAFETY: the features.
+        unsafe { [_mm256_setzero_si256(); 2] }
+    }
+
+    #[inline(always)]
+    unsafe fn add_pair(sums: [__m256i; 2], pair: *const u8, codes: i32) -> [__m256i; 2] {
+        // SAFETY: the pair's 16 bytes are readable; the features.
+        unsafe {
+            let words = _mm256_cvtepu8_epi16(_mm_loadu_si128(pair.cast()));
+            let lo = _mm256_and_si256(words, _mm256_set1_epi16(0x000F));
+            let hi = _mm256_srli_epi16::<4>(words);
+            let x = _mm256_set1_epi32(codes);
+            [
+                _mm256_add_epi32(sums[0], _mm256_madd_epi16(_mm256_unpacklo_epi16(lo, hi), x)),
+                _mm256_add_epi32(sums[1], _mm256_madd_epi16(_mm256_unpackhi_epi16(lo, hi), x)),
+            ]
         }
-        sums
     }
 
     #[inline(always)]

@@ -1,4 +1,5 @@
-//! x86-64 AVX-512 VNNI microkernels: the int8-activation GEMMs ([`super::QGemmFn`]) on
+//! x86-64 AVX-512 VNNI microkernels (and, in [`gemv_a16`], the 4-bit decode GEMVs over f32
+//! activations rounded to 16 bits): the int8-activation GEMMs ([`super::QGemmFn`]) on
 //! `vpdpbusd`, which adds to each int32 lane the 4 products of 4 unsigned activation bytes
 //! by 4 signed weight bytes. A 64-byte step of a panel ([`super::QGemmW8Fn`]'s quad: 16
 //! columns x 4 k) is one such operand, the row's 4 activation bytes broadcast to every lane
@@ -19,6 +20,8 @@
 //! as `16 * w`: `(nibble << 4) ^ 0x80` is `16 * (nibble - 8)` as a signed byte, one
 //! `vpternlogd` per operand (plus a shift for the low nibbles), where `nibble - 8` takes
 //! an `and` and a byte subtraction; the results are divided by 16 (exactly) at the end.
+
+mod gemv_a16;
 
 use super::qgemm::{qgemm_entry, QCall, QPanel};
 use super::x86_gemm::prefetch_ahead;
@@ -69,6 +72,14 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     row(
         Microkernel::Qgemv1x64W4,
         MicrokernelFn::QGemmW4(qgemv_1x64_w4),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4,
+        MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x64_q4),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4F16,
+        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x64_q4f16),
     ),
 ];
 
@@ -248,8 +259,8 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     }
 }
 
-/// The mask of the first `min(n, 16)` lanes (`n >= 1`).
+/// The mask of the first `min(n, 16)` lanes (none for `n == 0`).
 #[inline(always)]
 fn lane_mask(n: usize) -> __mmask16 {
-    (u32::MAX >> (32 - n.min(QPANEL))) as __mmask16
+    ((1u32 << n.min(QPANEL)) - 1) as __mmask16
 }

@@ -366,7 +366,7 @@ pub enum Microkernel {
     /// [`Microkernel::Qgemm4x16W8`] over a 4-bit weight panel ([`QGemmW4Fn`]).
     Qgemm4x16W4,
     /// int8-activation GEMV block of 1 row x 64 columns over 4 int8 weight panels
-    /// ([`QGemmW8Fn`]; decode: streams the 4 panels at once).
+    /// ([`QGemmW8Fn`]; decode: streams the 4 panels one after the other).
     Qgemv1x64W8,
     /// [`Microkernel::Qgemv1x64W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
     Qgemv1x64W4,

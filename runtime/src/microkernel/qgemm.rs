@@ -149,6 +149,19 @@ impl<W: QPanel> QCall<W> {
     pub fn out(&self, i: usize, j: usize) -> *mut f32 {
         self.c.wrapping_offset(i as isize * self.ldc + j as isize)
     }
+
+    /// This call restricted to panel `q` (one of [`QCall::panels`]): its weights, scales,
+    /// corrections and columns of C.
+    pub fn panel_call(&self, q: usize) -> QCall<W> {
+        QCall {
+            b: self.panel(q),
+            scales: self.group_scales(q, 0),
+            corr: self.corr.wrapping_add(q * QPANEL),
+            c: self.out(0, q * QPANEL),
+            cols: (self.cols - q * QPANEL).min(QPANEL),
+            ..*self
+        }
+    }
 }
 
 /// Defines `extern "C"` entry point `$name`, a [`super::QGemmFn`] over weights `$w` of
@@ -188,6 +201,15 @@ macro_rules! qgemm_entry {
             // SAFETY: forwarded contract; the body's features are enabled here, and
             // `NQ` is the number of panels holding the columns.
             unsafe {
+                if $ep == 1 {
+                    // A GEMV reads its panels one after the other: one run of weights
+                    // (and of scales) at a time streams faster from memory than several
+                    // side by side (see `x86_gemv_a16`).
+                    for q in 0..call.panels().min($np) {
+                        $panels::<$w, $ep, 1>(&call.panel_call(q));
+                    }
+                    return;
+                }
                 match call.panels().min($np) {
                     4 => $panels::<$w, $ep, 4>(&call),
                     3 => $panels::<$w, $ep, 3>(&call),

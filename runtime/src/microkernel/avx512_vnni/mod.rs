@@ -7,9 +7,9 @@
 //!
 //! One body serves every block shape ([`panels`], entered through
 //! [`super::qgemm::qgemm_entry`]): per group of 32 k, int32 sums of `EP` rows by `NQ`
-//! panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32 results; `1 x 4`
-//! for the decode GEMV, which streams 4 panels at once, each weight load
-//! folded into its `vpdpbusd`), then each sum converted to f32 and multiplied into the
+//! panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32 results; `1 x 1`
+//! for each of the decode GEMV's 4 panels in turn, each weight load folded into its
+//! `vpdpbusd`), then each sum converted to f32 and multiplied into the
 //! result by the group's scales (one FMA; the 16 f16 scales of a panel's group widened by
 //! one `vcvtph2ps`, AVX-512F). At the end, `(result - corr) * a_scale`, stored
 //! through a lane mask (partial blocks read only the `cols` corrections and write only

@@ -607,11 +607,16 @@ impl Case {
         f64::from(self.scales[1 + ((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel])
     }
 
+    /// The weight of depth `k` and column `j`, scaled (f64).
+    fn weight(&self, k: usize, j: usize) -> f64 {
+        let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
+        let column = (j / panel) * self.lda * panel + j % panel;
+        f64::from(self.b[1 + column + k * panel]) * self.scale(k, j, panel)
+    }
+
     /// Element `(i, j)` of the product in f64, and the sum of the magnitudes of its terms
     /// (the scale rounding errors are relative to).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
-        let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
-        let column = (j / panel) * self.lda * panel + j % panel;
         let old = f64::from(self.c[GUARD_LEN + i * self.ldc + j]);
         let (mut sum, mut scale) = if self.accumulate != 0 {
             (old, old.abs())
@@ -619,8 +624,7 @@ impl Case {
             (0.0, 0.0)
         };
         for k in 0..self.kc {
-            let weight = f64::from(self.b[1 + column + k * panel]) * self.scale(k, j, panel);
-            let term = f64::from(self.a[1 + i * self.lda + k]) * weight;
+            let term = f64::from(self.a[1 + i * self.lda + k]) * self.weight(k, j);
             sum += term;
             scale += term.abs();
         }
@@ -634,16 +638,12 @@ impl Case {
         if !self.kernel.rounds_activations() {
             return 0.0;
         }
-        let panel = self.kernel.gemm_block().expect("a block GEMM").panel;
-        let column = (j / panel) * self.lda * panel + j % panel;
         let row = &self.a[1 + i * self.lda..1 + i * self.lda + self.kc];
         let mut bound = 0.0;
         for (g, group) in row.chunks(QUANT_GROUP).enumerate() {
             let largest = group.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
             let weights: f64 = (g * QUANT_GROUP..g * QUANT_GROUP + group.len())
-                .map(|k| {
-                    (f64::from(self.b[1 + column + k * panel]) * self.scale(k, j, panel)).abs()
-                })
+                .map(|k| self.weight(k, j).abs())
                 .sum();
             bound += largest / 65534.0 * weights;
         }

@@ -157,8 +157,9 @@ impl<S> Gemv<S> {
         let mut acc = [unsafe { I::Row::zero() }; NQ];
         let mut codes = [[0i16; QUANT_GROUP]; CHUNK_GROUPS];
         let (mut a_scales, mut code_sums) = ([0.0f32; CHUNK_GROUPS], [0i32; CHUNK_GROUPS]);
-        for g0 in (0..self.kc.div_ceil(QUANT_GROUP)).step_by(CHUNK_GROUPS) {
-            let groups = (self.kc.div_ceil(QUANT_GROUP) - g0).min(CHUNK_GROUPS);
+        let all_groups = self.kc.div_ceil(QUANT_GROUP);
+        for g0 in (0..all_groups).step_by(CHUNK_GROUPS) {
+            let groups = (all_groups - g0).min(CHUNK_GROUPS);
             for local in 0..groups {
                 let k0 = (g0 + local) * QUANT_GROUP;
                 let n = (self.kc - k0).min(QUANT_GROUP);
@@ -209,8 +210,11 @@ unsafe fn group_sums<I: A16Isa, const NQ: usize>(
 ) -> [I::Sums; NQ] {
     // SAFETY (rest): the features; every pair read is one of the lent ones.
     let mut sums = [unsafe { I::zero_sums() }; NQ];
-    for (p, pair_codes) in codes.chunks_exact(2).take(pairs).enumerate() {
-        let both = i32::from(pair_codes[0] as u16) | (i32::from(pair_codes[1]) << 16);
+    // Pair `p`'s two codes are dword `p` of the codes (little-endian: k, then k + 1).
+    let pair_codes = codes.as_ptr().cast::<i32>();
+    for p in 0..pairs.min(QUANT_GROUP / 2) {
+        // SAFETY: dword `p < 16` of the 32 codes.
+        let both = unsafe { pair_codes.add(p).read_unaligned() };
         for (sum, &panel) in sums.iter_mut().zip(panels) {
             *sum = unsafe { I::add_pair(*sum, panel.add((pair0 + p) * HP), both) };
         }

@@ -10,6 +10,7 @@ use oxrelax_runtime::weights::WeightStore;
 use oxrelax_runtime::DType;
 
 pub use crate::passes::WEIGHT_QUANT_ATTR;
+use crate::passes::{WeightFormat, WEIGHT_FORMATS};
 
 /// A weight quantization scheme. Norms and biases stay f32, and activations are f32
 /// except the inputs of linear layers under `w8a8` / `w4a8`.
@@ -139,6 +140,12 @@ impl Quantization {
 
     /// The packed-weight format `QuantizeWeights` produces for this scheme, if not the
     /// float panels.
+    pub fn packed_format(self) -> Option<&'static WeightFormat> {
+        let name = self.weight_format()?;
+        WEIGHT_FORMATS.iter().find(|format| format.name == name)
+    }
+
+    /// The name of [`Quantization::packed_format`].
     fn weight_format(self) -> Option<&'static str> {
         match self {
             Quantization::Q8f32 => Some("q8"),

@@ -4,6 +4,7 @@ use super::membw::PROBE_BYTES;
 use super::spec::{ColdGemv, KernelSpec, MatmulShape, RowShape, MAX_DIM};
 use super::timing::RunPlan;
 use super::BenchError;
+use crate::quantization::Quantization;
 use oxrelax_runtime::ThreadPool;
 use std::time::Duration;
 
@@ -92,6 +93,11 @@ pub struct BenchArgs {
     /// the cold GEMV.
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_COLD_MIB)]
     pub cold_mib: usize,
+    /// How the cold GEMV's weights are stored, one cold GEMV per scheme given: `q0f32`
+    /// (f32 panels, the one numpy runs too), or the quantized panels and group scales of
+    /// `q8f32`, `q4f32_1` or `q4f16_1` (GB/s counts the bytes as stored).
+    #[arg(long, value_name = "Q", num_args = 1.., default_value = "q0f32")]
+    pub cold_quant: Vec<Quantization>,
     /// Also print the results as a JSON array (one object per kernel) on the last line.
     #[arg(long)]
     pub json: bool,
@@ -147,7 +153,7 @@ impl BenchArgs {
             })?;
         let probe_mib = check_range("--probe-mib", self.probe_mib, 1, 1 << 16)?;
         let cold = match check_range("--cold-mib", self.cold_mib, 0, 1 << 16)? {
-            0 => None,
+            0 => Vec::new(),
             mib => {
                 let shape = self.cold_gemv.parse::<MatmulShape>().map_err(|e| match e {
                     BenchError::BadMatmulShape { value, reason, .. } => {
@@ -159,14 +165,17 @@ impl BenchArgs {
                     }
                     other => other,
                 })?;
-                Some(ColdGemv::with_ring_bytes(shape, mib << 20))
+                self.cold_quant
+                    .iter()
+                    .map(|&quant| ColdGemv::with_ring_bytes(shape, quant, mib << 20))
+                    .collect::<Result<Vec<_>, _>>()?
             }
         };
         let row_specs = rows.iter().map(|&rows| RowShape { rows, cols });
         let kernels = matmuls
             .into_iter()
             .map(KernelSpec::Matmul)
-            .chain(cold.map(KernelSpec::GemvCold))
+            .chain(cold.into_iter().map(KernelSpec::GemvCold))
             .chain(row_specs.clone().map(KernelSpec::Softmax))
             .chain(row_specs.map(KernelSpec::RmsNorm))
             .collect();

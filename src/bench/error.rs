@@ -28,7 +28,7 @@ pub enum BenchError {
         reason: &'static str,
     },
     /// A buffer of the benchmark's shape does not fit in memory.
-    #[error("{kernel} {shape}: cannot allocate {elements} f32 elements for `{buffer}`")]
+    #[error("{kernel} {shape}: cannot allocate {bytes} bytes for `{buffer}`")]
     Alloc {
         /// The kernel.
         kernel: &'static str,
@@ -36,8 +36,8 @@ pub enum BenchError {
         shape: String,
         /// The buffer parameter.
         buffer: String,
-        /// Its element count.
-        elements: usize,
+        /// Its size.
+        bytes: usize,
     },
     /// The op call could not be built.
     #[error("{kernel} {shape}: cannot build the op call")]

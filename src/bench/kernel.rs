@@ -3,7 +3,7 @@
 //! JIT-compiled, with host buffers for its parameters and `n` bound to the token count.
 
 use super::buffer::HostBuffer;
-use super::spec::{dim_i64, KernelSpec};
+use super::spec::{dim_i64, ColdGemv, KernelSpec};
 use super::BenchError;
 use oxrelax_codegen::{JitLibrary, RawKernel};
 use oxrelax_dsl::ir::Expr;
@@ -23,9 +23,9 @@ pub struct BenchKernel {
     /// One buffer per parameter: inputs, then outputs.
     buffers: Vec<HostBuffer>,
     num_inputs: usize,
-    /// A cold GEMV's other weight matrices: run `i` reads copy `i % (ring.len() + 1)`,
-    /// copy 0 being the weight in `buffers`.
-    ring: Vec<HostBuffer>,
+    /// A cold GEMV's other weight matrices (each its buffers of the weight inputs): run
+    /// `i` reads copy `i % (ring.len() + 1)`, copy 0 being the weights in `buffers`.
+    ring: Vec<Vec<HostBuffer>>,
     /// Runs so far (picks the ring copy).
     calls: usize,
     /// The values of the function's symbolic dims, in order.
@@ -64,8 +64,8 @@ impl BenchKernel {
         let bindings: SymBindings = [("n".to_string(), dim_i64(spec.tokens()))].into();
         let dims = bind_dims(&spec, &func, &bindings)?;
         let buffers = allocate(&spec, &func, &bindings)?;
-        let ring = match spec {
-            KernelSpec::GemvCold(cold) => weight_ring(&spec, &func, &buffers, cold.ring)?,
+        let ring = match &spec {
+            KernelSpec::GemvCold(cold) => weight_ring(&spec, &func, &buffers, cold)?,
             _ => Vec::new(),
         };
         Ok(BenchKernel {
@@ -96,11 +96,14 @@ impl BenchKernel {
             .map(HostBuffer::as_mut_ptr)
             .collect();
         if copy > 0 {
-            args[WEIGHT_INPUT] = self.ring[copy - 1].as_mut_ptr();
+            let weights = self.ring[copy - 1].iter_mut();
+            for (arg, weight) in args[FIRST_WEIGHT..].iter_mut().zip(weights) {
+                *arg = weight.as_mut_ptr();
+            }
         }
         // SAFETY: `kernel` was compiled from the function whose parameters `buffers`
-        // were allocated for (a ring copy has the size of the weight it stands in for):
-        // one dense f32 buffer per parameter, in order, each holding
+        // were allocated for (a ring copy's buffers have the sizes of the weights they
+        // stand in for): one dense buffer per parameter, in order, each holding
         // exactly the parameter's shape with `n` bound to the value in `dims`, which has
         // one entry per symbolic dim of the function; `env` is a live RuntimeEnv that
         // outlives the call, and no other reference to the buffers exists during it.
@@ -138,50 +141,72 @@ impl BenchKernel {
         self.ring.len() + 1
     }
 
-    /// The weight matrix run `call` (counting from 0) reads, for a cold GEMV.
-    pub fn ring_weight(&self, call: usize) -> Option<&[f32]> {
-        match call % self.ring_len() {
-            0 => self.input(WEIGHT_INPUT),
-            copy => self.ring.get(copy - 1).map(HostBuffer::as_slice),
-        }
+    /// The weight inputs run `call` (counting from 0) reads, for a cold GEMV (as f32
+    /// slots; the panels then the scales of quantized weights).
+    pub fn ring_weights(&self, call: usize) -> Vec<&[f32]> {
+        let weights = match call % self.ring_len() {
+            0 => &self.buffers[FIRST_WEIGHT.min(self.num_inputs)..self.num_inputs],
+            copy => &self.ring[copy - 1][..],
+        };
+        weights.iter().map(HostBuffer::as_slice).collect()
     }
 }
 
-/// The input that holds the (packed) weight of a matmul (`packed_matmul(x, w)`).
-const WEIGHT_INPUT: usize = 1;
+/// The first input holding the weight of a matmul (`packed_matmul(x, w)`, or the panels
+/// then the scales of `packed_matmul_quant(x, packed, scales)`).
+const FIRST_WEIGHT: usize = 1;
 
-/// `ring - 1` more weight matrices like the weight input of a cold GEMV, each filled
-/// with its own pseudo-random values (so every one occupies its own memory).
+/// `ring - 1` more weight matrices like the weight inputs of a cold GEMV (all inputs but
+/// the first), each filled with its own pseudo-random values (so every one occupies its
+/// own memory).
 fn weight_ring(
     spec: &KernelSpec,
     func: &PrimFunc,
     buffers: &[HostBuffer],
-    ring: usize,
-) -> Result<Vec<HostBuffer>, BenchError> {
-    let shape = spec.matmul_shape();
-    let weight = buffers
-        .get(WEIGHT_INPUT)
-        .filter(|_| func.inputs().len() == 2)
-        .filter(|w| shape.is_some_and(|s| w.bytes() == s.weight_bytes()))
-        .ok_or_else(|| {
-            unsupported(
-                spec,
-                "a matmul whose second input is not the packed weight".into(),
-            )
-        })?;
-    let elements = weight.as_slice().len();
-    (1..ring.max(1))
+    cold: &ColdGemv,
+) -> Result<Vec<Vec<HostBuffer>>, BenchError> {
+    let inputs = func.inputs();
+    let weights = &buffers[FIRST_WEIGHT.min(inputs.len())..inputs.len()];
+    let stored: usize = weights.iter().map(HostBuffer::bytes).sum();
+    if weights.is_empty() || stored != cold.weight_bytes() {
+        let what = "a matmul whose inputs after the first are not the stored weight".into();
+        return Err(unsupported(spec, what));
+    }
+    (1..cold.ring.max(1))
         .map(|copy| {
-            let mut buffer = HostBuffer::zeroed(elements).map_err(|_| BenchError::Alloc {
-                kernel: spec.name(),
-                shape: spec.shape(),
-                buffer: format!("weight ring copy {copy}"),
-                elements,
-            })?;
-            buffer.fill_random(1000 + copy as u64);
-            Ok(buffer)
+            let params = inputs[FIRST_WEIGHT..].iter().zip(weights);
+            params
+                .enumerate()
+                .map(|(i, (param, weight))| {
+                    let seed = 1000 * copy as u64 + i as u64;
+                    let name = format!("{} (weight ring copy {copy})", param.name);
+                    filled_buffer(spec, &name, weight.bytes(), param.dtype, seed)
+                })
+                .collect()
         })
         .collect()
+}
+
+/// A buffer of `bytes` holding pseudo-random values of `dtype` from `seed`: f32 and f16
+/// values in `[-1, 1)`, random bits for the integer codes (all valid weights).
+fn filled_buffer(
+    spec: &KernelSpec,
+    name: &str,
+    bytes: usize,
+    dtype: DataType,
+    seed: u64,
+) -> Result<HostBuffer, BenchError> {
+    let mut buffer = HostBuffer::zeroed_bytes(bytes).map_err(|_| BenchError::Alloc {
+        kernel: spec.name(),
+        shape: spec.shape(),
+        buffer: name.to_string(),
+        bytes,
+    })?;
+    match dtype {
+        DataType::F16 => buffer.fill_random_f16(seed),
+        _ => buffer.fill_random(seed),
+    }
+    Ok(buffer)
 }
 
 fn unsupported(spec: &KernelSpec, what: String) -> BenchError {
@@ -221,30 +246,33 @@ fn allocate(
         .iter()
         .enumerate()
         .map(|(index, param)| {
-            let len = elements(spec, param, bindings)?;
-            let mut buffer = HostBuffer::zeroed(len).map_err(|_| BenchError::Alloc {
-                kernel: spec.name(),
-                shape: spec.shape(),
-                buffer: param.name.clone(),
-                elements: len,
-            })?;
+            let bytes = param_bytes(spec, param, bindings)?;
             if index < num_inputs {
-                buffer.fill_random(index as u64 + 1);
+                filled_buffer(spec, &param.name, bytes, param.dtype, index as u64 + 1)
+            } else {
+                HostBuffer::zeroed_bytes(bytes).map_err(|_| BenchError::Alloc {
+                    kernel: spec.name(),
+                    shape: spec.shape(),
+                    buffer: param.name.clone(),
+                    bytes,
+                })
             }
-            Ok(buffer)
         })
         .collect()
 }
 
-/// The element count of a dense f32 parameter with `bindings`.
-fn elements(
+/// The dtypes a parameter may have: f32, and the quantized weights' codes and scales.
+const PARAM_DTYPES: [DataType; 4] = [DataType::F32, DataType::F16, DataType::I8, DataType::U4];
+
+/// The size in bytes of a dense parameter with `bindings`.
+fn param_bytes(
     spec: &KernelSpec,
     param: &Buffer,
     bindings: &SymBindings,
 ) -> Result<usize, BenchError> {
-    if param.dtype != DataType::F32 {
+    if !PARAM_DTYPES.contains(&param.dtype) {
         let what = format!(
-            "buffer `{}` of dtype {} (only f32)",
+            "buffer `{}` of dtype {} (only f32, f16, i8 and u4)",
             param.name, param.dtype
         );
         return Err(unsupported(spec, what));
@@ -262,9 +290,14 @@ fn elements(
             format!("buffer `{}` of shape [{}]", param.name, shape.join(", ")),
         )
     };
-    param.shape.iter().try_fold(1usize, |count, dim| {
+    let elements = param.shape.iter().try_fold(1usize, |count, dim| {
         let value = dim.eval(bindings).map_err(|_| bad_shape())?;
         let value = usize::try_from(value).map_err(|_| bad_shape())?;
         count.checked_mul(value).ok_or_else(bad_shape)
-    })
+    })?;
+    let bits = param.dtype.bits() as usize;
+    Ok(elements
+        .checked_mul(bits)
+        .ok_or_else(bad_shape)?
+        .div_ceil(8))
 }

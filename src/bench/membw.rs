@@ -31,7 +31,7 @@ pub fn probe(pool: &ThreadPool, bytes: usize) -> Result<Bandwidth, BenchError> {
         kernel: "bandwidth probe",
         shape: format!("{len}"),
         buffer: "data".into(),
-        elements: len,
+        bytes,
     })?;
     buffer.fill_random(7);
     let data = buffer.as_slice();

@@ -4,6 +4,7 @@
 
 use super::spec::{KernelSpec, MatmulShape};
 use super::timing::{RunPlan, Timing};
+use crate::quantization::Quantization;
 use serde::Deserialize;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -87,11 +88,15 @@ struct ShapeResult {
     times: Vec<f64>,
 }
 
-/// The kernels of `specs` numpy has a peer for: matmuls and cold GEMVs, in order.
+/// The kernels of `specs` numpy has a peer for: matmuls and cold GEMVs over f32
+/// weights, in order.
 pub fn with_peer(specs: &[KernelSpec]) -> Vec<KernelSpec> {
     specs
         .iter()
-        .filter(|s| s.matmul_shape().is_some())
+        .filter(|s| match s {
+            KernelSpec::GemvCold(cold) => cold.quant == Quantization::Q0f32,
+            _ => s.matmul_shape().is_some(),
+        })
         .copied()
         .collect()
 }

@@ -5,6 +5,7 @@ use super::membw::Bandwidth;
 use super::peer::Peer;
 use super::spec::KernelSpec;
 use super::timing::{RunPlan, Timing};
+use crate::quantization::Quantization;
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -90,7 +91,7 @@ pub fn bandwidth(out: &mut dyn Write, bandwidth: &Bandwidth, bytes: usize) -> io
 pub fn table_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "{:<9} {:<15} {:>7} {:>5} {:>11} {:>11} {:>9} {:>8}",
+        "{:<9} {:<19} {:>7} {:>5} {:>11} {:>11} {:>9} {:>8}",
         "kernel", "shape", "threads", "runs", "median ms", "min ms", "GFLOP/s", "GB/s"
     )
 }
@@ -105,7 +106,7 @@ pub fn kernel_line(out: &mut dyn Write, result: &KernelResult, threads: usize) -
         .map_or_else(|| "-".to_string(), |f| significant(f / seconds / 1e9));
     writeln!(
         out,
-        "{:<9} {:<15} {:>7} {:>5} {:>11} {:>11} {:>9} {:>8}",
+        "{:<9} {:<19} {:>7} {:>5} {:>11} {:>11} {:>9} {:>8}",
         result.spec.name(),
         result.spec.shape(),
         threads,
@@ -144,12 +145,16 @@ pub fn best(out: &mut dyn Write, results: &[KernelResult]) -> io::Result<()> {
 pub fn cold_note(out: &mut dyn Write, kernels: &[KernelSpec]) -> io::Result<()> {
     for spec in kernels {
         if let KernelSpec::GemvCold(cold) = spec {
+            let peer = if cold.quant == Quantization::Q0f32 {
+                "numpy cycles through a ring of the same size"
+            } else {
+                "stored as the scheme stores them (no numpy peer)"
+            };
             writeln!(
                 out,
                 "gemv_cold {}: each run reads the next of {} distinct [K, N] weight matrices, \
-                 {} MiB in all (--cold-mib; the default 256 MiB is well over the caches); \
-                 numpy cycles through a ring of the same size",
-                cold.shape,
+                 {} MiB in all (--cold-mib; the default 256 MiB is well over the caches); {peer}",
+                spec.shape(),
                 cold.ring,
                 significant(cold.ring_bytes() as f64 / (1u64 << 20) as f64)
             )?;

@@ -1,8 +1,10 @@
 //! What is benchmarked: an op at a concrete shape, with the token count `n` symbolic.
 
 use super::BenchError;
+use crate::passes::WeightFormat;
+use crate::quantization::Quantization;
 use oxrelax_dsl::ir::{Expr, Var};
-use oxrelax_dsl::op::InferError;
+use oxrelax_dsl::op::{InferError, QuantLayout};
 use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar, Target};
 use std::fmt;
 use std::str::FromStr;
@@ -82,27 +84,116 @@ impl fmt::Display for RowShape {
 /// A decode-style GEMV on cold weights: the matmul of `shape`, each run reading the next
 /// of `ring` distinct weight matrices `[K, N]` (together more than the caches hold), so
 /// the weights stream from memory as in a real decode step. Its `M` rows are static, as
-/// in a compiled `decode` function (so the decode schedule applies).
+/// in a compiled `decode` function (so the decode schedule applies). The weights are
+/// stored as `quant` stores a model's projections: f32 panels (`q0f32`), or quantized
+/// panels and their group scales (`packed_matmul_quant`, the schemes with f32
+/// activations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColdGemv {
     /// The matmul shape (`M` is normally 1).
     pub shape: MatmulShape,
+    /// How the weights are stored.
+    pub quant: Quantization,
     /// Distinct weight matrices cycled through, one per run (at least 2).
     pub ring: usize,
 }
 
 impl ColdGemv {
-    /// The smallest ring (at least 2 matrices) of `shape`'s weights that holds
-    /// `ring_bytes` or more.
-    pub fn with_ring_bytes(shape: MatmulShape, ring_bytes: usize) -> ColdGemv {
-        let ring = ring_bytes.div_ceil(shape.weight_bytes().max(1)).max(2);
-        ColdGemv { shape, ring }
+    /// The cold GEMV of `shape` over weights stored as `quant` with the smallest ring (at
+    /// least 2 matrices) that holds `ring_bytes` or more; an error naming `quant` if the
+    /// harness cannot store weights that way.
+    pub fn with_ring_bytes(
+        shape: MatmulShape,
+        quant: Quantization,
+        ring_bytes: usize,
+    ) -> Result<ColdGemv, BenchError> {
+        let format = cold_format(quant)?;
+        let ring = ring_bytes
+            .div_ceil(weight_bytes(shape, format).max(1))
+            .max(2);
+        Ok(ColdGemv { shape, quant, ring })
+    }
+
+    /// Bytes of one weight matrix as stored (its quantized panels and scales, if any).
+    pub fn weight_bytes(&self) -> usize {
+        weight_bytes(self.shape, self.format())
+    }
+
+    /// The quantized format of the weights (`None`: f32 panels).
+    fn format(&self) -> Option<&'static WeightFormat> {
+        cold_format(self.quant).ok().flatten()
     }
 
     /// Bytes of all the ring's weight matrices.
     pub fn ring_bytes(&self) -> usize {
-        self.shape.weight_bytes().saturating_mul(self.ring)
+        self.weight_bytes().saturating_mul(self.ring)
     }
+
+    /// `x: [M, K]` (static rows) times the stored weight: `packed_matmul` on f32 panels,
+    /// or `packed_matmul_quant` on quantized panels and their scales.
+    fn call(&self) -> Result<Expr, InferError> {
+        let shape = self.shape;
+        let Some(format) = self.format() else {
+            return packed_matmul(shape, SymExpr::int(dim_i64(shape.m)));
+        };
+        let x = tensor("x", static_dims([shape.m, shape.k].map(dim_i64)));
+        let (packed, dtype) = quant_panels(shape, format);
+        let packed = typed_tensor("packed", static_dims(packed), dtype);
+        let scales = typed_tensor("scales", static_dims(quant_scales(shape)), format.scales);
+        op::packed_matmul_quant(&x, &packed, &scales, dim_i64(shape.n))
+    }
+}
+
+/// The quantized format a cold GEMV stores weights in for `quant` (`None`: f32 panels),
+/// or why it cannot.
+fn cold_format(quant: Quantization) -> Result<Option<&'static WeightFormat>, BenchError> {
+    let bad = |reason| BenchError::BadOption {
+        flag: "--cold-quant",
+        value: quant.name().to_string(),
+        reason,
+    };
+    match (quant, quant.packed_format()) {
+        (Quantization::Q0f32, _) => Ok(None),
+        (_, Some(format)) if format.layout == QuantLayout::Rows => Ok(Some(format)),
+        (_, Some(_)) => Err(bad(
+            "quantizes its activations at run time; the cold GEMV times the schemes with f32 \
+             activations (q0f32, q8f32, q4f32_1, q4f16_1)",
+        )),
+        (_, None) => Err(bad(
+            "is not a weight storage the cold GEMV times (q0f32, q8f32, q4f32_1, q4f16_1)",
+        )),
+    }
+}
+
+/// Bytes of `shape`'s weight stored as f32 panels (`None`) or in `format`.
+fn weight_bytes(shape: MatmulShape, format: Option<&WeightFormat>) -> usize {
+    let elements = |dims: &[i64]| {
+        dims.iter()
+            .fold(1usize, |n, &d| n.saturating_mul(d.max(0) as usize))
+    };
+    match format {
+        None => shape.weight_bytes(),
+        Some(format) => {
+            let (packed, dtype) = quant_panels(shape, format);
+            let scale_bytes = format.scales.bits() as usize / 8;
+            let panel_bytes = elements(&packed).saturating_mul(dtype.bits() as usize) / 8;
+            panel_bytes.saturating_add(elements(&quant_scales(shape)).saturating_mul(scale_bytes))
+        }
+    }
+}
+
+/// The shape and dtype of `shape`'s weight quantized into `format`'s panels.
+fn quant_panels(shape: MatmulShape, format: &WeightFormat) -> (Vec<i64>, DataType) {
+    let hp = dim_i64(MatmulShape::panel_width());
+    let (n, k) = (dim_i64(shape.n), dim_i64(shape.k));
+    op::packed_quant_layout(n, k, hp, (format.bits, format.layout))
+}
+
+/// The shape of the group scales of `shape`'s quantized weight: `[panels, groups, HP]`.
+fn quant_scales(shape: MatmulShape) -> Vec<i64> {
+    let hp = MatmulShape::panel_width();
+    let groups = op::quant_groups(dim_i64(shape.k));
+    vec![dim_i64(shape.n.div_ceil(hp)), groups, dim_i64(hp)]
 }
 
 impl MatmulShape {
@@ -152,9 +243,13 @@ impl KernelSpec {
         }
     }
 
-    /// The shape as printed (`MxNxK` or `RxC`).
+    /// The shape as printed (`MxNxK` or `RxC`; a cold GEMV over quantized weights adds
+    /// the scheme: `MxNxK/q4f16_1`).
     pub fn shape(&self) -> String {
         match self {
+            KernelSpec::GemvCold(cold) if cold.quant != Quantization::Q0f32 => {
+                format!("{}/{}", cold.shape, cold.quant.name())
+            }
             KernelSpec::Matmul(s) | KernelSpec::GemvCold(ColdGemv { shape: s, .. }) => {
                 s.to_string()
             }
@@ -207,7 +302,7 @@ impl KernelSpec {
         let int = |d: usize| SymExpr::int(dim_i64(d));
         let call = match *self {
             KernelSpec::Matmul(s) => packed_matmul(s, n),
-            KernelSpec::GemvCold(cold) => packed_matmul(cold.shape, int(cold.shape.m)),
+            KernelSpec::GemvCold(cold) => cold.call(),
             KernelSpec::Softmax(s) => op::softmax(&tensor("x", vec![n, int(s.cols)]), -1),
             KernelSpec::RmsNorm(s) => op::rms_norm(
                 &tensor("x", vec![n, int(s.cols)]),
@@ -248,5 +343,15 @@ pub(crate) fn dim_i64(dim: usize) -> i64 {
 
 /// An f32 tensor variable.
 fn tensor(name: &str, shape: Vec<SymExpr>) -> Expr {
-    Expr::Var(Var::new(name, StructInfo::tensor(shape, DataType::F32)))
+    typed_tensor(name, shape, DataType::F32)
+}
+
+/// A tensor variable of `dtype`.
+fn typed_tensor(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+    Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
+}
+
+/// Static dims.
+fn static_dims(values: impl IntoIterator<Item = i64>) -> Vec<SymExpr> {
+    values.into_iter().map(SymExpr::int).collect()
 }

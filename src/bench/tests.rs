@@ -1,4 +1,5 @@
 use super::*;
+use crate::quantization::Quantization;
 use std::time::Duration;
 
 /// A naive `[m, k] x [k, n]` matmul in f64, the weight read from its packed panels
@@ -86,6 +87,7 @@ fn args(matmul: &[&str]) -> BenchArgs {
         probe_mib: 1,
         cold_gemv: DEFAULT_COLD_GEMV.to_string(),
         cold_mib: DEFAULT_COLD_MIB,
+        cold_quant: vec![Quantization::Q0f32],
         json: false,
     }
 }
@@ -135,10 +137,35 @@ fn the_cold_gemv_ring_is_sized_by_flag_and_can_be_skipped() {
     let shape = MatmulShape { m: 1, n: 64, k: 32 };
     assert_eq!(
         plan.kernels[1],
-        KernelSpec::GemvCold(ColdGemv { shape, ring: 128 })
+        KernelSpec::GemvCold(ColdGemv {
+            shape,
+            quant: Quantization::Q0f32,
+            ring: 128
+        })
     );
     // Never fewer than 2 matrices.
-    assert_eq!(ColdGemv::with_ring_bytes(shape, 1).ring, 2);
+    let smallest = ColdGemv::with_ring_bytes(shape, Quantization::Q0f32, 1).unwrap();
+    assert_eq!(smallest.ring, 2);
+    // One cold GEMV per scheme, its ring sized by the bytes as stored: 4-bit panels
+    // (32 * 64 / 2 bytes) and one f16 scale per group and column (64 * 2 bytes).
+    small.cold_quant = vec![Quantization::Q0f32, Quantization::Q4f16_1];
+    let plan = small.plan().unwrap();
+    let quantized = ColdGemv {
+        shape,
+        quant: Quantization::Q4f16_1,
+        ring: (1usize << 20).div_ceil(32 * 64 / 2 + 64 * 2),
+    };
+    assert_eq!(plan.kernels[2], KernelSpec::GemvCold(quantized));
+    assert_eq!(plan.kernels[2].shape(), "1x64x32/q4f16_1");
+    for scheme in [Quantization::W4a8, Quantization::Q0f16] {
+        small.cold_quant = vec![scheme];
+        let err = small.plan().unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("bad --cold-quant {}", scheme.name())),
+            "{err}"
+        );
+    }
+    small.cold_quant = vec![Quantization::Q0f32];
     small.cold_mib = 0;
     let plan = small.plan().unwrap();
     assert!(plan.kernels.iter().all(|k| k.name() != "gemv_cold"));
@@ -151,7 +178,11 @@ fn the_cold_gemv_ring_is_sized_by_flag_and_can_be_skipped() {
 #[test]
 fn a_cold_gemv_reads_the_next_weight_of_its_ring_each_run() {
     let shape = MatmulShape { m: 1, n: 9, k: 5 };
-    let spec = KernelSpec::GemvCold(ColdGemv { shape, ring: 3 });
+    let spec = KernelSpec::GemvCold(ColdGemv {
+        shape,
+        quant: Quantization::Q0f32,
+        ring: 3,
+    });
     let mut kernel = BenchKernel::build(spec).unwrap();
     assert_eq!(kernel.ring_len(), 3);
     let panel = MatmulShape::panel_width();
@@ -160,9 +191,7 @@ fn a_cold_gemv_reads_the_next_weight_of_its_ring_each_run() {
         4 * (5 + 5 * panel + 9),
         "one weight per run"
     );
-    let weights: Vec<Vec<f32>> = (0..3)
-        .map(|i| kernel.ring_weight(i).unwrap().to_vec())
-        .collect();
+    let weights: Vec<Vec<f32>> = (0..3).map(|i| kernel.ring_weights(i)[0].to_vec()).collect();
     assert!(weights[0] != weights[1] && weights[1] != weights[2]);
     let env = env(1);
     for call in 0..4 {
@@ -173,6 +202,78 @@ fn a_cold_gemv_reads_the_next_weight_of_its_ring_each_run() {
             assert!(
                 (f64::from(g) - w).abs() <= 1e-5 * w.abs().max(1.0),
                 "run {call}"
+            );
+        }
+    }
+}
+
+/// The little-endian bytes of f32 slots.
+fn slot_bytes(slots: &[f32]) -> Vec<u8> {
+    slots.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// `x @ w^T` for a weight quantized into 4-bit panels `[P, ceil(K/2), HP, 2]` (nibble
+/// `w + 8`, low first) with f16 scales `[P, ceil(K/32), HP]`, decoded from the bytes.
+fn q4f16_matmul(x: &[f32], packed: &[u8], scales: &[u8], shape: MatmulShape) -> Vec<f64> {
+    let hp = MatmulShape::panel_width();
+    let (pairs, groups) = (shape.k.div_ceil(2), shape.k.div_ceil(32));
+    (0..shape.n)
+        .map(|h| {
+            let (p, j) = (h / hp, h % hp);
+            (0..shape.k)
+                .map(|l| {
+                    let element = ((p * pairs + l / 2) * hp + j) * 2 + l % 2;
+                    let nibble = (packed[element / 2] >> (4 * (element % 2))) & 0xF;
+                    let at = 2 * ((p * groups + l / 32) * hp + j);
+                    let scale = half::f16::from_le_bytes([scales[at], scales[at + 1]]);
+                    f64::from(x[l]) * (f64::from(nibble) - 8.0) * f64::from(scale.to_f32())
+                })
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn a_cold_gemv_over_4_bit_weights_reads_each_copy_as_stored() {
+    // Odd sizes: 3 panels (the last partial), a tail group and an odd depth.
+    let shape = MatmulShape { m: 1, n: 40, k: 71 };
+    let quant = Quantization::Q4f16_1;
+    let spec = KernelSpec::GemvCold(ColdGemv {
+        shape,
+        quant,
+        ring: 3,
+    });
+    let mut kernel = BenchKernel::build(spec).unwrap();
+    let panels = 40usize.div_ceil(MatmulShape::panel_width()) * MatmulShape::panel_width();
+    let stored = panels * 36 + panels * 3 * 2;
+    assert_eq!(
+        ColdGemv {
+            shape,
+            quant,
+            ring: 3
+        }
+        .weight_bytes(),
+        stored
+    );
+    assert_eq!(kernel.bytes(), 4 * 71 + stored + 4 * 40);
+    let copies: Vec<[Vec<u8>; 2]> = (0..3)
+        .map(|i| match kernel.ring_weights(i).as_slice() {
+            [packed, scales] => [slot_bytes(packed), slot_bytes(scales)],
+            other => panic!("{} weight inputs", other.len()),
+        })
+        .collect();
+    assert!(copies[0] != copies[1] && copies[1] != copies[2]);
+    let env = env(2);
+    for call in 0..4 {
+        kernel.run(&env).unwrap();
+        let x = kernel.input(0).unwrap();
+        let [packed, scales] = &copies[call % 3];
+        let want = q4f16_matmul(x, packed, scales, shape);
+        for (&g, &w) in kernel.output().unwrap().iter().zip(&want) {
+            // The decode GEMV may round its activations to 16 bits.
+            assert!(
+                (f64::from(g) - w).abs() <= 1e-3 * w.abs().max(1.0),
+                "run {call}: {g} vs {w}"
             );
         }
     }
@@ -200,7 +301,11 @@ fn json_rows_have_the_figures_and_numpy_where_it_ran() {
         k: 1000,
     };
     let matmul = KernelSpec::Matmul(shape);
-    let cold = KernelSpec::GemvCold(ColdGemv { shape, ring: 4 });
+    let cold = KernelSpec::GemvCold(ColdGemv {
+        shape,
+        quant: Quantization::Q0f32,
+        ring: 4,
+    });
     let softmax = KernelSpec::Softmax(RowShape { rows: 2, cols: 8 });
     let results = [result(matmul, 2), result(cold, 4), result(softmax, 1)];
     let peer = Peer::Measured {

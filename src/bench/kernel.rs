@@ -5,6 +5,7 @@
 use super::buffer::HostBuffer;
 use super::spec::{dim_i64, ColdGemv, KernelSpec};
 use super::BenchError;
+use crate::lower_vm::runtime_dtype;
 use oxrelax_codegen::{JitLibrary, RawKernel};
 use oxrelax_dsl::ir::Expr;
 use oxrelax_dsl::legalize::legalize_call;
@@ -295,9 +296,7 @@ fn param_bytes(
         let value = usize::try_from(value).map_err(|_| bad_shape())?;
         count.checked_mul(value).ok_or_else(bad_shape)
     })?;
-    let bits = param.dtype.bits() as usize;
-    Ok(elements
-        .checked_mul(bits)
-        .ok_or_else(bad_shape)?
-        .div_ceil(8))
+    runtime_dtype(param.dtype)
+        .storage_bytes(elements)
+        .ok_or_else(bad_shape)
 }

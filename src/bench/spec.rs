@@ -1,6 +1,7 @@
 //! What is benchmarked: an op at a concrete shape, with the token count `n` symbolic.
 
 use super::BenchError;
+use crate::lower_vm::runtime_dtype;
 use crate::passes::WeightFormat;
 use crate::quantization::Quantization;
 use oxrelax_dsl::ir::{Expr, Var};
@@ -167,17 +168,20 @@ fn cold_format(quant: Quantization) -> Result<Option<&'static WeightFormat>, Ben
 
 /// Bytes of `shape`'s weight stored as f32 panels (`None`) or in `format`.
 fn weight_bytes(shape: MatmulShape, format: Option<&WeightFormat>) -> usize {
-    let elements = |dims: &[i64]| {
-        dims.iter()
-            .fold(1usize, |n, &d| n.saturating_mul(d.max(0) as usize))
+    let stored = |dims: &[i64], dtype: DataType| {
+        let elements = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
+        elements
+            .and_then(|n| runtime_dtype(dtype).storage_bytes(n))
+            .unwrap_or(usize::MAX)
     };
     match format {
         None => shape.weight_bytes(),
         Some(format) => {
             let (packed, dtype) = quant_panels(shape, format);
-            let scale_bytes = format.scales.bits() as usize / 8;
-            let panel_bytes = elements(&packed).saturating_mul(dtype.bits() as usize) / 8;
-            panel_bytes.saturating_add(elements(&quant_scales(shape)).saturating_mul(scale_bytes))
+            let scales = stored(&quant_scales(shape), format.scales);
+            stored(&packed, dtype).saturating_add(scales)
         }
     }
 }

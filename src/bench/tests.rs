@@ -1,5 +1,6 @@
 use super::*;
 use crate::quantization::Quantization;
+use oxrelax_runtime::microkernel::U4Pair;
 use std::time::Duration;
 
 /// A naive `[m, k] x [k, n]` matmul in f64, the weight read from its packed panels
@@ -222,11 +223,10 @@ fn q4f16_matmul(x: &[f32], packed: &[u8], scales: &[u8], shape: MatmulShape) -> 
             let (p, j) = (h / hp, h % hp);
             (0..shape.k)
                 .map(|l| {
-                    let element = ((p * pairs + l / 2) * hp + j) * 2 + l % 2;
-                    let nibble = (packed[element / 2] >> (4 * (element % 2))) & 0xF;
+                    let pair = U4Pair(packed[(p * pairs + l / 2) * hp + j]);
                     let at = 2 * ((p * groups + l / 32) * hp + j);
                     let scale = half::f16::from_le_bytes([scales[at], scales[at + 1]]);
-                    f64::from(x[l]) * (f64::from(nibble) - 8.0) * f64::from(scale.to_f32())
+                    f64::from(x[l]) * f64::from(pair.weight(l)) * f64::from(scale.to_f32())
                 })
                 .sum()
         })
@@ -237,24 +237,15 @@ fn q4f16_matmul(x: &[f32], packed: &[u8], scales: &[u8], shape: MatmulShape) -> 
 fn a_cold_gemv_over_4_bit_weights_reads_each_copy_as_stored() {
     // Odd sizes: 3 panels (the last partial), a tail group and an odd depth.
     let shape = MatmulShape { m: 1, n: 40, k: 71 };
-    let quant = Quantization::Q4f16_1;
-    let spec = KernelSpec::GemvCold(ColdGemv {
+    let cold = ColdGemv {
         shape,
-        quant,
+        quant: Quantization::Q4f16_1,
         ring: 3,
-    });
-    let mut kernel = BenchKernel::build(spec).unwrap();
+    };
+    let mut kernel = BenchKernel::build(KernelSpec::GemvCold(cold)).unwrap();
     let panels = 40usize.div_ceil(MatmulShape::panel_width()) * MatmulShape::panel_width();
     let stored = panels * 36 + panels * 3 * 2;
-    assert_eq!(
-        ColdGemv {
-            shape,
-            quant,
-            ring: 3
-        }
-        .weight_bytes(),
-        stored
-    );
+    assert_eq!(cold.weight_bytes(), stored);
     assert_eq!(kernel.bytes(), 4 * 71 + stored + 4 * 40);
     let copies: Vec<[Vec<u8>; 2]> = (0..3)
         .map(|i| match kernel.ring_weights(i).as_slice() {

@@ -20,25 +20,28 @@ use std::sync::{Condvar, Mutex, PoisonError};
 pub(super) struct Job {
     task: *const (),
     n_tasks: i64,
-    chunk: i64,
+    /// Each grab takes the remaining tasks divided by this (at least one).
+    share: i64,
 }
 
 type TaskRef<'a> = &'a (dyn Fn(i64) -> i32 + Sync);
 
 impl Job {
-    /// A job running `task` for `0..n_tasks`, handed out `chunk` tasks at a time.
-    pub(super) fn new(task: &TaskRef<'_>, n_tasks: i64, chunk: i64) -> Job {
+    /// A job running `task` for `0..n_tasks`, each grab taking `1 / share` of the tasks
+    /// left (guided scheduling: big chunks first, single tasks at the end, so the
+    /// participants finish together).
+    pub(super) fn new(task: &TaskRef<'_>, n_tasks: i64, share: i64) -> Job {
         Job {
             task: (task as *const TaskRef<'_>).cast(),
             n_tasks,
-            chunk,
+            share: share.max(1),
         }
     }
 
     const IDLE: Job = Job {
         task: std::ptr::null(),
         n_tasks: 0,
-        chunk: 1,
+        share: 1,
     };
 }
 
@@ -142,11 +145,10 @@ impl Shared {
         // SAFETY: `job.task` points to the launcher's `&dyn Fn`, alive during the launch.
         let task: TaskRef<'_> = unsafe { *job.task.cast::<TaskRef<'_>>() };
         while self.result.load(Ordering::Relaxed) == 0 {
-            let start = self.next.fetch_add(job.chunk, Ordering::Relaxed);
-            if start >= job.n_tasks {
+            let Some(chunk) = self.grab(&job) else {
                 return;
-            }
-            for index in start..(start + job.chunk).min(job.n_tasks) {
+            };
+            for index in chunk {
                 let code = run_caught(task, index);
                 if code != 0 {
                     let _ =
@@ -156,6 +158,23 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// The next chunk of `job`'s tasks (`1 / share` of those left, at least one), or
+    /// `None` when every task is handed out.
+    pub(super) fn grab(&self, job: &Job) -> Option<std::ops::Range<i64>> {
+        let mut start = self.next.load(Ordering::Relaxed);
+        while start < job.n_tasks {
+            let end = start + ((job.n_tasks - start) / job.share).max(1);
+            match self
+                .next
+                .compare_exchange_weak(start, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(start..end),
+                Err(now) => start = now,
+            }
+        }
+        None
     }
 
     /// An open state other than `seen`, if there is one now; `Err(())` on shutdown.

@@ -1,7 +1,8 @@
 //! A persistent thread pool for kernels' parallel loops.
 //!
 //! `threads` participants: the calling thread plus `threads - 1` workers. A launch publishes
-//! one job; workers that notice it join in, grabbing chunks of tasks from a shared counter
+//! one job; workers that notice it join in, grabbing chunks of tasks (a share of those left, so
+//! they shrink to single tasks and everyone finishes together) from a shared counter
 //! together with the caller. The caller returns once every task is done and no worker is
 //! inside the job: it never waits for a worker that is parked or descheduled, it just runs
 //! the tasks that are left itself. Between launches workers spin for [`SPIN_TIME`] (so
@@ -112,8 +113,7 @@ impl ThreadPool {
                 .unwrap_or(0);
         }
         let _launch = self.launch.lock().unwrap_or_else(PoisonError::into_inner);
-        let chunk = (n_tasks / (4 * self.threads() as i64)).max(1);
-        let job = Job::new(&task, n_tasks, chunk);
+        let job = Job::new(&task, n_tasks, 2 * self.threads() as i64);
         // SAFETY: we hold the launch lock, every earlier launch was closed, and `task`
         // outlives this call, which closes the job before returning.
         unsafe { self.shared.open(job) };

@@ -138,3 +138,17 @@ fn idle_workers_park_and_wake_up() {
     assert!(ThreadPool::default_threads() >= 1);
     assert!(ThreadPool::global().threads() >= 1);
 }
+
+#[test]
+fn chunks_shrink_to_single_tasks_and_cover_every_task_in_order() {
+    let shared = Shared::new();
+    let task: &(dyn Fn(i64) -> i32 + Sync) = &|_| 0;
+    let job = Job::new(&task, 100, 4);
+    let chunks: Vec<_> = std::iter::from_fn(|| shared.grab(&job)).collect();
+    let sizes: Vec<i64> = chunks.iter().map(|c| c.end - c.start).collect();
+    assert_eq!(sizes[0], 25, "a quarter of the tasks first: {sizes:?}");
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    assert_eq!(sizes.last(), Some(&1), "{sizes:?}");
+    let covered: Vec<i64> = chunks.into_iter().flatten().collect();
+    assert_eq!(covered, (0..100).collect::<Vec<_>>());
+}

@@ -14,16 +14,21 @@ pub use error::TensorError;
 
 use crate::dtype::{DType, Element};
 use buffer::Buffer;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+
+/// A tensor's extents or strides: inline up to rank 4, so making or cloning a tensor of
+/// such a rank does not allocate.
+type Dims = SmallVec<[i64; 4]>;
 
 /// An n-dimensional array handle. Cloning is cheap and shares the storage.
 #[derive(Clone)]
 pub struct Tensor {
     dtype: DType,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
+    shape: Dims,
+    strides: Dims,
     buffer: Arc<Buffer>,
     byte_offset: usize,
 }
@@ -38,12 +43,21 @@ pub(crate) fn numel_of(shape: &[i64]) -> Result<usize, TensorError> {
     })
 }
 
+/// Row-major strides (in elements) of `shape`, innermost first.
+fn compact_strides_rev(shape: &[i64]) -> impl Iterator<Item = i64> + '_ {
+    let mut next = 1i64;
+    shape.iter().rev().map(move |&extent| {
+        let stride = next;
+        // Wrapping: the product past the outermost axis is never used as a stride.
+        next = next.wrapping_mul(extent.max(1));
+        stride
+    })
+}
+
 /// Row-major strides (in elements) of `shape`.
-fn compact_strides(shape: &[i64]) -> Vec<i64> {
-    let mut strides = vec![1i64; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1].max(1);
-    }
+fn compact_strides(shape: &[i64]) -> Dims {
+    let mut strides: Dims = compact_strides_rev(shape).collect();
+    strides.reverse();
     strides
 }
 
@@ -79,7 +93,7 @@ impl Tensor {
         Ok(Tensor {
             dtype,
             strides: compact_strides(shape),
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             buffer,
             byte_offset,
         })
@@ -201,7 +215,13 @@ impl Tensor {
 
     /// Whether the elements are laid out row-major without gaps.
     pub fn is_contiguous(&self) -> bool {
-        self.numel() == 0 || self.strides == compact_strides(&self.shape)
+        self.numel() == 0
+            || self
+                .strides
+                .iter()
+                .rev()
+                .copied()
+                .eq(compact_strides_rev(&self.shape))
     }
 
     /// The same elements as `shape` (row-major), sharing the storage: no copy. The tensor
@@ -210,7 +230,7 @@ impl Tensor {
         self.check_contiguous()?;
         if numel_of(shape)? != self.numel() {
             return Err(TensorError::ReshapeCount {
-                from: self.shape.clone(),
+                from: self.shape.to_vec(),
                 to: shape.to_vec(),
             });
         }
@@ -227,8 +247,8 @@ impl Tensor {
             Ok(())
         } else {
             Err(TensorError::NotContiguous {
-                shape: self.shape.clone(),
-                strides: self.strides.clone(),
+                shape: self.shape.to_vec(),
+                strides: self.strides.to_vec(),
             })
         }
     }

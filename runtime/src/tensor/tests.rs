@@ -76,6 +76,18 @@ fn u4_tensors_pack_two_per_byte() {
 }
 
 #[test]
+fn strides_are_row_major_beyond_the_inline_rank_and_skip_empty_axes() {
+    let t = Tensor::zeros(DType::I8, &[2, 3, 0, 4, 5]).unwrap();
+    assert_eq!(t.strides(), &[60, 20, 20, 5, 1]);
+    assert!(t.is_contiguous());
+    let t = Tensor::zeros(DType::I8, &[2, 3, 1, 4, 5]).unwrap();
+    assert_eq!(t.strides(), &[60, 20, 20, 5, 1]);
+    assert!(t.clone().is_contiguous());
+    assert!(!t.narrow(3, 1, 2).unwrap().is_contiguous());
+    assert!(t.narrow(0, 1, 1).unwrap().is_contiguous());
+}
+
+#[test]
 fn narrow_makes_strided_views_that_copy_out() {
     let t = Tensor::from_slice(&(0..12).collect::<Vec<i32>>(), &[3, 4]).unwrap();
     let cols = t.narrow(1, 1, 2).unwrap();

@@ -167,40 +167,55 @@ impl Ctx<'_> {
         }
     }
 
-    /// Evaluates tensor extents over the function's dims; they must not be negative.
-    pub(super) fn extents<S: AsRef<str>>(
+    /// Evaluates tensor extents into `out` (replacing its contents); they must not be
+    /// negative.
+    pub(super) fn extents<'o, S: AsRef<str>>(
         &self,
         exprs: &[ShapeExpr],
         dim: &dyn Fn(u32) -> Option<i64>,
         names: &[S],
         context: &dyn Fn() -> String,
-    ) -> Result<Vec<i64>, VmError> {
-        exprs
-            .iter()
-            .map(|e| match self.eval(e, dim, names, context)? {
-                v if v < 0 => {
-                    Err(self.arith_error(e, names, context, &format!("is negative ({v})")))
-                }
-                v => Ok(v),
-            })
-            .collect()
+        out: &'o mut Vec<i64>,
+    ) -> Result<&'o [i64], VmError> {
+        out.clear();
+        for expr in exprs {
+            out.push(self.extent(expr, dim, names, context)?);
+        }
+        Ok(out)
+    }
+
+    /// Evaluates one tensor extent; it must not be negative.
+    pub(super) fn extent<S: AsRef<str>>(
+        &self,
+        expr: &ShapeExpr,
+        dim: &dyn Fn(u32) -> Option<i64>,
+        names: &[S],
+        context: &dyn Fn() -> String,
+    ) -> Result<i64, VmError> {
+        match self.eval(expr, dim, names, context)? {
+            v if v < 0 => {
+                Err(self.arith_error(expr, names, context, &format!("is negative ({v})")))
+            }
+            v => Ok(v),
+        }
     }
 
     fn alloc(
         &self,
-        frame: &Frame,
+        frame: &mut Frame,
         dst: Reg,
         place: Placement,
         dtype: DType,
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
         let context = || format!("the allocation of register %{dst}");
-        let extents = self.frame_extents(frame, shape, &context)?;
+        let extents =
+            self.frame_extents(&frame.dims, shape, &context, &mut frame.scratch.extents)?;
         let Placement::Slot(slot) = place else {
-            return Tensor::zeros(dtype, &extents).map_err(|e| self.tensor_error(e));
+            return Tensor::zeros(dtype, extents).map_err(|e| self.tensor_error(e));
         };
         let planned = self.func.slots[slot as usize];
-        let needed = numel_of(&extents)
+        let needed = numel_of(extents)
             .ok()
             .and_then(|n| dtype.storage_bytes(n))
             .unwrap_or(usize::MAX);
@@ -214,32 +229,35 @@ impl Ctx<'_> {
         }
         frame
             .arena
-            .view(planned.offset as usize, dtype, &extents)
+            .view(planned.offset as usize, dtype, extents)
             .map_err(|e| self.tensor_error(e))
     }
 
-    /// `shape` evaluated over the frame's dims; `context` names what it sizes in errors.
-    fn frame_extents(
+    /// `shape` evaluated over the frame's `dims` into `out`; `context` names what it
+    /// sizes in errors.
+    fn frame_extents<'o>(
         &self,
-        frame: &Frame,
+        dims: &[Option<i64>],
         shape: &[ShapeExpr],
         context: &dyn Fn() -> String,
-    ) -> Result<Vec<i64>, VmError> {
-        let dims = |d: u32| frame.dims[d as usize];
-        self.extents(shape, &dims, &self.dim_names, context)
+        out: &'o mut Vec<i64>,
+    ) -> Result<&'o [i64], VmError> {
+        let dim = |d: u32| dims[d as usize];
+        self.extents(shape, &dim, &self.dim_names, context, out)
     }
 
     fn view(
         &self,
-        frame: &Frame,
+        frame: &mut Frame,
         dst: Reg,
         src: Reg,
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
+        let context = || format!("the view in register %{dst}");
         let extents =
-            self.frame_extents(frame, shape, &|| format!("the view in register %{dst}"))?;
+            self.frame_extents(&frame.dims, shape, &context, &mut frame.scratch.extents)?;
         let tensor = self.tensor(&frame.regs, src, &|| format!("the source of view %{dst}"))?;
-        tensor.reshaped(&extents).map_err(|e| self.tensor_error(e))
+        tensor.reshaped(extents).map_err(|e| self.tensor_error(e))
     }
 
     fn call_kernel(
@@ -251,19 +269,17 @@ impl Ctx<'_> {
     ) -> Result<(), VmError> {
         let decl = &self.decls[kernel as usize];
         let context = || format!("the dims of kernel `{}`", decl.name);
-        let values = self.frame_extents(frame, dims, &context)?;
-        let ptrs = args
-            .iter()
-            .zip(&decl.params)
-            .enumerate()
-            .map(|(i, (&reg, sig))| {
-                let tensor = self.tensor(&frame.regs, reg, &|| {
-                    format!("kernel `{}` argument {i}", decl.name)
-                })?;
-                self.check_kernel_arg(tensor, decl, i, sig, &values)?;
-                Ok(tensor.data_ptr())
-            })
-            .collect::<Result<Vec<*mut u8>, VmError>>()?;
+        let scratch = &mut frame.scratch;
+        let values = self.frame_extents(&frame.dims, dims, &context, &mut scratch.kernel_dims)?;
+        let ptrs = &mut scratch.kernel_ptrs;
+        ptrs.clear();
+        for (i, (&reg, sig)) in args.iter().zip(&decl.params).enumerate() {
+            let tensor = self.tensor(&frame.regs, reg, &|| {
+                format!("kernel `{}` argument {i}", decl.name)
+            })?;
+            self.check_kernel_arg(tensor, decl, i, sig, values)?;
+            ptrs.push(tensor.data_ptr());
+        }
         let start = self.profiling.then(Instant::now);
         // SAFETY: every pointer is the data of a live tensor whose dtype, extents and
         // contiguity match the kernel's signature for these dim values; `values` holds one

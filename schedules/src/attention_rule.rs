@@ -1,8 +1,6 @@
 //! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
 //! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one attention microkernel call per
-//! query row and kv head, over the query heads sharing that kv head (grouped-query
-//! attention: the kernel reads each key and value once for the whole group), parallel
-//! over them: `attention_f32`, or `attention_f16kv` when k
+//! query row and head, parallel over them: `attention_f32`, or `attention_f16kv` when k
 //! and v are f16 (an f16 KV cache, widened as the kernel loads it), or `attention_q8kv`
 //! for a legalized `attention_q8kv` (i8 codes with f32 scales `[t, kv_heads]`, dequantized
 //! as the kernel loads them). Each call reads its kv head's rows in place (stride
@@ -23,7 +21,7 @@ use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
 /// bounds).
 const PARALLEL_MIN_MACS: i64 = 1 << 15;
 
-/// One attention microkernel call per query row and kv head.
+/// One attention microkernel call per query row and head.
 pub struct AttentionRule;
 
 /// The parts of a recognized `attention`.
@@ -103,16 +101,14 @@ impl ScheduleRule for AttentionRule {
         let (n, t) = (PrimExpr::from(&a.q.shape[0]), PrimExpr::from(&a.k.shape[0]));
         // Positions before the first query (`m` in a model: the cache before this call).
         let past = PrimExpr::from(&(a.k.shape[0].clone() - a.q.shape[0].clone()));
-        let kv_heads = PrimExpr::index(a.kv_heads);
-        let group = PrimExpr::index(a.heads / a.kv_heads);
+        let heads = PrimExpr::index(a.heads);
         let dim = PrimExpr::from(a.dim);
-        // Task `r` is query row `r / kv_heads`, kv head `r % kv_heads`: query heads
-        // `kv_head * group ..` of the row, whose q and out rows start at
-        // `r * group * dim`; its kv head's first row is at `kv_head * dim`.
-        let row = index("r").binary(BinOp::FloorDiv, kv_heads.clone());
-        let kv_head = index("r").binary(BinOp::FloorMod, kv_heads.clone());
+        // Task `r` is query row `r / heads`, head `r % heads`; its q and out rows start at
+        // `r * dim`, its kv head's first row at `(head / group) * dim`.
+        let row = index("r").binary(BinOp::FloorDiv, heads.clone());
+        let head = index("r").binary(BinOp::FloorMod, heads.clone());
+        let kv_head = head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads));
         let kv_row = kv_head.clone() * dim.clone();
-        let queries = index("r") * group.clone() * dim.clone();
         let keys = if a.causal {
             let limit = past + row + PrimExpr::index(1);
             min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
@@ -124,12 +120,11 @@ impl ScheduleRule for AttentionRule {
             offset,
         };
         let mut operands = vec![
-            region(a.q, queries.clone()),
+            region(a.q, index("r") * dim.clone()),
             region(a.k, index("kv_row")),
             region(a.v, index("kv_row")),
         ];
         let mut scalars = vec![
-            group,
             keys,
             PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
             dim.clone(),
@@ -141,7 +136,7 @@ impl ScheduleRule for AttentionRule {
             operands.push(region(v_scales, kv_head));
             scalars.push(PrimExpr::index(a.kv_heads));
         }
-        operands.push(region(a.out, queries));
+        operands.push(region(a.out, index("r") * dim.clone()));
         let call = Stmt::Microkernel(MicrokernelCall {
             kernel: a.kernel.to_string(),
             operands,
@@ -159,7 +154,7 @@ impl ScheduleRule for AttentionRule {
             ForKind::Serial
         };
         Some(PrimFunc {
-            body: for_loop("r", n * kv_heads, kind, body),
+            body: for_loop("r", n * heads, kind, body),
             ..func.clone()
         })
     }

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The artifact format this build writes and reads (4: kernels in a shared library, the
-/// weights' names, shapes and dtypes recorded; 5: the attention microkernels take the
-/// query rows of a kv head's group, so kernels compiled for 4 would call them wrongly).
-pub const FORMAT_VERSION: u32 = 5;
+/// weights' names, shapes and dtypes recorded).
+pub const FORMAT_VERSION: u32 = 4;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).

@@ -1,26 +1,22 @@
-//! The signatures of the attention microkernels (the query rows of one kv head's group
-//! over a strided run of key/value rows) and the row scales of an int8 KV cache they share.
+//! The signatures of the attention microkernels (one query row over a strided run of
+//! key/value rows) and the row scales of an int8 KV cache they share.
 
-/// The attention of `rows` query rows over the same `keys` key/value rows (softmax
-/// computed online; grouped-query attention hands a kv head's query heads to one call,
-/// which reads each key and value once for all of them): for each `r < rows`, with
-/// `s_j = scale * sum_d q[r*head_dim + d] * k[j*kv_stride + d]`,
-/// `out[r*head_dim + d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
+/// The attention of one query row over `keys` key/value rows (softmax computed online):
+/// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
+/// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
 /// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
 /// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
 ///
 /// # Safety
-/// `q` readable for `rows * head_dim` floats; `k` and `v` for
-/// `(keys - 1) * kv_stride + head_dim` elements when `keys > 0`; `out` writable for
-/// `rows * head_dim` floats (the only memory written) and not overlapping the inputs.
-/// `rows >= 0`, `head_dim >= 0`, `kv_stride >= head_dim`. Pointers need only the
-/// alignment of their element type.
+/// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
+/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
+/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
+/// Pointers need only the alignment of their element type.
 pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
     q: *const f32,
     k: *const KV,
     v: *const KV,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -47,7 +43,6 @@ pub type AttentionQ8KvFn = unsafe extern "C" fn(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,

@@ -164,7 +164,8 @@ impl Call {
     }
 }
 
-/// [`Microkernel::AttentionF32`]: [`attention_row`] for each query row.
+/// [`Microkernel::AttentionF32`]: the scalar twin's two passes over the keys, with
+/// 4-lane dot products and value updates (a scalar tail for head dims not a multiple of 4).
 ///
 /// # Safety
 /// As [`super::AttentionFn`].
@@ -174,33 +175,9 @@ unsafe extern "C" fn attention_f32(
     k: *const f32,
     v: *const f32,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
-    scale: f32,
-) {
-    let dim = head_dim.max(0) as usize;
-    for r in 0..rows.max(0) as usize {
-        // SAFETY: row `r < rows` of `q` and `out` is lent (the caller's contract).
-        unsafe {
-            let (q, out) = (q.add(r * dim), out.add(r * dim));
-            attention_row(q, (k, v), out, (keys, kv_stride, head_dim), scale)
-        }
-    }
-}
-
-/// The attention of one query row: the scalar twin's two passes over the keys, with
-/// 4-lane dot products and value updates (a scalar tail for head dims not a multiple of 4).
-///
-/// # Safety
-/// As [`super::AttentionFn`] for one row; NEON.
-#[inline(always)]
-unsafe fn attention_row(
-    q: *const f32,
-    (k, v): (*const f32, *const f32),
-    out: *mut f32,
-    (keys, kv_stride, head_dim): (i64, i64, i64),
     scale: f32,
 ) {
     let (keys, stride, dim) = (

@@ -372,15 +372,13 @@ unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     k: *const KV,
     v: *const KV,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
 ) {
-    let scalars = (keys, kv_stride, head_dim);
     // SAFETY: forwarded contract.
-    unsafe { attention_rows(q, (k, v), None, out, rows, scalars, scale) }
+    unsafe { attention_rows(q, (k, v), None, out, (keys, kv_stride, head_dim), scale) }
 }
 
 /// The scalar twin of [`Microkernel::AttentionQ8Kv`] (the [`super::AttentionQ8KvFn`]
@@ -396,7 +394,6 @@ unsafe extern "C" fn attention_q8kv(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -406,28 +403,7 @@ unsafe extern "C" fn attention_q8kv(
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
     // SAFETY: forwarded contract.
-    unsafe { attention_rows(q, (k, v), Some(scales), out, rows, scalars, scale) }
-}
-
-/// [`attention_row`] for each of the `rows` query rows (`head_dim` floats apart in `q`
-/// and `out`).
-///
-/// # Safety
-/// As [`super::AttentionFn`] (and [`super::AttentionQ8KvFn`] with `scales`).
-unsafe fn attention_rows<KV: Copy + Into<f32>>(
-    q: *const f32,
-    kv: (*const KV, *const KV),
-    scales: Option<RowScales>,
-    out: *mut f32,
-    rows: i64,
-    scalars: (i64, i64, i64),
-    scale: f32,
-) {
-    let dim = scalars.2.max(0) as usize;
-    for r in 0..rows.max(0) as usize {
-        // SAFETY: row `r < rows` of `q` and `out` is lent (the caller's contract).
-        unsafe { attention_row(q.add(r * dim), kv, scales, out.add(r * dim), scalars, scale) }
-    }
+    unsafe { attention_rows(q, (k, v), Some(scales), out, scalars, scale) }
 }
 
 /// The attention of one query row over key/value rows of `KV`, each row times its scale
@@ -436,8 +412,8 @@ unsafe fn attention_rows<KV: Copy + Into<f32>>(
 /// allocated).
 ///
 /// # Safety
-/// As [`super::AttentionFn`] for one row (and [`super::AttentionQ8KvFn`] with `scales`).
-unsafe fn attention_row<KV: Copy + Into<f32>>(
+/// As [`super::AttentionFn`] (and [`super::AttentionQ8KvFn`] with `scales`).
+unsafe fn attention_rows<KV: Copy + Into<f32>>(
     q: *const f32,
     (k, v): (*const KV, *const KV),
     scales: Option<RowScales>,

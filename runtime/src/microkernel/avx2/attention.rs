@@ -4,17 +4,14 @@
 //! [`Microkernel::AttentionQ8Kv`](super::Microkernel::AttentionQ8Kv) (int8 codes widened as
 //! loaded, their row scales folded into each key's score and each value's weight): one
 //! body, generic over the key/value element ([`KvElement`]) and always inlined into the
-//! entry points, which enable their features ([`attention_entry!`], [`attention_q8kv`]).
-//! One pass over the keys in blocks of [`KEY_BLOCK`] (online softmax), shared by the query
-//! rows of the call (the query heads of one kv head): each block of f16 or int8 keys and
-//! values is widened once into stack buffers when several rows read it. Per block and
-//! row: the scores, 8 keys at a time (8 dot products in 8 accumulators, reduced
-//! together), the block's largest score, a rescale of the running sum and of `out` when
-//! the maximum grew, the exponentials 8 lanes at a time, then `out += p_j * v_j` with a
-//! chunk of `out` held in registers across the block's keys. `out` itself is the
-//! accumulator between blocks. Widened elements are the f32 values the f32 kernel would
-//! read, and the blocks do not depend on the element type, so over f16 keys and values
-//! the kernel computes exactly what the f32 one computes on their widening.
+//! entry points, which enable their features ([`attention_entry!`], [`attention_q8kv`]). One pass over the keys in blocks of [`KEY_BLOCK`] (online
+//! softmax). Per block: the scores, 8 keys at a time (8 dot products in 8 accumulators,
+//! reduced together), the block's largest score, a rescale of the running sum and of `out`
+//! when the maximum grew, the exponentials 8 lanes at a time, then `out += p_j * v_j` with
+//! a chunk of `out` held in registers across the block's keys. `out` itself is the
+//! accumulator between blocks, so any head dim works without a scratch buffer. Widened
+//! elements are the f32 values the f32 kernel would read, so over f16 keys and values the
+//! kernel computes exactly what the f32 one computes on their widening.
 
 use super::super::RowScales;
 use half::f16;
@@ -36,21 +33,11 @@ const LANES: usize = 8;
 /// Registers of `out` kept live while a block's values are accumulated.
 const OUT_REGS: usize = 8;
 
-/// Query rows attending together (their softmax states live on the stack).
-const ROW_BATCH: usize = 16;
-
-/// Floats of each stack buffer a block of widened keys (or values) fills: head dims up
-/// to 128 widen whole [`KEY_BLOCK`]s, larger ones fewer keys at a time.
-const WIDE_FLOATS: usize = 4096;
-
 /// A key or value element the kernel widens to f32 lanes as it loads it.
 ///
 /// # Safety
 /// Every method needs AVX (and F16C for f16), enabled in the function it is inlined into.
 trait KvElement: Copy {
-    /// Whether loading widens (so a block shared by several query rows is worth widening
-    /// once).
-    const WIDENS: bool = true;
     /// The 8 elements at `p` as f32 lanes (8 readable elements).
     unsafe fn load8(p: *const Self) -> __m256;
     /// The element as f32.
@@ -58,8 +45,6 @@ trait KvElement: Copy {
 }
 
 impl KvElement for f32 {
-    const WIDENS: bool = false;
-
     #[inline(always)]
     unsafe fn load8(p: *const f32) -> __m256 {
         // SAFETY: 8 readable floats (caller's contract).
@@ -99,7 +84,7 @@ impl KvElement for i8 {
 }
 
 /// Defines `extern "C"` entry point `$name`, an [`AttentionFn`](super::super::AttentionFn)
-/// over keys and values of `$kv`: the always-inlined generic [`attention_rows`], compiled
+/// over keys and values of `$kv`: the always-inlined generic [`attention_row`], compiled
 /// with `$features` enabled.
 macro_rules! attention_entry {
     ($(#[$doc:meta])* $name:ident, $kv:ty, $features:literal) => {
@@ -115,15 +100,15 @@ macro_rules! attention_entry {
             k: *const $kv,
             v: *const $kv,
             out: *mut f32,
-            rows: i64,
             keys: i64,
             kv_stride: i64,
             head_dim: i64,
             scale: f32,
         ) {
-            let queries = Queries::new(q, out, rows, head_dim);
             // SAFETY: forwarded contract; the body's features are enabled here.
-            unsafe { attention_rows::<$kv>(queries, (k, v), None, (keys, kv_stride), scale) }
+            unsafe {
+                attention_row::<$kv>(q, (k, v), None, out, (keys, kv_stride, head_dim), scale)
+            }
         }
     };
 }
@@ -153,223 +138,80 @@ pub(super) unsafe extern "C" fn attention_q8kv(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
-    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
     scale_stride: i64,
 ) {
-    let queries = Queries::new(q, out, rows, head_dim);
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
+    let scalars = (keys, kv_stride, head_dim);
     // SAFETY: forwarded contract; the body's features are enabled here.
-    unsafe { attention_rows::<i8>(queries, (k, v), Some(scales), (keys, kv_stride), scale) }
+    unsafe { attention_row::<i8>(q, (k, v), Some(scales), out, scalars, scale) }
 }
 
-/// The query rows of one call: row `r` of `q` and of `out` at `r * dim`.
-#[derive(Clone, Copy)]
-struct Queries {
-    q: *const f32,
-    out: *mut f32,
-    rows: usize,
-    dim: usize,
-}
-
-impl Queries {
-    /// The rows of an attention call (negative counts as none).
-    fn new(q: *const f32, out: *mut f32, rows: i64, head_dim: i64) -> Queries {
-        Queries {
-            q,
-            out,
-            rows: rows.max(0) as usize,
-            dim: head_dim.max(0) as usize,
-        }
-    }
-
-    /// Rows `first..first + ROW_BATCH` (or to the end).
-    fn batch(self, first: usize) -> Queries {
-        Queries {
-            q: self.q.wrapping_add(first * self.dim),
-            out: self.out.wrapping_add(first * self.dim),
-            rows: (self.rows - first).min(ROW_BATCH),
-            dim: self.dim,
-        }
-    }
-}
-
-/// The attention of the query rows over keys and values of `KV` (see
+/// The attention of one query row over keys and values of `KV` (see
 /// [`super::super::AttentionFn`]), rows scaled by `scales` when given (see
-/// [`super::super::AttentionQ8KvFn`]), [`ROW_BATCH`] query rows at a time. With several
-/// rows, each block of f16 or int8 keys and values is widened once into stack buffers
-/// that every row then reads as f32 (the same values the rows would widen themselves).
+/// [`super::super::AttentionQ8KvFn`]); `(keys, kv_stride, head_dim)` are its scalars.
 ///
 /// # Safety
 /// As [`super::super::AttentionFn`] (and [`super::super::AttentionQ8KvFn`] with
 /// `scales`); inlined into a function enabling AVX2 and FMA (and F16C for f16), which the
 /// CPU has.
 #[inline(always)]
-unsafe fn attention_rows<KV: KvElement>(
-    queries: Queries,
+unsafe fn attention_row<KV: KvElement>(
+    q: *const f32,
     (k, v): (*const KV, *const KV),
     scales: Option<RowScales>,
-    (keys, kv_stride): (i64, i64),
+    out: *mut f32,
+    (keys, kv_stride, head_dim): (i64, i64, i64),
     scale: f32,
 ) {
-    let (keys, stride, dim) = (keys.max(0) as usize, kv_stride as usize, queries.dim);
-    // Blocks the buffers can hold, whether or not they are used, so the blocks (and the
-    // results) are the same for every element type and row count.
-    let block_keys = (WIDE_FLOATS / dim.max(1)).clamp(1, KEY_BLOCK);
-    let widen = KV::WIDENS && queries.rows > 1 && dim <= WIDE_FLOATS;
-    let (mut wide_k, mut wide_v) = ([0.0f32; WIDE_FLOATS], [0.0f32; WIDE_FLOATS]);
-    for first in (0..queries.rows).step_by(ROW_BATCH) {
-        let batch = queries.batch(first);
-        let mut state = Softmax::new(batch);
-        let mut start = 0;
-        while start < keys {
-            let rows = Rows {
-                first: start,
-                stride,
-                dim,
-            };
-            let n = block_keys.min(keys - start);
-            // SAFETY (both arms): key and value rows `start..start + n < keys` are lent,
-            // and the buffers hold `n * dim <= WIDE_FLOATS` floats.
-            unsafe {
-                if widen {
-                    let wide = (wide_k.as_mut_ptr(), wide_v.as_mut_ptr());
-                    widen_rows(k, rows, n, wide.0);
-                    widen_rows(v, rows, n, wide.1);
-                    let packed = Rows {
-                        first: 0,
-                        stride: dim,
-                        dim,
-                    };
-                    state.block(
-                        batch,
-                        (wide.0.cast_const(), wide.1.cast_const()),
-                        packed,
-                        (start, n),
-                        (scale, scales),
-                    );
-                } else {
-                    state.block(batch, (k, v), rows, (start, n), (scale, scales));
-                }
+    let (keys, stride, dim) = (
+        keys.max(0) as usize,
+        kv_stride as usize,
+        head_dim.max(0) as usize,
+    );
+    // SAFETY (every block below): the caller lends `dim` floats at `q` and `out`, and key or
+    // value row `j < keys` at `k + j * stride` / `v + j * stride`, `dim` elements each; the
+    // features are enabled in the entry point this is inlined into; with `scales`, row
+    // `j < keys`'s scales are lent.
+    unsafe { scale_row(out, dim, 0.0) };
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    let mut block = [0.0f32; KEY_BLOCK];
+    let mut start = 0;
+    while start < keys {
+        let scores = &mut block[..KEY_BLOCK.min(keys - start)];
+        let rows = Rows {
+            first: start,
+            stride,
+            dim,
+        };
+        unsafe { score_block(q, k, rows, scale, scores) };
+        if let Some(scales) = scales {
+            for (j, score) in scores.iter_mut().enumerate() {
+                *score *= unsafe { scales.key(start + j) };
             }
-            start += n;
         }
-        if keys > 0 {
-            // SAFETY: the batch's rows are lent.
-            unsafe { state.finish(batch) };
+        let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if block_max > max {
+            let correction = (max - block_max).exp();
+            sum *= correction;
+            unsafe { scale_row(out, dim, correction) };
+            max = block_max;
         }
-    }
-}
-
-/// The online softmax of a batch of query rows: per row, the largest score so far and
-/// the sum of the exponentials below it (`out` holds the weighted values so far).
-struct Softmax {
-    max: [f32; ROW_BATCH],
-    sum: [f32; ROW_BATCH],
-}
-
-impl Softmax {
-    /// No keys seen: `out` rows zeroed.
-    ///
-    /// # Safety
-    /// The batch's `out` rows are lent; the CPU has AVX2 and FMA.
-    #[inline(always)]
-    unsafe fn new(batch: Queries) -> Softmax {
-        for r in 0..batch.rows {
-            // SAFETY: row `r` of the batch's `out` is lent.
-            unsafe { scale_row(batch.out.add(r * batch.dim), batch.dim, 0.0) };
-        }
-        Softmax {
-            max: [f32::NEG_INFINITY; ROW_BATCH],
-            sum: [0.0; ROW_BATCH],
-        }
-    }
-
-    /// Folds keys `start..start + n` (rows `0..n` of `rows` in `k` and `v`, elements of
-    /// `E`) into every row of the batch: scores, rescale when a row's maximum grew,
-    /// exponentials, weighted values.
-    ///
-    /// # Safety
-    /// The batch's rows and the block's `n <= KEY_BLOCK` rows are lent; with `scales`,
-    /// those of keys `start..start + n`; inlined into a function enabling AVX2 and FMA
-    /// (and F16C for f16), which the CPU has.
-    #[inline(always)]
-    unsafe fn block<E: KvElement>(
-        &mut self,
-        batch: Queries,
-        (k, v): (*const E, *const E),
-        rows: Rows,
-        (start, n): (usize, usize),
-        (scale, scales): (f32, Option<RowScales>),
-    ) {
-        let mut block = [0.0f32; KEY_BLOCK];
-        let scores = &mut block[..n];
-        for r in 0..batch.rows {
-            let (q, out) = (
-                batch.q.wrapping_add(r * rows.dim),
-                batch.out.wrapping_add(r * rows.dim),
-            );
-            // SAFETY (rest): the contract; `q` and `out` are row `r` of the batch.
-            unsafe { score_block(q, k, rows, scale, scores) };
-            if let Some(scales) = scales {
-                for (j, score) in scores.iter_mut().enumerate() {
-                    *score *= unsafe { scales.key(start + j) };
-                }
+        sum += unsafe { exp_shifted(scores, max) };
+        // The sum is taken: each weight becomes its value row's weight times its scale.
+        if let Some(scales) = scales {
+            for (j, p) in scores.iter_mut().enumerate() {
+                *p *= unsafe { scales.value(start + j) };
             }
-            let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            if block_max > self.max[r] {
-                let correction = (self.max[r] - block_max).exp();
-                self.sum[r] *= correction;
-                unsafe { scale_row(out, rows.dim, correction) };
-                self.max[r] = block_max;
-            }
-            self.sum[r] += unsafe { exp_shifted(scores, self.max[r]) };
-            // The sum is taken: each weight becomes its value row's weight times its scale.
-            if let Some(scales) = scales {
-                for (j, p) in scores.iter_mut().enumerate() {
-                    *p *= unsafe { scales.value(start + j) };
-                }
-            }
-            unsafe { accumulate_values(out, v, rows, scores) };
         }
+        unsafe { accumulate_values(out, v, rows, scores) };
+        start += scores.len();
     }
-
-    /// Divides each row's weighted values by its sum.
-    ///
-    /// # Safety
-    /// The batch's `out` rows are lent; the CPU has AVX2 and FMA.
-    #[inline(always)]
-    unsafe fn finish(&self, batch: Queries) {
-        for r in 0..batch.rows {
-            // SAFETY: row `r` of the batch's `out` is lent.
-            unsafe { scale_row(batch.out.add(r * batch.dim), batch.dim, 1.0 / self.sum[r]) };
-        }
-    }
-}
-
-/// Writes rows `0..n` of `rows` in `src` widened to f32, `rows.dim` floats each, one
-/// after another from `dst`.
-///
-/// # Safety
-/// Rows `0..n` of `rows` in `src` are lent and `dst` holds `n * rows.dim` floats;
-/// inlined into a function enabling AVX2 (and F16C for f16), which the CPU has.
-#[inline(always)]
-unsafe fn widen_rows<KV: KvElement>(src: *const KV, rows: Rows, n: usize, dst: *mut f32) {
-    let dim = rows.dim;
-    for j in 0..n {
-        // SAFETY (rest): row `j` of the block is lent, and row `j` of `dst` is in bounds.
-        let (row, to) = unsafe { (rows.row(src, j), dst.add(j * dim)) };
-        let mut d = 0;
-        while d + LANES <= dim {
-            unsafe { _mm256_storeu_ps(to.add(d), KV::load8(row.add(d))) };
-            d += LANES;
-        }
-        for d in d..dim {
-            unsafe { *to.add(d) = (*row.add(d)).widen() };
-        }
+    if keys > 0 {
+        unsafe { scale_row(out, dim, 1.0 / sum) };
     }
 }
 

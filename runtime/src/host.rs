@@ -46,7 +46,8 @@ fn probe() -> Vec<(&'static str, bool)> {
         "f16c",
         "avx512f",
         "avx512bw",
-        "avx512vnni"
+        "avx512vnni",
+        "avx512vbmi"
     )
 }
 

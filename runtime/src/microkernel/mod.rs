@@ -604,7 +604,8 @@ impl MicrokernelSet {
         self.funcs[kernel as usize]
     }
 
-    /// The ISA the function for `kernel` was written for: `"avx512vnni"`, `"avx512f"`,
+    /// The ISA the function for `kernel` was written for: `"avx512vbmi"`, `"avx512vnni"`,
+    /// `"avx512f"`,
     /// `"avx2+fma"`, `"avx2+fma+f16c"`, `"neon"` or `"scalar"`.
     pub fn isa(&self, kernel: Microkernel) -> &'static str {
         self.isas[kernel as usize]

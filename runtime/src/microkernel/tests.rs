@@ -140,6 +140,8 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
             && has("dotprod")
         {
             "neon+dotprod"
+        } else if vnni_gemvs.contains(&kernel) && vnni.iter().all(|f| has(f)) && has("avx512vbmi") {
+            "avx512vbmi"
         } else if (int8_activations.contains(&kernel) || vnni_gemvs.contains(&kernel))
             && vnni.iter().all(|f| crate::host::has_feature(f))
         {
@@ -154,7 +156,8 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         let avx512f = avx512.contains(&kernel) && has("avx512f");
         assert_eq!(only_avx512 == "avx512f", avx512f);
         let with_vnni = MicrokernelSet::for_features(&vnni).isa(kernel);
-        assert_eq!(with_vnni == "avx512vnni", detected == "avx512vnni");
+        let vnni_side = matches!(detected, "avx512vnni" | "avx512vbmi");
+        assert_eq!(with_vnni == "avx512vnni", vnni_side);
         if f16_weights.contains(&kernel) {
             let no_f16c = MicrokernelSet::for_features(&["avx2", "fma"]);
             assert_eq!(no_f16c.isa(kernel), "scalar");
@@ -633,7 +636,8 @@ impl Case {
 
     /// What rounding row `i`'s activations to 16 bits may move element `(i, j)`, for a
     /// kernel that may ([`Microkernel::rounds_activations`]; 0 otherwise): per group, its
-    /// largest activation / 65534 times the sum of the group's weight magnitudes.
+    /// largest activation / (2 * 32639, half a code step) times the sum of the group's
+    /// weight magnitudes.
     fn activation_rounding(&self, i: usize, j: usize) -> f64 {
         if !self.kernel.rounds_activations() {
             return 0.0;
@@ -645,7 +649,7 @@ impl Case {
             let weights: f64 = (g * QUANT_GROUP..g * QUANT_GROUP + group.len())
                 .map(|k| self.weight(k, j).abs())
                 .sum();
-            bound += largest / 65534.0 * weights;
+            bound += largest / 65278.0 * weights;
         }
         bound
     }

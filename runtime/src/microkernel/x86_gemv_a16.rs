@@ -1,18 +1,22 @@
 //! The x86-64 4-bit decode GEMVs over f32 activations rounded to 16 bits
 //! ([`Microkernel::Sgemv1x64Q4`](super::Microkernel::Sgemv1x64Q4) and its f16-scale twin,
 //! which [`rounds_activations`](super::Microkernel::rounds_activations)), written once for
-//! every ISA that multiplies int16 pairs ([`A16Isa`]: `vpdpwssd` on AVX-512 VNNI,
-//! `vpmaddwd` on AVX2).
+//! every ISA that multiplies the rounded activations in integers ([`A16Isa`]: int16 pairs
+//! by `vpdpwssd` on AVX-512 VNNI and `vpmaddwd` on AVX2 ([`PairIsa`]), bytes by `vpdpbusd`
+//! on AVX-512 VBMI).
 //!
 //! The f32 GEMV ([`super::x86_gemm`]) widens every weight to f32 before its FMA, and those
 //! shuffle-unit instructions, not memory, bound it. Here each group of 32 activations is
-//! first rounded to 16-bit fixed point with its own scale (`code = round(a * 32767 /
-//! max|a|)`, an error of at most `max|a| / 65534` per value, finer than f16's for every
+//! first rounded to 16-bit fixed point with its own scale (`code = round(a * CODE_MAX /
+//! max|a|)`, an error of at most `max|a| / 65278` per value, finer than f16's for every
 //! value within 32x of the largest). Then the nibbles of a [`U4Pair`] byte become the
 //! int16 pair `(w(k) + 8, w(k + 1) + 8)` of one int32 lane, which one instruction
-//! multiplies by the broadcast pair of codes and adds to the lane. The nibbles are
-//! `w + 8`, so each group's int32 sums lose `8 * sum(codes)` before they are converted
-//! and scaled (weight scale times the group's activation scale) into f32 accumulators.
+//! multiplies by the broadcast pair of codes and adds to the lane (or, on VBMI, the
+//! nibbles of 4 pairs are one lane's unsigned bytes, multiplied by the codes' high and
+//! low bytes). The nibbles are `w + 8`, so each group's int32 sums lose `8 * sum(codes)`
+//! before they are converted and scaled (weight scale times the group's activation
+//! scale) into f32 accumulators. The sides compute the same integers, so they agree bit
+//! for bit.
 //!
 //! The activations are rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so
 //! any reduction depth works; a tail group (and the odd depth of a pair) is padded with
@@ -23,8 +27,10 @@
 use super::x86_gemm::{prefetch_ahead, store_block, PanelElement, Row16, HP};
 use super::QUANT_GROUP;
 
-/// The largest code of a rounded activation.
-pub(super) const CODE_MAX: f32 = 32767.0;
+/// The largest code of a rounded activation: `127 * 257`, so a code is `256 * hi + lo`
+/// with both bytes signed (`hi = (code + 128) >> 8` and `lo` in `-127..=127`), which the
+/// int8 dot products of [`super::avx512_vnni`]'s VBMI side multiply separately.
+pub(super) const CODE_MAX: f32 = 32639.0;
 
 /// Groups of activations rounded at a time (the stack buffer's size).
 const CHUNK_GROUPS: usize = 8;
@@ -38,11 +44,32 @@ pub(super) trait A16Isa {
     type Row: Row16;
     /// The int32 sums of one panel's 16 columns over a group.
     type Sums: Copy;
+    /// One group's rounded activations, in the form [`A16Isa::group_sums`] reads.
+    type Codes: Copy + Default;
 
     /// Rounds the `n` (1 to 32) activations at `a` to `codes` (zero-padded to 32):
     /// returns the group's scale (NaN if an activation is) and the sum of its codes.
-    unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32);
+    unsafe fn round_group(a: *const f32, n: usize, codes: &mut Self::Codes) -> (f32, i32);
 
+    /// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a
+    /// group's 16; only those are read) and the group's `codes`.
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        codes: &Self::Codes,
+    ) -> [Self::Sums; NQ];
+
+    /// `sums - bias` per column, as f32 lanes in column order.
+    unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
+}
+
+/// An ISA that multiplies one pair of a panel (its 16 bytes) at a time by the broadcast
+/// pair of codes ([`pair_group_sums`]).
+///
+/// # Safety
+/// As [`A16Isa`].
+pub(super) trait PairIsa: A16Isa {
     /// No sums.
     unsafe fn zero_sums() -> Self::Sums;
 
@@ -50,9 +77,6 @@ pub(super) trait A16Isa {
     /// 16 bytes of one pair of a panel at `pair` and the two codes in the int16 halves of
     /// `codes`.
     unsafe fn add_pair(sums: Self::Sums, pair: *const u8, codes: i32) -> Self::Sums;
-
-    /// `sums - bias` per column, as f32 lanes in column order.
-    unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
 }
 
 /// Defines `extern "C"` entry point `$name`, a [`super::GemmQuantFn`] over 4-bit weights
@@ -155,7 +179,7 @@ impl<S> Gemv<S> {
         let panels: [*const u8; NQ] = std::array::from_fn(|q| self.b.wrapping_add(q * panel_bytes));
         // SAFETY (rest): the features (the caller's contract).
         let mut acc = [unsafe { I::Row::zero() }; NQ];
-        let mut codes = [[0i16; QUANT_GROUP]; CHUNK_GROUPS];
+        let mut codes = [I::Codes::default(); CHUNK_GROUPS];
         let (mut a_scales, mut code_sums) = ([0.0f32; CHUNK_GROUPS], [0i32; CHUNK_GROUPS]);
         let all_groups = self.kc.div_ceil(QUANT_GROUP);
         for g0 in (0..all_groups).step_by(CHUNK_GROUPS) {
@@ -173,7 +197,7 @@ impl<S> Gemv<S> {
                 let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
                 prefetch_ahead(&panels, pair0 * HP, QUANT_GROUP / 2 * HP);
                 // SAFETY: pairs `pair0..pair0 + pairs` hold depths below `kc` (lent).
-                let sums = unsafe { group_sums::<I, NQ>(&panels, pair0, pairs, &codes[local]) };
+                let sums = unsafe { I::group_sums::<NQ>(&panels, pair0, pairs, &codes[local]) };
                 for (q, (acc_q, &sums_q)) in acc.iter_mut().zip(&sums).enumerate() {
                     // SAFETY: group `g` of lent panel `q` has 16 scales.
                     unsafe {
@@ -195,14 +219,13 @@ impl<S> Gemv<S> {
     }
 }
 
-/// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a group's
-/// 16) and the group's `codes`.
+/// [`A16Isa::group_sums`] one pair at a time.
 ///
 /// # Safety
 /// The pairs' 16 bytes of every panel are readable; inlined into a function enabling
 /// `I`'s features, which the CPU has.
 #[inline(always)]
-unsafe fn group_sums<I: A16Isa, const NQ: usize>(
+pub(super) unsafe fn pair_group_sums<I: PairIsa, const NQ: usize>(
     panels: &[*const u8; NQ],
     pair0: usize,
     pairs: usize,

@@ -6,7 +6,7 @@
 //! to f32 takes seventeen. The interleave leaves the lanes in the column order 0-3, 8-11
 //! and 4-7, 12-15, put back once per group.
 
-use super::super::x86_gemv_a16::{gemv_a16_entry, A16Isa, CODE_MAX};
+use super::super::x86_gemv_a16::{gemv_a16_entry, pair_group_sums, A16Isa, PairIsa, CODE_MAX};
 use super::super::QUANT_GROUP;
 use super::Ymm2;
 use half::f16;
@@ -40,6 +40,7 @@ impl A16Isa for Avx2 {
     type Row = Ymm2;
     /// Columns 0-3 and 8-11, then 4-7 and 12-15.
     type Sums = [__m256i; 2];
+    type Codes = [i16; QUANT_GROUP];
 
     #[inline(always)]
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32) {
@@ -79,6 +80,33 @@ impl A16Isa for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        codes: &[i16; QUANT_GROUP],
+    ) -> [[__m256i; 2]; NQ] {
+        // SAFETY: forwarded contract.
+        unsafe { pair_group_sums::<Self, NQ>(panels, pair0, pairs, codes) }
+    }
+
+    #[inline(always)]
+    unsafe fn products(sums: [__m256i; 2], bias: i32) -> Ymm2 {
+        // SAFETY: the features.
+        unsafe {
+            let bias = _mm256_set1_epi32(bias);
+            let first = _mm256_permute2x128_si256::<0x20>(sums[0], sums[1]);
+            let second = _mm256_permute2x128_si256::<0x31>(sums[0], sums[1]);
+            [
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(first, bias)),
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(second, bias)),
+            ]
+        }
+    }
+}
+
+impl PairIsa for Avx2 {
+    #[inline(always)]
     unsafe fn zero_sums() -> [__m256i; 2] {
         // SAFETY: the features.
         unsafe { [_mm256_setzero_si256(); 2] }
@@ -95,20 +123,6 @@ impl A16Isa for Avx2 {
             [
                 _mm256_add_epi32(sums[0], _mm256_madd_epi16(_mm256_unpacklo_epi16(lo, hi), x)),
                 _mm256_add_epi32(sums[1], _mm256_madd_epi16(_mm256_unpackhi_epi16(lo, hi), x)),
-            ]
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn products(sums: [__m256i; 2], bias: i32) -> Ymm2 {
-        // SAFETY: the features.
-        unsafe {
-            let bias = _mm256_set1_epi32(bias);
-            let first = _mm256_permute2x128_si256::<0x20>(sums[0], sums[1]);
-            let second = _mm256_permute2x128_si256::<0x31>(sums[0], sums[1]);
-            [
-                _mm256_cvtepi32_ps(_mm256_sub_epi32(first, bias)),
-                _mm256_cvtepi32_ps(_mm256_sub_epi32(second, bias)),
             ]
         }
     }

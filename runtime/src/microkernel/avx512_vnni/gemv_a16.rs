@@ -6,17 +6,21 @@
 //! to the lane: two shuffle-unit instructions per 32 weights, where the f32 GEMV spends
 //! four (widen, shift, two table lookups).
 
-use super::super::x86_gemv_a16::{gemv_a16_entry, A16Isa, CODE_MAX};
+use super::super::x86_gemm::HP;
+use super::super::x86_gemv_a16::{gemv_a16_entry, pair_group_sums, A16Isa, PairIsa, CODE_MAX};
 use super::super::QUANT_GROUP;
 use super::lane_mask;
 use half::f16;
 use std::arch::x86_64::{
-    __m512, __m512i, _mm256_storeu_si256, _mm512_abs_ps, _mm512_add_epi32, _mm512_cmp_ps_mask,
+    __m512, __m512i, _mm256_storeu_si256, _mm512_abs_ps, _mm512_add_epi16, _mm512_add_epi32,
+    _mm512_and_si512, _mm512_castsi256_si512, _mm512_cmp_ps_mask, _mm512_cvtepi16_epi8,
     _mm512_cvtepi32_epi16, _mm512_cvtepi32_ps, _mm512_cvtepu8_epi32, _mm512_cvtps_epi32,
-    _mm512_dpwssd_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_mul_ps,
-    _mm512_reduce_add_epi32, _mm512_reduce_max_ps, _mm512_set1_epi32, _mm512_set1_ps,
-    _mm512_setzero_si512, _mm512_slli_epi32, _mm512_sub_epi32, _mm512_ternarylogic_epi32,
-    _mm_loadu_si128, _CMP_UNORD_Q,
+    _mm512_dpbusd_epi32, _mm512_dpwssd_epi32, _mm512_inserti64x4, _mm512_loadu_si512,
+    _mm512_maskz_loadu_epi8, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_mul_ps,
+    _mm512_permutexvar_epi8, _mm512_reduce_add_epi32, _mm512_reduce_max_ps, _mm512_set1_epi16,
+    _mm512_set1_epi32, _mm512_set1_epi8, _mm512_set1_ps, _mm512_setzero_si512, _mm512_slli_epi16,
+    _mm512_slli_epi32, _mm512_srai_epi16, _mm512_srli_epi16, _mm512_storeu_si512, _mm512_sub_epi16,
+    _mm512_sub_epi32, _mm512_ternarylogic_epi32, _mm_loadu_si128, _CMP_UNORD_Q,
 };
 
 gemv_a16_entry!(
@@ -30,12 +34,24 @@ gemv_a16_entry!(
     sgemv_1x64_q4f16, Vnni, f16, "avx512f,avx512bw,avx512vnni"
 );
 
+gemv_a16_entry!(
+    /// [`Microkernel::Sgemv1x64Q4`](super::super::Microkernel::Sgemv1x64Q4) on VBMI: 4-bit
+    /// weights, f32 scales.
+    sgemv_1x64_q4_vbmi, Vbmi, f32, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+);
+gemv_a16_entry!(
+    /// [`Microkernel::Sgemv1x64Q4F16`](super::super::Microkernel::Sgemv1x64Q4F16) on VBMI:
+    /// 4-bit weights, f16 scales.
+    sgemv_1x64_q4f16_vbmi, Vbmi, f16, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+);
+
 /// The AVX-512 VNNI side of the GEMV.
 struct Vnni;
 
 impl A16Isa for Vnni {
     type Row = __m512;
     type Sums = __m512i;
+    type Codes = [i16; QUANT_GROUP];
 
     #[inline(always)]
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32) {
@@ -59,6 +75,25 @@ impl A16Isa for Vnni {
     }
 
     #[inline(always)]
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        codes: &[i16; QUANT_GROUP],
+    ) -> [__m512i; NQ] {
+        // SAFETY: forwarded contract.
+        unsafe { pair_group_sums::<Self, NQ>(panels, pair0, pairs, codes) }
+    }
+
+    #[inline(always)]
+    unsafe fn products(sums: __m512i, bias: i32) -> __m512 {
+        // SAFETY: the features.
+        unsafe { _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, _mm512_set1_epi32(bias))) }
+    }
+}
+
+impl PairIsa for Vnni {
+    #[inline(always)]
     unsafe fn zero_sums() -> __m512i {
         // SAFETY: the features.
         unsafe { _mm512_setzero_si512() }
@@ -76,10 +111,115 @@ impl A16Isa for Vnni {
             _mm512_dpwssd_epi32(sums, w, _mm512_set1_epi32(codes))
         }
     }
+}
+
+/// The AVX-512 VBMI side of the GEMV: a step of 4 pairs of a panel (64 bytes, depths
+/// `8s..8s + 8` of 16 columns) at a time. One `vpermb` gathers each column's 4 bytes into
+/// its dword lane; the low nibbles (even depths) and the high ones (odd depths) are the
+/// unsigned operands of `vpdpbusd`, and each code is split into two signed bytes
+/// (`code = 256 * hi + lo`, see [`CODE_MAX`]) that are multiplied separately: 4
+/// `vpdpbusd` and 4 other instructions per 128 weights, where the pair-at-a-time sides
+/// spend 16.
+struct Vbmi;
+
+/// Byte `4j + r` of a transposed step is byte `16r + j` of the panel's step: pair `r` of
+/// column `j`, so a dword lane holds one column's 4 pairs.
+const TRANSPOSE: [u8; 64] = {
+    let mut index = [0u8; 64];
+    let mut b = 0;
+    while b < 64 {
+        index[b] = (b % 4 * 16 + b / 4) as u8;
+        b += 1;
+    }
+    index
+};
+
+/// Byte `16s + 4t + r` of a group's split codes, from the high bytes (0..32) and then the
+/// low bytes (32..64) of its 32 codes: for step `s`, the code of depth `8s + 2r + t / 2`
+/// (`t / 2`: the even or odd depths of the 4 pairs), its high byte for even `t`, its low
+/// byte for odd `t`.
+const SPLIT: [u8; 64] = {
+    let mut index = [0u8; 64];
+    let mut b = 0;
+    while b < 64 {
+        let (s, t, r) = (b / 16, b / 4 % 4, b % 4);
+        index[b] = ((t % 2) * 32 + 8 * s + 2 * r + t / 2) as u8;
+        b += 1;
+    }
+    index
+};
+
+impl A16Isa for Vbmi {
+    type Row = __m512;
+    /// The sums of the codes' high bytes, then of their low bytes.
+    type Sums = [__m512i; 2];
+    /// Per step `s`, dwords `4s..4s + 4` of [`SPLIT`]'s bytes.
+    type Codes = [i32; QUANT_GROUP / 2];
 
     #[inline(always)]
-    unsafe fn products(sums: __m512i, bias: i32) -> __m512 {
+    unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i32; 16]) -> (f32, i32) {
+        let mut words = [0i16; QUANT_GROUP];
+        // SAFETY (all): the features (VNNI's among them); the contract; the loads and
+        // stores touch the 32 words and the 16 dwords.
+        unsafe {
+            let rounded = Vnni::round_group(a, n, &mut words);
+            let c = _mm512_loadu_si512(words.as_ptr().cast());
+            let hi = _mm512_srai_epi16::<8>(_mm512_add_epi16(c, _mm512_set1_epi16(128)));
+            let lo = _mm512_sub_epi16(c, _mm512_slli_epi16::<8>(hi));
+            let bytes = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm512_cvtepi16_epi8(hi)),
+                _mm512_cvtepi16_epi8(lo),
+            );
+            let split = _mm512_loadu_si512(SPLIT.as_ptr().cast());
+            let arranged = _mm512_permutexvar_epi8(split, bytes);
+            _mm512_storeu_si512(codes.as_mut_ptr().cast(), arranged);
+            rounded
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        codes: &[i32; 16],
+    ) -> [[__m512i; 2]; NQ] {
+        // SAFETY (all): the features; every load reads only pairs below `pair0 + pairs`
+        // of a panel (the last step through a byte mask), which are lent.
+        unsafe {
+            let mut sums = [[_mm512_setzero_si512(); 2]; NQ];
+            let transpose = _mm512_loadu_si512(TRANSPOSE.as_ptr().cast());
+            let nibble = _mm512_set1_epi8(0x0F);
+            for step in 0..pairs.min(QUANT_GROUP / 2).div_ceil(4) {
+                let rows = (pairs - 4 * step).min(4);
+                let [even_hi, even_lo, odd_hi, odd_lo] =
+                    std::array::from_fn(|t| _mm512_set1_epi32(codes[4 * step + t]));
+                for (sum, &panel) in sums.iter_mut().zip(panels) {
+                    let at = panel.add((pair0 + 4 * step) * HP);
+                    let bytes = if rows == 4 {
+                        _mm512_loadu_si512(at.cast())
+                    } else {
+                        _mm512_maskz_loadu_epi8(u64::MAX >> (64 - 16 * rows), at.cast())
+                    };
+                    let w = _mm512_permutexvar_epi8(transpose, bytes);
+                    let even = _mm512_and_si512(w, nibble);
+                    let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nibble);
+                    sum[0] = _mm512_dpbusd_epi32(sum[0], even, even_hi);
+                    sum[1] = _mm512_dpbusd_epi32(sum[1], even, even_lo);
+                    sum[0] = _mm512_dpbusd_epi32(sum[0], odd, odd_hi);
+                    sum[1] = _mm512_dpbusd_epi32(sum[1], odd, odd_lo);
+                }
+            }
+            sums
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn products(sums: [__m512i; 2], bias: i32) -> __m512 {
         // SAFETY: the features.
-        unsafe { _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, _mm512_set1_epi32(bias))) }
+        unsafe {
+            let total = _mm512_add_epi32(_mm512_slli_epi32::<8>(sums[0]), sums[1]);
+            _mm512_cvtepi32_ps(_mm512_sub_epi32(total, _mm512_set1_epi32(bias)))
+        }
     }
 }

@@ -37,6 +37,9 @@ use std::arch::x86_64::{
 /// The features every kernel here needs.
 const FEATURES: &[&str] = &["avx512f", "avx512bw", "avx512vnni"];
 
+/// The features of the 4-bit decode GEMVs' VBMI side (ahead of the plain VNNI one).
+const VBMI_FEATURES: &[&str] = &["avx512f", "avx512bw", "avx512vnni", "avx512vbmi"];
+
 /// One implementation row of this ISA.
 const fn row(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
     Implementation {
@@ -73,6 +76,18 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         Microkernel::Qgemv1x64W4,
         MicrokernelFn::QGemmW4(qgemv_1x64_w4),
     ),
+    Implementation {
+        kernel: Microkernel::Sgemv1x64Q4,
+        isa: "avx512vbmi",
+        features: VBMI_FEATURES,
+        func: MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x64_q4_vbmi),
+    },
+    Implementation {
+        kernel: Microkernel::Sgemv1x64Q4F16,
+        isa: "avx512vbmi",
+        features: VBMI_FEATURES,
+        func: MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x64_q4f16_vbmi),
+    },
     row(
         Microkernel::Sgemv1x64Q4,
         MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x64_q4),

@@ -682,3 +682,43 @@ impl Case {
         }
     }
 }
+
+/// The x86 sides of the 4-bit decode GEMVs over rounded activations compute the same
+/// integers in different instructions, so they agree bit for bit.
+#[test]
+fn the_rounding_gemv_sides_agree_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(0xB17_F0B17);
+    for kernel in [Microkernel::Sgemv1x64Q4, Microkernel::Sgemv1x64Q4F16] {
+        let sides: Vec<_> = implementations()
+            .filter(|imp| imp.kernel == kernel)
+            // The sides of `x86_gemv_a16` (AVX-512F widens the weights to f32 instead).
+            .filter(|imp| {
+                matches!(
+                    imp.isa,
+                    "avx512vbmi" | "avx512vnni" | "avx2+fma" | "avx2+fma+f16c"
+                )
+            })
+            .filter(|imp| imp.features.iter().all(|f| crate::host::has_feature(f)))
+            .collect();
+        if sides.len() < 2 {
+            println!("note: {}: host has fewer than two x86 sides", kernel.name());
+        }
+        let block = kernel.gemm_block().expect("a block GEMM");
+        for kc in KCS {
+            for (rows, cols) in block_shapes(block, kc) {
+                let case = Case::random(&mut rng, kernel, kc, rows, cols, 1);
+                let bits = |imp: &Implementation| -> Vec<u32> {
+                    let what = format!("{} ({}) {case:?}", kernel.name(), imp.isa);
+                    case.run(imp.func, &what)
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect()
+                };
+                for pair in sides.windows(2) {
+                    let what = format!("{}: {} vs {}", kernel.name(), pair[0].isa, pair[1].isa);
+                    assert_eq!(bits(pair[0]), bits(pair[1]), "{what} {case:?}");
+                }
+            }
+        }
+    }
+}

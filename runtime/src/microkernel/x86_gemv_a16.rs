@@ -3,7 +3,7 @@
 //! which [`rounds_activations`](super::Microkernel::rounds_activations)), written once for
 //! every ISA that multiplies the rounded activations in integers ([`A16Isa`]: int16 pairs
 //! by `vpdpwssd` on AVX-512 VNNI and `vpmaddwd` on AVX2 ([`PairIsa`]), bytes by `vpdpbusd`
-//! on AVX-512 VBMI).
+//! on AVX-512 VBMI; each sums a group as [`GroupSums`] says).
 //!
 //! The f32 GEMV ([`super::x86_gemm`]) widens every weight to f32 before its FMA, and those
 //! shuffle-unit instructions, not memory, bound it. Here each group of 32 activations is
@@ -44,13 +44,22 @@ pub(super) trait A16Isa {
     type Row: Row16;
     /// The int32 sums of one panel's 16 columns over a group.
     type Sums: Copy;
-    /// One group's rounded activations, in the form [`A16Isa::group_sums`] reads.
+    /// One group's rounded activations, in the form [`GroupSums::group_sums`] reads.
     type Codes: Copy + Default;
 
     /// Rounds the `n` (1 to 32) activations at `a` to `codes` (zero-padded to 32):
     /// returns the group's scale (NaN if an activation is) and the sum of its codes.
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut Self::Codes) -> (f32, i32);
 
+    /// `sums - bias` per column, as f32 lanes in column order.
+    unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
+}
+
+/// How an ISA sums a group ([`PairIsa`]s one pair at a time).
+///
+/// # Safety
+/// As [`A16Isa`].
+pub(super) trait GroupSums: A16Isa {
     /// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a
     /// group's 16; only those are read) and the group's `codes`.
     unsafe fn group_sums<const NQ: usize>(
@@ -59,17 +68,14 @@ pub(super) trait A16Isa {
         pairs: usize,
         codes: &Self::Codes,
     ) -> [Self::Sums; NQ];
-
-    /// `sums - bias` per column, as f32 lanes in column order.
-    unsafe fn products(sums: Self::Sums, bias: i32) -> Self::Row;
 }
 
 /// An ISA that multiplies one pair of a panel (its 16 bytes) at a time by the broadcast
-/// pair of codes ([`pair_group_sums`]).
+/// pair of codes.
 ///
 /// # Safety
 /// As [`A16Isa`].
-pub(super) trait PairIsa: A16Isa {
+pub(super) trait PairIsa: A16Isa<Codes = [i16; QUANT_GROUP]> {
     /// No sums.
     unsafe fn zero_sums() -> Self::Sums;
 
@@ -170,7 +176,7 @@ impl<S> Gemv<S> {
     /// As [`super::GemmQuantFn`], one row; `NQ == self.panels()`; inlined into a function
     /// enabling `I`'s features, which the CPU has.
     #[inline(always)]
-    pub(super) unsafe fn run<I: A16Isa, const NQ: usize>(&self)
+    pub(super) unsafe fn run<I: GroupSums, const NQ: usize>(&self)
     where
         S: PanelElement<I::Row>,
     {
@@ -219,28 +225,26 @@ impl<S> Gemv<S> {
     }
 }
 
-/// [`A16Isa::group_sums`] one pair at a time.
-///
-/// # Safety
-/// The pairs' 16 bytes of every panel are readable; inlined into a function enabling
-/// `I`'s features, which the CPU has.
-#[inline(always)]
-pub(super) unsafe fn pair_group_sums<I: PairIsa, const NQ: usize>(
-    panels: &[*const u8; NQ],
-    pair0: usize,
-    pairs: usize,
-    codes: &[i16; QUANT_GROUP],
-) -> [I::Sums; NQ] {
-    // SAFETY (rest): the features; every pair read is one of the lent ones.
-    let mut sums = [unsafe { I::zero_sums() }; NQ];
-    // Pair `p`'s two codes are dword `p` of the codes (little-endian: k, then k + 1).
-    let pair_codes = codes.as_ptr().cast::<i32>();
-    for p in 0..pairs.min(QUANT_GROUP / 2) {
-        // SAFETY: dword `p < 16` of the 32 codes.
-        let both = unsafe { pair_codes.add(p).read_unaligned() };
-        for (sum, &panel) in sums.iter_mut().zip(panels) {
-            *sum = unsafe { I::add_pair(*sum, panel.add((pair0 + p) * HP), both) };
+impl<I: PairIsa> GroupSums for I {
+    /// One pair at a time, the pair's two codes broadcast to every panel.
+    #[inline(always)]
+    unsafe fn group_sums<const NQ: usize>(
+        panels: &[*const u8; NQ],
+        pair0: usize,
+        pairs: usize,
+        codes: &[i16; QUANT_GROUP],
+    ) -> [I::Sums; NQ] {
+        // SAFETY (rest): the features; every pair read is one of the lent ones.
+        let mut sums = [unsafe { I::zero_sums() }; NQ];
+        // Pair `p`'s two codes are dword `p` of the codes (little-endian: k, then k + 1).
+        let pair_codes = codes.as_ptr().cast::<i32>();
+        for p in 0..pairs.min(QUANT_GROUP / 2) {
+            // SAFETY: dword `p < 16` of the 32 codes.
+            let both = unsafe { pair_codes.add(p).read_unaligned() };
+            for (sum, &panel) in sums.iter_mut().zip(panels) {
+                *sum = unsafe { I::add_pair(*sum, panel.add((pair0 + p) * HP), both) };
+            }
         }
+        sums
     }
-    sums
 }

@@ -6,7 +6,7 @@
 //! to f32 takes seventeen. The interleave leaves the lanes in the column order 0-3, 8-11
 //! and 4-7, 12-15, put back once per group.
 
-use super::super::x86_gemv_a16::{gemv_a16_entry, pair_group_sums, A16Isa, PairIsa, CODE_MAX};
+use super::super::x86_gemv_a16::{gemv_a16_entry, A16Isa, PairIsa, CODE_MAX};
 use super::super::QUANT_GROUP;
 use super::Ymm2;
 use half::f16;
@@ -77,17 +77,6 @@ impl A16Isa for Avx2 {
             let scale = if nan { f32::NAN } else { max / CODE_MAX };
             (scale, sum_lanes(total))
         }
-    }
-
-    #[inline(always)]
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
-        pair0: usize,
-        pairs: usize,
-        codes: &[i16; QUANT_GROUP],
-    ) -> [[__m256i; 2]; NQ] {
-        // SAFETY: forwarded contract.
-        unsafe { pair_group_sums::<Self, NQ>(panels, pair0, pairs, codes) }
     }
 
     #[inline(always)]

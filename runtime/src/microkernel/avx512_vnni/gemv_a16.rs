@@ -7,7 +7,7 @@
 //! four (widen, shift, two table lookups).
 
 use super::super::x86_gemm::HP;
-use super::super::x86_gemv_a16::{gemv_a16_entry, pair_group_sums, A16Isa, PairIsa, CODE_MAX};
+use super::super::x86_gemv_a16::{gemv_a16_entry, A16Isa, GroupSums, PairIsa, CODE_MAX};
 use super::super::QUANT_GROUP;
 use super::lane_mask;
 use half::f16;
@@ -72,17 +72,6 @@ impl A16Isa for Vnni {
             let scale = if nan { f32::NAN } else { max / CODE_MAX };
             (scale, _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)))
         }
-    }
-
-    #[inline(always)]
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
-        pair0: usize,
-        pairs: usize,
-        codes: &[i16; QUANT_GROUP],
-    ) -> [__m512i; NQ] {
-        // SAFETY: forwarded contract.
-        unsafe { pair_group_sums::<Self, NQ>(panels, pair0, pairs, codes) }
     }
 
     #[inline(always)]
@@ -178,6 +167,17 @@ impl A16Isa for Vbmi {
     }
 
     #[inline(always)]
+    unsafe fn products(sums: [__m512i; 2], bias: i32) -> __m512 {
+        // SAFETY: the features.
+        unsafe {
+            let total = _mm512_add_epi32(_mm512_slli_epi32::<8>(sums[0]), sums[1]);
+            _mm512_cvtepi32_ps(_mm512_sub_epi32(total, _mm512_set1_epi32(bias)))
+        }
+    }
+}
+
+impl GroupSums for Vbmi {
+    #[inline(always)]
     unsafe fn group_sums<const NQ: usize>(
         panels: &[*const u8; NQ],
         pair0: usize,
@@ -211,15 +211,6 @@ impl A16Isa for Vbmi {
                 }
             }
             sums
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn products(sums: [__m512i; 2], bias: i32) -> __m512 {
-        // SAFETY: the features.
-        unsafe {
-            let total = _mm512_add_epi32(_mm512_slli_epi32::<8>(sums[0]), sums[1]);
-            _mm512_cvtepi32_ps(_mm512_sub_epi32(total, _mm512_set1_epi32(bias)))
         }
     }
 }

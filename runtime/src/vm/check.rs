@@ -5,7 +5,7 @@ use super::bytecode::{DimPattern, Reg};
 use super::error::VmError;
 use super::exec::{BufferSig, KernelDecl};
 use super::machine::Frame;
-use super::run::Ctx;
+use super::run::{Ctx, Scope};
 use crate::dtype::DType;
 use crate::tensor::Tensor;
 
@@ -78,7 +78,12 @@ impl Ctx<'_> {
                     }
                 },
                 DimPattern::Check(e) => {
-                    let value = self.eval(e, &|d| dims[d as usize], &self.dim_names, &what)?;
+                    let scope = Scope {
+                        dim: &|d| dims[d as usize],
+                        names: &self.dim_names,
+                        context: &what,
+                    };
+                    let value = self.eval(e, &scope)?;
                     if value != extent {
                         let printed = e.display(&self.dim_names);
                         return fail(format!(
@@ -117,17 +122,21 @@ impl Ctx<'_> {
         values: &[i64],
     ) -> Result<(), VmError> {
         let what = || format!("kernel `{}` argument {index}", decl.name);
-        let dim = |d: u32| values.get(d as usize).copied();
+        let scope = Scope {
+            dim: &|d| values.get(d as usize).copied(),
+            names: &decl.dims,
+            context: &what,
+        };
         let mut same_extents = t.ndim() == sig.shape.len();
         for (axis, expr) in sig.shape.iter().enumerate() {
-            let extent = self.extent(expr, &dim, &decl.dims, &what)?;
+            let extent = self.extent(expr, &scope)?;
             same_extents &= t.shape().get(axis) == Some(&extent);
         }
         let reason = if t.dtype() != sig.dtype {
             format!("dtype is {}, expected {}", t.dtype(), sig.dtype)
         } else if !same_extents {
             let mut extents = Vec::new();
-            self.extents(&sig.shape, &dim, &decl.dims, &what, &mut extents)?;
+            self.extents(&sig.shape, &scope, &mut extents)?;
             format!("extents are {:?}, expected {extents:?}", t.shape())
         } else if !t.is_contiguous() {
             format!("strides {:?} are not row-major", t.strides())

@@ -26,6 +26,17 @@ pub(super) struct Ctx<'a> {
     pub(super) dim_names: Vec<&'a str>,
 }
 
+/// Where shape expressions are evaluated: the dims' values and names, and what the
+/// expressions size (for errors).
+pub(super) struct Scope<'s, S> {
+    /// The value of dim `d`, if bound.
+    pub(super) dim: &'s dyn Fn(u32) -> Option<i64>,
+    /// The dims' names.
+    pub(super) names: &'s [S],
+    /// What is being evaluated, for errors.
+    pub(super) context: &'s dyn Fn() -> String,
+}
+
 impl Ctx<'_> {
     /// Runs the function's code on `frame` (whose parameter registers are set).
     pub(super) fn run(&self, frame: &mut Frame) -> Result<Value, VmError> {
@@ -130,72 +141,62 @@ impl Ctx<'_> {
         }
     }
 
-    /// Evaluates `expr` reading dims through `dim` (named by `names`); `context` says where.
+    /// Evaluates `expr` in `scope`.
     pub(super) fn eval<S: AsRef<str>>(
         &self,
         expr: &ShapeExpr,
-        dim: &dyn Fn(u32) -> Option<i64>,
-        names: &[S],
-        context: &dyn Fn() -> String,
+        scope: &Scope<'_, S>,
     ) -> Result<i64, VmError> {
-        expr.eval(dim).map_err(|err| match err {
+        expr.eval(scope.dim).map_err(|err| match err {
             EvalError::Unbound(d) => VmError::UnboundDim {
                 func: self.name.to_string(),
-                dim: names
+                dim: scope
+                    .names
                     .get(d as usize)
                     .map_or(format!("d{d}"), |n| n.as_ref().to_string()),
-                context: context(),
+                context: (scope.context)(),
             },
-            EvalError::Arithmetic => {
-                self.arith_error(expr, names, context, "overflows or divides by zero")
-            }
+            EvalError::Arithmetic => self.arith_error(expr, scope, "overflows or divides by zero"),
         })
     }
 
     pub(super) fn arith_error<S: AsRef<str>>(
         &self,
         expr: &ShapeExpr,
-        names: &[S],
-        context: &dyn Fn() -> String,
+        scope: &Scope<'_, S>,
         reason: &str,
     ) -> VmError {
         VmError::ShapeArith {
             func: self.name.to_string(),
-            context: context(),
-            expr: expr.display(names).to_string(),
+            context: (scope.context)(),
+            expr: expr.display(scope.names).to_string(),
             reason: reason.to_string(),
         }
     }
 
-    /// Evaluates tensor extents into `out` (replacing its contents); they must not be
-    /// negative.
+    /// Evaluates tensor extents in `scope` into `out` (replacing its contents); they must
+    /// not be negative.
     pub(super) fn extents<'o, S: AsRef<str>>(
         &self,
         exprs: &[ShapeExpr],
-        dim: &dyn Fn(u32) -> Option<i64>,
-        names: &[S],
-        context: &dyn Fn() -> String,
+        scope: &Scope<'_, S>,
         out: &'o mut Vec<i64>,
     ) -> Result<&'o [i64], VmError> {
         out.clear();
         for expr in exprs {
-            out.push(self.extent(expr, dim, names, context)?);
+            out.push(self.extent(expr, scope)?);
         }
         Ok(out)
     }
 
-    /// Evaluates one tensor extent; it must not be negative.
+    /// Evaluates one tensor extent in `scope`; it must not be negative.
     pub(super) fn extent<S: AsRef<str>>(
         &self,
         expr: &ShapeExpr,
-        dim: &dyn Fn(u32) -> Option<i64>,
-        names: &[S],
-        context: &dyn Fn() -> String,
+        scope: &Scope<'_, S>,
     ) -> Result<i64, VmError> {
-        match self.eval(expr, dim, names, context)? {
-            v if v < 0 => {
-                Err(self.arith_error(expr, names, context, &format!("is negative ({v})")))
-            }
+        match self.eval(expr, scope)? {
+            v if v < 0 => Err(self.arith_error(expr, scope, &format!("is negative ({v})"))),
             v => Ok(v),
         }
     }
@@ -243,7 +244,12 @@ impl Ctx<'_> {
         out: &'o mut Vec<i64>,
     ) -> Result<&'o [i64], VmError> {
         let dim = |d: u32| dims[d as usize];
-        self.extents(shape, &dim, &self.dim_names, context, out)
+        let scope = Scope {
+            dim: &dim,
+            names: &self.dim_names,
+            context,
+        };
+        self.extents(shape, &scope, out)
     }
 
     fn view(
@@ -328,9 +334,13 @@ impl Ctx<'_> {
     fn immediate(&self, frame: &Frame, dst: Reg, value: &Immediate) -> Result<Value, VmError> {
         Ok(match value {
             Immediate::Int(expr) => {
-                let context = || format!("the load of register %{dst}");
                 let dims = |d: u32| frame.dims[d as usize];
-                Value::Int(self.eval(expr, &dims, &self.dim_names, &context)?)
+                let scope = Scope {
+                    dim: &dims,
+                    names: &self.dim_names,
+                    context: &|| format!("the load of register %{dst}"),
+                };
+                Value::Int(self.eval(expr, &scope)?)
             }
             Immediate::Float(v) => Value::Float(*v),
             Immediate::Str(s) => Value::Str(s.clone()),

@@ -1,9 +1,6 @@
 //! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
 //! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one attention microkernel call per
-//! query row and head, parallel over the query rows and kv heads and serial over the
-//! query heads sharing a kv head (grouped-query attention: one task reads its kv head's
-//! keys and values from memory once, and its other heads find them in cache):
-//! `attention_f32`, or `attention_f16kv` when k
+//! query row and head, parallel over them: `attention_f32`, or `attention_f16kv` when k
 //! and v are f16 (an f16 KV cache, widened as the kernel loads it), or `attention_q8kv`
 //! for a legalized `attention_q8kv` (i8 codes with f32 scales `[t, kv_heads]`, dequantized
 //! as the kernel loads them). Each call reads its kv head's rows in place (stride
@@ -24,7 +21,7 @@ use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
 /// bounds).
 const PARALLEL_MIN_MACS: i64 = 1 << 15;
 
-/// One attention microkernel call per query row and head, a task per kv head's group.
+/// One attention microkernel call per query row and head.
 pub struct AttentionRule;
 
 /// The parts of a recognized `attention`.
@@ -104,16 +101,14 @@ impl ScheduleRule for AttentionRule {
         let (n, t) = (PrimExpr::from(&a.q.shape[0]), PrimExpr::from(&a.k.shape[0]));
         // Positions before the first query (`m` in a model: the cache before this call).
         let past = PrimExpr::from(&(a.k.shape[0].clone() - a.q.shape[0].clone()));
-        let kv_heads = PrimExpr::index(a.kv_heads);
-        let group = PrimExpr::index(a.heads / a.kv_heads);
+        let heads = PrimExpr::index(a.heads);
         let dim = PrimExpr::from(a.dim);
-        // Task `g` is query row `g / kv_heads`, kv head `g % kv_heads` (its first row at
-        // `kv_head * dim`); its call `h` is the group's head `h`, whose q and out rows
-        // start at `r * dim` with `r = g * group + h`.
-        let row = index("g").binary(BinOp::FloorDiv, kv_heads.clone());
-        let kv_head = index("g").binary(BinOp::FloorMod, kv_heads.clone());
+        // Task `r` is query row `r / heads`, head `r % heads`; its q and out rows start at
+        // `r * dim`, its kv head's first row at `(head / group) * dim`.
+        let row = index("r").binary(BinOp::FloorDiv, heads.clone());
+        let head = index("r").binary(BinOp::FloorMod, heads.clone());
+        let kv_head = head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads));
         let kv_row = kv_head.clone() * dim.clone();
-        let r = index("g") * group.clone() + index("h");
         let keys = if a.causal {
             let limit = past + row + PrimExpr::index(1);
             min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
@@ -125,7 +120,7 @@ impl ScheduleRule for AttentionRule {
             offset,
         };
         let mut operands = vec![
-            region(a.q, r.clone() * dim.clone()),
+            region(a.q, index("r") * dim.clone()),
             region(a.k, index("kv_row")),
             region(a.v, index("kv_row")),
         ];
@@ -141,14 +136,13 @@ impl ScheduleRule for AttentionRule {
             operands.push(region(v_scales, kv_head));
             scalars.push(PrimExpr::index(a.kv_heads));
         }
-        operands.push(region(a.out, r * dim.clone()));
+        operands.push(region(a.out, index("r") * dim.clone()));
         let call = Stmt::Microkernel(MicrokernelCall {
             kernel: a.kernel.to_string(),
             operands,
             scalars,
         });
-        let heads_of_group = for_loop("h", group, ForKind::Serial, call);
-        let body = let_in("kv_row", kv_row, heads_of_group);
+        let body = let_in("kv_row", kv_row, call);
         let bound = |e: &SymExpr| e.max_value().unwrap_or(i64::MAX);
         let macs = bound(&a.q.shape[0])
             .saturating_mul(bound(&a.k.shape[0]))
@@ -160,7 +154,7 @@ impl ScheduleRule for AttentionRule {
             ForKind::Serial
         };
         Some(PrimFunc {
-            body: for_loop("g", n * kv_heads, kind, body),
+            body: for_loop("r", n * heads, kind, body),
             ..func.clone()
         })
     }

@@ -151,8 +151,15 @@ fn random_inputs(
 #[test]
 fn the_attention_rule_computes_what_the_legalized_function_does() {
     let mut rng = StdRng::seed_from_u64(11);
-    // (heads, kv_heads, head_dim, cached positions before the queries)
-    let shapes = [(4, 2, 8, 3), (3, 1, 5, 0), (2, 2, 3, 9)];
+    // (heads, kv_heads, head_dim, cached positions before the queries); the last two
+    // group 8 query heads per kv head.
+    let shapes = [
+        (4, 2, 8, 3),
+        (3, 1, 5, 0),
+        (2, 2, 3, 9),
+        (32, 4, 3, 2),
+        (64, 8, 2, 1),
+    ];
     let cases = shapes.into_iter().flat_map(|shape| {
         [DataType::F32, DataType::F16, DataType::I8].map(|kv_dtype| (shape, kv_dtype))
     });

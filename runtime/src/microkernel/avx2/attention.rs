@@ -193,7 +193,7 @@ unsafe fn attention_row<KV: KvElement>(
                 *score *= unsafe { scales.key(start + j) };
             }
         }
-        let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let block_max = largest(scores);
         if block_max > max {
             let correction = (max - block_max).exp();
             sum *= correction;
@@ -313,6 +313,27 @@ fn reduce8(acc: [__m256; LANES]) -> __m256 {
         _mm256_permute2f128_ps::<0x20>(low, high),
         _mm256_permute2f128_ps::<0x31>(low, high),
     )
+}
+
+/// The largest of `scores`, 8 lanes at a time: NaNs are skipped, as [`f32::max`] does
+/// (`vmaxps` returns its second operand, the running maximum, when the first is NaN).
+#[target_feature(enable = "avx2,fma")]
+fn largest(scores: &[f32]) -> f32 {
+    let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
+    let mut chunks = scores.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        // SAFETY: `chunk` holds 8 floats.
+        max = _mm256_max_ps(unsafe { _mm256_loadu_ps(chunk.as_ptr()) }, max);
+    }
+    let mut lanes = [0.0f32; LANES];
+    // SAFETY: `lanes` holds 8 floats.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), max) };
+    let rest = chunks.remainder().iter();
+    lanes
+        .iter()
+        .chain(rest)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max)
 }
 
 /// `scores[j] = exp(scores[j] - max)`; returns their sum.
@@ -508,6 +529,31 @@ unsafe fn scale_row(row: *mut f32, n: usize, factor: f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `largest` is the scalar fold with `f32::max` (NaNs skipped) for every length a
+    /// block has, NaNs and infinities anywhere.
+    #[test]
+    fn largest_is_the_scalar_maximum() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        for len in 0..=KEY_BLOCK {
+            for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                for at in 0..len {
+                    let mut scores: Vec<f32> =
+                        (0..len).map(|i| (i * 37 % 11) as f32 - 5.0).collect();
+                    scores[at] = special;
+                    let want = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    // SAFETY: AVX2 and FMA were detected.
+                    let got = unsafe { largest(&scores) };
+                    assert_eq!(got.to_bits(), want.to_bits(), "{scores:?}");
+                }
+            }
+            let nans = vec![f32::NAN; len];
+            // SAFETY: AVX2 and FMA were detected.
+            assert_eq!(unsafe { largest(&nans) }, f32::NEG_INFINITY);
+        }
+    }
 
     /// `exp8` within 2e-7 (relative) of `e^x` in f64 over the range softmax uses.
     #[test]

@@ -135,8 +135,7 @@ impl Ctx<'_> {
         let reason = if t.dtype() != sig.dtype {
             format!("dtype is {}, expected {}", t.dtype(), sig.dtype)
         } else if !same_extents {
-            let mut extents = Vec::new();
-            self.extents(&sig.shape, &scope, &mut extents)?;
+            let extents = self.extents(&sig.shape, &scope)?;
             format!("extents are {:?}, expected {extents:?}", t.shape())
         } else if !t.is_contiguous() {
             format!("strides {:?} are not row-major", t.strides())

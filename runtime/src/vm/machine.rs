@@ -28,27 +28,7 @@ pub(super) struct Frame {
     pub(super) last_uses: Vec<Vec<Reg>>,
     /// Time per kernel, indexed by kernel id.
     pub(super) profile: Vec<KernelStat>,
-    /// Buffers the instructions refill, so running them does not allocate.
-    pub(super) scratch: Scratch,
 }
-
-/// Buffers reused by every instruction of a frame (cleared and refilled by each).
-#[derive(Default)]
-pub(super) struct Scratch {
-    /// The extents of the tensor an `AllocTensor` or `View` makes.
-    pub(super) extents: Vec<i64>,
-    /// The dim values a `CallKernel` passes.
-    pub(super) kernel_dims: Vec<i64>,
-    /// The argument data pointers a `CallKernel` passes.
-    pub(super) kernel_ptrs: Vec<*mut u8>,
-}
-
-// SAFETY: the VM never dereferences `kernel_ptrs`: `call_kernel` fills them from live
-// arguments and hands them to the kernel while it holds `&mut Frame`. Between calls they
-// are stale addresses, which are harmless to move or share across threads.
-unsafe impl Send for Scratch {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for Scratch {}
 
 impl Frame {
     fn new(func: &VmFunction, kernels: usize) -> Result<Frame, TensorError> {
@@ -59,7 +39,6 @@ impl Frame {
             dims: vec![None; func.dims.len()],
             last_uses: last_uses(&func.instrs),
             profile: vec![KernelStat::default(); kernels],
-            scratch: Scratch::default(),
         })
     }
 

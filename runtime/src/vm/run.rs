@@ -10,8 +10,13 @@ use crate::dtype::DType;
 use crate::packed::PackedFunc;
 use crate::tensor::{numel_of, Arena, StorageKind, Tensor, TensorError};
 use crate::value::Value;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::time::Instant;
+
+/// Extents, dim values or argument pointers of one instruction: on the stack up to 8, so
+/// running an instruction does not allocate.
+pub(super) type Inline<T> = SmallVec<[T; 8]>;
 
 /// What a call reads besides its frame.
 pub(super) struct Ctx<'a> {
@@ -174,19 +179,13 @@ impl Ctx<'_> {
         }
     }
 
-    /// Evaluates tensor extents in `scope` into `out` (replacing its contents); they must
-    /// not be negative.
-    pub(super) fn extents<'o, S: AsRef<str>>(
+    /// Evaluates tensor extents in `scope`; they must not be negative.
+    pub(super) fn extents<S: AsRef<str>>(
         &self,
         exprs: &[ShapeExpr],
         scope: &Scope<'_, S>,
-        out: &'o mut Vec<i64>,
-    ) -> Result<&'o [i64], VmError> {
-        out.clear();
-        for expr in exprs {
-            out.push(self.extent(expr, scope)?);
-        }
-        Ok(out)
+    ) -> Result<Inline<i64>, VmError> {
+        exprs.iter().map(|expr| self.extent(expr, scope)).collect()
     }
 
     /// Evaluates one tensor extent in `scope`; it must not be negative.
@@ -210,13 +209,12 @@ impl Ctx<'_> {
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
         let context = || format!("the allocation of register %{dst}");
-        let extents =
-            self.frame_extents(&frame.dims, shape, &context, &mut frame.scratch.extents)?;
+        let extents = self.frame_extents(&frame.dims, shape, &context)?;
         let Placement::Slot(slot) = place else {
-            return Tensor::zeros(dtype, extents).map_err(|e| self.tensor_error(e));
+            return Tensor::zeros(dtype, &extents).map_err(|e| self.tensor_error(e));
         };
         let planned = self.func.slots[slot as usize];
-        let needed = numel_of(extents)
+        let needed = numel_of(&extents)
             .ok()
             .and_then(|n| dtype.storage_bytes(n))
             .unwrap_or(usize::MAX);
@@ -230,26 +228,24 @@ impl Ctx<'_> {
         }
         frame
             .arena
-            .view(planned.offset as usize, dtype, extents)
+            .view(planned.offset as usize, dtype, &extents)
             .map_err(|e| self.tensor_error(e))
     }
 
-    /// `shape` evaluated over the frame's `dims` into `out`; `context` names what it
-    /// sizes in errors.
-    fn frame_extents<'o>(
+    /// `shape` evaluated over the frame's `dims`; `context` names what it sizes in errors.
+    fn frame_extents(
         &self,
         dims: &[Option<i64>],
         shape: &[ShapeExpr],
         context: &dyn Fn() -> String,
-        out: &'o mut Vec<i64>,
-    ) -> Result<&'o [i64], VmError> {
+    ) -> Result<Inline<i64>, VmError> {
         let dim = |d: u32| dims[d as usize];
         let scope = Scope {
             dim: &dim,
             names: &self.dim_names,
             context,
         };
-        self.extents(shape, &scope, out)
+        self.extents(shape, &scope)
     }
 
     fn view(
@@ -260,10 +256,9 @@ impl Ctx<'_> {
         shape: &[ShapeExpr],
     ) -> Result<Tensor, VmError> {
         let context = || format!("the view in register %{dst}");
-        let extents =
-            self.frame_extents(&frame.dims, shape, &context, &mut frame.scratch.extents)?;
+        let extents = self.frame_extents(&frame.dims, shape, &context)?;
         let tensor = self.tensor(&frame.regs, src, &|| format!("the source of view %{dst}"))?;
-        tensor.reshaped(extents).map_err(|e| self.tensor_error(e))
+        tensor.reshaped(&extents).map_err(|e| self.tensor_error(e))
     }
 
     fn call_kernel(
@@ -275,15 +270,13 @@ impl Ctx<'_> {
     ) -> Result<(), VmError> {
         let decl = &self.decls[kernel as usize];
         let context = || format!("the dims of kernel `{}`", decl.name);
-        let scratch = &mut frame.scratch;
-        let values = self.frame_extents(&frame.dims, dims, &context, &mut scratch.kernel_dims)?;
-        let ptrs = &mut scratch.kernel_ptrs;
-        ptrs.clear();
+        let values = self.frame_extents(&frame.dims, dims, &context)?;
+        let mut ptrs = Inline::<*mut u8>::new();
         for (i, (&reg, sig)) in args.iter().zip(&decl.params).enumerate() {
             let tensor = self.tensor(&frame.regs, reg, &|| {
                 format!("kernel `{}` argument {i}", decl.name)
             })?;
-            self.check_kernel_arg(tensor, decl, i, sig, values)?;
+            self.check_kernel_arg(tensor, decl, i, sig, &values)?;
             ptrs.push(tensor.data_ptr());
         }
         let start = self.profiling.then(Instant::now);

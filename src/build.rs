@@ -41,7 +41,7 @@ pub struct Built {
 }
 
 /// Compiles `module` for the host: runs the compile pipeline (with `instrument`), lowers
-/// every graph function to bytecode, then [`load_compiled`].
+/// every graph function to bytecode, then loads it with its kernels ([`load_with`]).
 pub fn build(module: IRModule, instrument: Instrument) -> Result<Built, BuildError> {
     build_for(module, instrument, &Target::host())
 }

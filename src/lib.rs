@@ -1,8 +1,8 @@
 //! oxrelax: a Relax-style tensor-expression compiler for on-device LLM inference.
 //!
 //! This crate holds the compiler passes and the pipeline that runs them ([`passes`]), the
-//! lowering to the VM's bytecode ([`lower_vm`]), [`build`] (a module in, a VM out), and
-//! the kernel benchmark behind `oxrelax bench-kernel` ([`bench`]); the language (graph IR,
+//! lowering to the VM's bytecode ([`lower_vm`]), [`build()`] (a module in, a VM out), and
+//! the kernel benchmark behind `oxrelax bench-kernel` ([`mod@bench`]); the language (graph IR,
 //! TIR, tensor expressions, nn modules) lives in [`oxrelax_dsl`].
 
 pub mod artifact;

@@ -14,7 +14,7 @@ use crate::passes::{WeightFormat, WEIGHT_FORMATS};
 
 /// A weight quantization scheme. Norms and biases stay f32, and activations are f32
 /// except the inputs of linear layers under `w8a8` / `w4a8`.
-/// The quantized formats are `QuantizeWeights`' [`WEIGHT_FORMATS`](crate::passes::WEIGHT_FORMATS).
+/// The quantized formats are `QuantizeWeights`' [`crate::passes::WEIGHT_FORMATS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
     /// As the checkpoint stores the weights: `q0f16` when the embedding table is stored

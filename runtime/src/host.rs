@@ -15,7 +15,7 @@ pub fn host_triple() -> String {
     }
 }
 
-/// The features of [`probe`] this CPU has, probed once per process.
+/// The features of `probe`'s list this CPU has, probed once per process.
 pub fn detected_features() -> &'static [&'static str] {
     static DETECTED: OnceLock<Vec<&'static str>> = OnceLock::new();
     DETECTED.get_or_init(|| {
@@ -27,7 +27,7 @@ pub fn detected_features() -> &'static [&'static str] {
     })
 }
 
-/// Whether this CPU has `feature` (one of those [`probe`] knows).
+/// Whether this CPU has `feature` (one of those `probe` knows).
 pub fn has_feature(feature: &str) -> bool {
     detected_features().contains(&feature)
 }

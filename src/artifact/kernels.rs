@@ -110,7 +110,7 @@ impl KernelTarget {
     /// The target of `--target TRIPLE --target-features LIST --linker PROGRAM`: the host
     /// and its features by default; a named triple gets exactly the listed features
     /// (comma-separated, `+` prefixes allowed) and its architecture's
-    /// [`BASELINE_FEATURES`].
+    /// baseline features (`BASELINE_FEATURES`).
     pub fn parse(
         triple: Option<&str>,
         features: Option<&str>,

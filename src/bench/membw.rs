@@ -13,7 +13,7 @@ pub const PROBE_BYTES: usize = 256 << 20;
 /// Passes per probe; the median is reported.
 const PASSES: usize = 5;
 
-/// Read bandwidth in GB/s (10^9 bytes per second), median of [`PASSES`] passes.
+/// Read bandwidth in GB/s (10^9 bytes per second), median of `PASSES` passes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bandwidth {
     /// On the calling thread alone.

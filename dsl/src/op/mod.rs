@@ -4,7 +4,7 @@
 //! [`call`] checks a call (op, argument count, attributes) and infers its result struct
 //! info; the typed constructors ([`matmul`], [`add`], [`reshape`], ...) build their
 //! arguments and attributes and go through it. Shapes are symbolic throughout: dims are
-//! compared with [`SymExpr::prove_equal`], and a check that cannot be proven is an error.
+//! compared with [`SymExpr::prove_equal`](crate::SymExpr::prove_equal), and a check that cannot be proven is an error.
 
 mod attention;
 pub mod attr;

@@ -1,11 +1,11 @@
 //! Symbolic integer arithmetic over named dims (`n`, `m`, ...) with optional upper bounds.
 //!
-//! Every [`SymExpr`] is kept in a canonical form (see [`canon`]): a sum of monomials with
+//! Every [`SymExpr`] is kept in a canonical form (see `canon`): a sum of monomials with
 //! integer coefficients whose factors are symbolic dims or non-linear atoms (`floordiv`,
 //! `floormod`, `min`, `max`, comparisons, `select`). Two expressions that the simplifier
 //! proves equal are equal as values (`==`), so shapes compare structurally.
-//! [`bound`] computes ranges from the dims' bounds (what memory planning uses), [`eval`]
-//! substitutes and evaluates, [`parse`] reads the printed form back.
+//! `bound` computes ranges from the dims' bounds (what memory planning uses), `eval`
+//! substitutes and evaluates, `parse` reads the printed form back.
 
 mod bound;
 pub(crate) mod canon;

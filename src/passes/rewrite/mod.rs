@@ -1,9 +1,9 @@
 //! The rewrite phase: graph rewrites as e-graph rules (egg). Each phase is a pass with
 //! its own rule table and limits. A dataflow block's op calls are split into segments
-//! (one per decoder layer, [`segment`]); a segment becomes an e-graph whose analysis
+//! (one per decoder layer, `segment`); a segment becomes an e-graph whose analysis
 //! carries the struct info the op registry infers; the phase's rules run on it until it
 //! saturates or a limit stops them; extraction picks, per e-class, the e-node that
-//! minimizes the cost of the DAG the segment's results need ([`extract`]); and the
+//! minimizes the cost of the DAG the segment's results need (`extract`); and the
 //! choice replaces the segment's bindings. Identical segments (the layers of a model)
 //! are rewritten once and the result is reused. A segment no rule changed is left as it
 //! was.

@@ -12,6 +12,7 @@ use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::{Buffer, PrimFunc};
 use oxrelax_dsl::{DataType, Target};
+use oxrelax_runtime::tensor::storage_bytes;
 use oxrelax_runtime::RuntimeEnv;
 use oxrelax_schedules::{rules_for, schedule_for};
 
@@ -291,12 +292,10 @@ fn param_bytes(
             format!("buffer `{}` of shape [{}]", param.name, shape.join(", ")),
         )
     };
-    let elements = param.shape.iter().try_fold(1usize, |count, dim| {
-        let value = dim.eval(bindings).map_err(|_| bad_shape())?;
-        let value = usize::try_from(value).map_err(|_| bad_shape())?;
-        count.checked_mul(value).ok_or_else(bad_shape)
-    })?;
-    runtime_dtype(param.dtype)
-        .storage_bytes(elements)
-        .ok_or_else(bad_shape)
+    let dims = param
+        .shape
+        .iter()
+        .map(|dim| dim.eval(bindings).map_err(|_| bad_shape()))
+        .collect::<Result<Vec<i64>, _>>()?;
+    storage_bytes(runtime_dtype(param.dtype), &dims).map_err(|_| bad_shape())
 }

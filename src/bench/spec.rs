@@ -7,6 +7,7 @@ use crate::quantization::Quantization;
 use oxrelax_dsl::ir::{Expr, Var};
 use oxrelax_dsl::op::{InferError, QuantLayout};
 use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar, Target};
+use oxrelax_runtime::tensor::storage_bytes;
 use std::fmt;
 use std::str::FromStr;
 
@@ -169,12 +170,7 @@ fn cold_format(quant: Quantization) -> Result<Option<&'static WeightFormat>, Ben
 /// Bytes of `shape`'s weight stored as f32 panels (`None`) or in `format`.
 fn weight_bytes(shape: MatmulShape, format: Option<&WeightFormat>) -> usize {
     let stored = |dims: &[i64], dtype: DataType| {
-        let elements = dims
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?));
-        elements
-            .and_then(|n| runtime_dtype(dtype).storage_bytes(n))
-            .unwrap_or(usize::MAX)
+        storage_bytes(runtime_dtype(dtype), dims).unwrap_or(usize::MAX)
     };
     match format {
         None => shape.weight_bytes(),

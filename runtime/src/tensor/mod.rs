@@ -61,8 +61,9 @@ fn compact_strides(shape: &[i64]) -> Dims {
     strides
 }
 
-/// Bytes taken by `shape` of `dtype`.
-fn bytes_of(dtype: DType, shape: &[i64]) -> Result<usize, TensorError> {
+/// Bytes a tensor of `shape` and `dtype` takes (an error for a negative extent, or a size
+/// no allocation can have).
+pub fn storage_bytes(dtype: DType, shape: &[i64]) -> Result<usize, TensorError> {
     let too_large = || TensorError::TooLarge {
         shape: shape.to_vec(),
         dtype,
@@ -82,7 +83,7 @@ impl Tensor {
         dtype: DType,
         shape: &[i64],
     ) -> Result<Tensor, TensorError> {
-        let end = byte_offset.saturating_add(bytes_of(dtype, shape)?);
+        let end = byte_offset.saturating_add(storage_bytes(dtype, shape)?);
         if end > buffer.len() {
             return Err(TensorError::OutOfRange {
                 start: byte_offset as i64,
@@ -101,7 +102,7 @@ impl Tensor {
 
     /// A new zero-filled tensor with owned storage.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Result<Tensor, TensorError> {
-        let bytes = bytes_of(dtype, shape)?;
+        let bytes = storage_bytes(dtype, shape)?;
         let buffer = Buffer::zeroed(bytes, StorageKind::Owned).ok_or(TensorError::TooLarge {
             shape: shape.to_vec(),
             dtype,
@@ -128,7 +129,7 @@ impl Tensor {
 
     /// A new owned tensor holding a copy of raw `bytes` (any dtype, including u4 and bool).
     pub fn from_bytes(dtype: DType, shape: &[i64], bytes: &[u8]) -> Result<Tensor, TensorError> {
-        let expected = bytes_of(dtype, shape)?;
+        let expected = storage_bytes(dtype, shape)?;
         if bytes.len() != expected {
             return Err(TensorError::DataLength {
                 shape: shape.to_vec(),
@@ -156,7 +157,7 @@ impl Tensor {
         dtype: DType,
         shape: &[i64],
     ) -> Result<Tensor, TensorError> {
-        let expected = bytes_of(dtype, shape)?;
+        let expected = storage_bytes(dtype, shape)?;
         if len != expected {
             return Err(TensorError::DataLength {
                 shape: shape.to_vec(),

@@ -8,7 +8,7 @@ use super::shape_expr::{EvalError, ShapeExpr};
 use crate::abi::{KernelFn, RuntimeEnv};
 use crate::dtype::DType;
 use crate::packed::PackedFunc;
-use crate::tensor::{numel_of, Arena, StorageKind, Tensor, TensorError};
+use crate::tensor::{storage_bytes, Arena, StorageKind, Tensor, TensorError};
 use crate::value::Value;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -214,10 +214,7 @@ impl Ctx<'_> {
             return Tensor::zeros(dtype, &extents).map_err(|e| self.tensor_error(e));
         };
         let planned = self.func.slots[slot as usize];
-        let needed = numel_of(&extents)
-            .ok()
-            .and_then(|n| dtype.storage_bytes(n))
-            .unwrap_or(usize::MAX);
+        let needed = storage_bytes(dtype, &extents).unwrap_or(usize::MAX);
         if needed as u64 > planned.size {
             return Err(VmError::SlotTooSmall {
                 func: self.name.to_string(),

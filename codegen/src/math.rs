@@ -57,6 +57,20 @@ pub(crate) fn pick(b: &mut FunctionBuilder, cond: Value, x: Value, y: Value) -> 
     }
 }
 
+/// `min(x, bound)` or `max(x, bound)` (`upper`: the minimum) for a `bound` that is neither
+/// NaN nor zero: `bound` where `x` is past it, else `x`. That is `fmin` / `fmax` exactly
+/// (a NaN `x` stays NaN, and no signed-zero tie can arise), in a compare and a select
+/// where x86-64's `fmin` / `fmax` also order zeros and propagate NaNs from both sides.
+pub(crate) fn clamp_to(b: &mut FunctionBuilder, x: Value, bound: Value, upper: bool) -> Value {
+    let past = if upper {
+        FloatCC::GreaterThan
+    } else {
+        FloatCC::LessThan
+    };
+    let out = b.ins().fcmp(past, x, bound);
+    pick(b, out, bound, x)
+}
+
 /// `magnitude` with the sign of `sign`, by bit masks (Cranelift's x64 backend has no
 /// `fcopysign` for vectors).
 fn copysign(b: &mut FunctionBuilder, magnitude: Value, sign: Value) -> Value {
@@ -116,8 +130,8 @@ pub(crate) fn intrinsic(b: &mut FunctionBuilder, intrinsic: Intrinsic, args: &[V
 fn exp(b: &mut FunctionBuilder, x: Value) -> Value {
     let (ty, int) = lane_types(b, x);
     let (lo, hi) = (fconst(b, ty, -87.0), fconst(b, ty, 88.0));
-    let clamped = b.ins().fmax(x, lo);
-    let clamped = b.ins().fmin(clamped, hi);
+    let clamped = clamp_to(b, x, lo, false);
+    let clamped = clamp_to(b, clamped, hi, true);
     let log2e = fconst(b, ty, std::f32::consts::LOG2_E);
     let scaled = b.ins().fmul(clamped, log2e);
     let k = b.ins().nearest(scaled);
@@ -207,7 +221,7 @@ fn tanh(b: &mut FunctionBuilder, x: Value) -> Value {
     let (ty, _) = lane_types(b, x);
     let ax = b.ins().fabs(x);
     let nine = fconst(b, ty, 9.0);
-    let ax = b.ins().fmin(ax, nine);
+    let ax = clamp_to(b, ax, nine, true);
     let twice = b.ins().fadd(ax, ax);
     let e = exp(b, twice);
     let one = fconst(b, ty, 1.0);

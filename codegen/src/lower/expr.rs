@@ -1,6 +1,7 @@
 //! Scalar expressions: immediates, variables, loads, arithmetic, comparisons, casts,
 //! selects and math intrinsics.
 
+use super::vector::is_clamp_bound;
 use super::{compute_type, Lowerer};
 use crate::{convert, math, CodegenError};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -81,6 +82,10 @@ impl Lowerer<'_, '_> {
         y: Value,
         rhs: &PrimExpr,
     ) -> Result<Value, CodegenError> {
+        let bound = matches!(op, BinOp::Min | BinOp::Max) && is_clamp_bound(rhs);
+        if dtype.is_float() && bound {
+            return Ok(math::clamp_to(self.b, x, y, op == BinOp::Min));
+        }
         let ins = self.b.ins();
         if dtype.is_float() {
             return Ok(match op {

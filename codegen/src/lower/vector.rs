@@ -153,6 +153,13 @@ pub(crate) fn index_stride(expr: &PrimExpr, var: &str, dependent: &HashSet<Strin
     }
 }
 
+/// Whether `expr` is a float immediate [`math::clamp_to`](crate::math::clamp_to) may bound
+/// by (neither NaN nor zero), so a `min` / `max` with it on the right lowers to a compare
+/// and a select.
+pub(crate) fn is_clamp_bound(expr: &PrimExpr) -> bool {
+    matches!(expr, PrimExpr::Float(v, _) if !v.is_nan() && *v != 0.0)
+}
+
 /// The value of an integer immediate.
 pub(crate) fn int_const(expr: &PrimExpr) -> Option<i64> {
     match expr {

@@ -5,7 +5,7 @@
 //! integer dtype), or 4 independent scalars (gathers, other integer data).
 
 use super::expr::float_cc;
-use super::vector::{int_const, LANES};
+use super::vector::{int_const, is_clamp_bound, LANES};
 use super::Lowerer;
 use crate::{math, CodegenError};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -130,6 +130,9 @@ impl Lowerer<'_, '_> {
                 BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max
             ) {
                 let (a, b) = (self.vector_of(x), self.vector_of(y));
+                if matches!(op, BinOp::Min | BinOp::Max) && is_clamp_bound(rhs) {
+                    return Ok(Lane::Vector(math::clamp_to(self.b, a, b, op == BinOp::Min)));
+                }
                 let ins = self.b.ins();
                 return Ok(Lane::Vector(match op {
                     BinOp::Add => ins.fadd(a, b),

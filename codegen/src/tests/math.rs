@@ -72,3 +72,45 @@ fn math_special_values() {
     let out = run_f32(&func, &[2.0, 10.0, 0.0], &[10.0, -2.0, 3.0]);
     assert!((out[0] - 1024.0).abs() < 1e-3 && (out[1] - 0.01).abs() < 1e-8 && out[2] == 0.0);
 }
+
+/// `min` / `max` with a constant bound on the right (lowered as a compare and a select)
+/// and `exp`'s clamp keep `f32::clamp`'s results bit for bit, NaN staying NaN, in a
+/// serial loop and in a vectorized one (4 lanes and a scalar tail).
+#[test]
+fn constant_bounds_keep_min_max_semantics() {
+    use oxrelax_dsl::tir::{BinOp, ForKind, Stmt};
+    let xs = [
+        f32::NAN,
+        f32::NEG_INFINITY,
+        f32::INFINITY,
+        -0.0,
+        0.0,
+        -3.0,
+        4.0,
+        1.5,
+        -2.5,
+    ];
+    let clamp = |x: PrimExpr, _| {
+        x.binary(BinOp::Max, PrimExpr::f32(-2.5))
+            .binary(BinOp::Min, PrimExpr::f32(3.0))
+    };
+    for kind in [ForKind::Serial, ForKind::Vectorized] {
+        let mut func = elementwise(F32, clamp);
+        if let Stmt::For { kind: k, .. } = &mut func.body {
+            *k = kind;
+        }
+        let out = run_f32(&func, &xs, &xs);
+        for (&x, got) in xs.iter().zip(out) {
+            let want = x.clamp(-2.5, 3.0);
+            let same = (want.is_nan() && got.is_nan()) || want.to_bits() == got.to_bits();
+            assert!(same, "{kind:?}: clamp({x}) = {got}, want {want}");
+        }
+        let mut func = elementwise(F32, |x, _| PrimExpr::call(Intrinsic::Exp, vec![x]));
+        if let Stmt::For { kind: k, .. } = &mut func.body {
+            *k = kind;
+        }
+        let out = run_f32(&func, &xs, &xs);
+        assert!(out[0].is_nan(), "{kind:?}: exp(NaN) = {}", out[0]);
+        assert_eq!(out[1..3], [0.0, f32::INFINITY], "{kind:?}");
+    }
+}

@@ -21,6 +21,7 @@ mod tests;
 #[cfg(test)]
 mod tests_semantics;
 mod tir_build;
+mod window_lanes;
 
 pub use accumulate::accumulate_in_registers;
 pub use attention_rule::AttentionRule;

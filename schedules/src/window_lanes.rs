@@ -49,8 +49,8 @@ impl WindowPart<'_> {
         let column = self.base.clone() + self.lane_plus(self.offset);
         let resolved = resolved.substitute(self.column, &column);
         let lane_bound = resolved.any(&mut |e| match e {
-            PrimExpr::Binary(BinOp::FloorDiv | BinOp::FloorMod, x, _) | PrimExpr::Cmp(_, x, _) => {
-                x.uses_var(self.lane)
+            PrimExpr::Binary(BinOp::FloorDiv | BinOp::FloorMod, x, y) | PrimExpr::Cmp(_, x, y) => {
+                x.uses_var(self.lane) || y.uses_var(self.lane)
             }
             _ => false,
         });

@@ -60,8 +60,8 @@ pub(crate) fn epilogue_tile(
 /// column arithmetic affine ([`by_parts`]), else lane by lane through it.
 fn staged(epilogue: &Epilogue, prefix: &[PrimExpr], cols: PrimExpr, width: i64) -> Stmt {
     let nest = &epilogue.nest;
+    let indices = column_indices(prefix, index(FIRST_COLUMN) + index(COLUMN));
     let compute = by_parts(epilogue, prefix, &cols).unwrap_or_else(|| {
-        let indices = column_indices(prefix, index(FIRST_COLUMN) + index(COLUMN));
         let value = nest.value_at(&indices);
         vectorized(COLUMN, cols.clone(), STAGE, vec![index(COLUMN)], value)
     });
@@ -70,7 +70,6 @@ fn staged(epilogue: &Epilogue, prefix: &[PrimExpr], cols: PrimExpr, width: i64) 
         dtype: DataType::F32,
         indices: vec![index(COLUMN)],
     };
-    let indices = column_indices(prefix, index(FIRST_COLUMN) + index(COLUMN));
     let copy = vectorized(COLUMN, cols, &nest.buffer, indices, staged);
     Stmt::Allocate {
         buffer: Buffer::new(STAGE, DataType::F32, vec![width.into()]),

@@ -140,6 +140,7 @@ pub const KNOWN_FEATURES: &[(&str, &[&str])] = &[
             "avx512f",
             "avx512bw",
             "avx512vnni",
+            "avx512vbmi",
         ],
     ),
     ("aarch64", &["neon", "dotprod", "i8mm", "fp16"]),
@@ -164,7 +165,8 @@ fn detect_host_features() -> BTreeSet<String> {
         "f16c",
         "avx512f",
         "avx512bw",
-        "avx512vnni"
+        "avx512vnni",
+        "avx512vbmi"
     );
     found
 }

@@ -28,6 +28,23 @@ fn the_default_kernel_target_is_the_host_with_its_features() {
     );
 }
 
+/// Every feature the runtime picks microkernels by is one a compiled target can record,
+/// so an artifact loaded on this host selects the microkernels a JIT build would.
+#[test]
+fn targets_know_every_feature_the_runtime_selects_kernels_by() {
+    let arch = std::env::consts::ARCH;
+    let known = oxrelax_dsl::target::KNOWN_FEATURES
+        .iter()
+        .find(|(a, _)| *a == arch)
+        .map_or(&[][..], |(_, f)| *f);
+    for feature in oxrelax_runtime::host::detected_features() {
+        assert!(
+            known.contains(feature),
+            "{feature} is not a known {arch} feature"
+        );
+    }
+}
+
 #[test]
 fn the_compiled_target_records_triple_features_and_library() {
     let target = compiled_target(&KernelTarget::host(), "kernels.so".into());

@@ -561,14 +561,15 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
             "00-input.txt",
             "01-normalize.txt",
             "02-quantize-weights.txt",
-            "03-rewrite-dequantize.txt",
-            "04-rewrite-layout.txt",
-            "05-lift-transform-params.txt",
-            "06-legalize-ops.txt",
-            "07-fuse-ops.txt",
-            "08-dead-code-elimination.txt",
-            "09-schedule-kernels.txt",
-            "10-static-plan-block-memory.txt"
+            "03-rewrite-transpose.txt",
+            "04-rewrite-dequantize.txt",
+            "05-rewrite-layout.txt",
+            "06-lift-transform-params.txt",
+            "07-legalize-ops.txt",
+            "08-fuse-ops.txt",
+            "09-dead-code-elimination.txt",
+            "10-schedule-kernels.txt",
+            "11-static-plan-block-memory.txt"
         ]
     );
 }

@@ -54,6 +54,7 @@ fn opt_legalizes_a_module_in_text_form() {
     for pass in [
         "normalize",
         "quantize-weights",
+        "rewrite-transpose",
         "rewrite-dequantize",
         "rewrite-layout",
         "fired: transpose-matmul x2",
@@ -64,7 +65,7 @@ fn opt_legalizes_a_module_in_text_form() {
     ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 9);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 10);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

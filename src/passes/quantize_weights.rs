@@ -209,7 +209,7 @@ impl Binder<'_> {
             dims[0].as_const().unwrap_or(0),
             dims[1].as_const().unwrap_or(0),
         );
-        let value = dequantize_weight(packed, scales, shape).expect("panels dequantize");
+        let value = dequantize_weight(packed, scales, shape, false).expect("panels dequantize");
         self.bind(weight, "dequantized", value)
     }
 }

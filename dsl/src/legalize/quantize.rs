@@ -286,12 +286,18 @@ fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }
 
-/// `out[h, l] = w(h, l)` ([`dequantized`]).
+/// `out[h, l] = w(h, l)` ([`dequantized`]); `out[l, h]` with `transpose`.
 fn dequantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["packed", "scales"])?;
     let (shape, dtype) = call.output_of_rank(2)?;
+    let transpose = call.bool_attr("transpose", false)?;
     let out = te::compute("weight", shape, |i| {
-        dequantized(&inputs[0], &inputs[1], (&i[0], &i[1])).cast(dtype)
+        let (h, l) = if transpose {
+            (&i[1], &i[0])
+        } else {
+            (&i[0], &i[1])
+        };
+        dequantized(&inputs[0], &inputs[1], (h, l)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))
 }

@@ -34,10 +34,12 @@
 //!   (clamped into `0..V`) of a `[V, L]` table quantized like a linear weight (row `v`
 //!   is output column `v` of the panels), dequantized as they are gathered. A tied
 //!   embedding shares one quantized copy between the lookup and the output head.
-//! - `dequantize_weight(packed, scales, rows = H, width = L) -> [H, L]` f32: the whole
-//!   weight, dequantized. `QuantizeWeights` writes a quantized weight this way and the
-//!   rewrite phase fuses it into the ops that read it (`packed_matmul_quant`,
-//!   `packed_matmul_int`, `take_quant`); one left over is computed like any op.
+//! - `dequantize_weight(packed, scales, rows = H, width = L, transpose) -> [H, L]` f32
+//!   (`[L, H]` with `transpose`, the transpose written directly): the whole weight,
+//!   dequantized. `QuantizeWeights` writes a quantized weight this way; the rewrite
+//!   phases fuse a transpose of it into it, then it into the ops that read it
+//!   (`packed_matmul_quant`, `packed_matmul_int`, `take_quant`); one left over is
+//!   computed like any op.
 
 use super::ctx::{InferCtx, Tensor};
 use super::packed::{panel_count, positive_attr, product_shape};
@@ -92,6 +94,7 @@ pub(super) const OPS: &[OpDef] = &[
         attrs: &[
             AttrSpec::new("rows", AttrKind::Int, AttrDefault::Required),
             AttrSpec::new("width", AttrKind::Int, AttrDefault::Required),
+            AttrSpec::new("transpose", AttrKind::Bool, AttrDefault::Optional),
         ],
         infer: infer_dequantize,
     },
@@ -362,7 +365,10 @@ fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 
 fn infer_dequantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (rows, width) = quantized_table(ctx)?;
-    let shape = vec![SymExpr::int(rows), SymExpr::int(width)];
+    let mut shape = vec![SymExpr::int(rows), SymExpr::int(width)];
+    if ctx.attr("transpose", attr::boolean).unwrap_or(false) {
+        shape.reverse();
+    }
     Ok(StructInfo::tensor(shape, DataType::F32))
 }
 
@@ -452,16 +458,21 @@ pub fn take_quant(
     call("take_quant", args, attrs)
 }
 
-/// The whole `[rows, width]` weight given quantized, as f32.
+/// The whole `[rows, width]` weight given quantized, as f32; `[width, rows]` (its
+/// transpose, written directly) when `transpose`.
 pub fn dequantize_weight(
     packed: &Expr,
     scales: &Expr,
     (rows, width): (i64, i64),
+    transpose: bool,
 ) -> Result<Expr, InferError> {
-    let attrs = Attrs::from([
+    let mut attrs = Attrs::from([
         ("rows".to_string(), AttrValue::Int(rows)),
         ("width".to_string(), AttrValue::Int(width)),
     ]);
+    if transpose {
+        attrs.insert("transpose".to_string(), AttrValue::Bool(true));
+    }
     call(
         "dequantize_weight",
         vec![packed.clone(), scales.clone()],

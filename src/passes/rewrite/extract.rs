@@ -22,22 +22,29 @@ const BYTE_COST: &[(&str, f64)] = &[
     ("dequantize_weight", 2.0),
 ];
 
-/// The cost of one e-node: nothing for a leaf or a weight-only computation (done once,
-/// at compile time), else a call plus the bytes it reads and writes, weighted by
-/// [`BYTE_COST`]. Sizes count symbolic dims as 1: per token.
+/// What a weight-only computation's cost counts for: it runs once, at compile time, so
+/// it weighs next to nothing against any per-token cost, but of two weight-only
+/// alternatives the fused one (fewer calls and bytes) is still the cheaper.
+const COMPILE_TIME_WEIGHT: f64 = 1e-9;
+
+/// The cost of one e-node: nothing for a leaf, else a call plus the bytes it reads and
+/// writes, weighted by [`BYTE_COST`], and by [`COMPILE_TIME_WEIGHT`] for a weight-only
+/// computation. Sizes count symbolic dims as 1: per token.
 fn node_cost(egraph: &SegmentGraph, id: Id, node: &Node) -> f64 {
     let Node::Op(op, children) = node else {
         return 0.0;
     };
-    if egraph[id].data.constant() {
-        return 0.0;
-    }
     let factor = BYTE_COST
         .iter()
         .find(|(name, _)| *name == op.as_str())
         .map_or(1.0, |(_, f)| *f);
     let read: f64 = children.iter().map(|c| bytes(&egraph[*c].data)).sum();
-    CALL_COST + factor * (read + bytes(&egraph[id].data))
+    let cost = CALL_COST + factor * (read + bytes(&egraph[id].data));
+    if egraph[id].data.constant() {
+        cost * COMPILE_TIME_WEIGHT
+    } else {
+        cost
+    }
 }
 
 /// The bytes of a tensor value per token (symbolic dims count as 1).

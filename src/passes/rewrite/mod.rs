@@ -15,7 +15,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
-pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES};
+pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES, TRANSPOSE_RULES};
 
 use super::{Pass, PassError};
 use egg::{Runner, StopReason};
@@ -42,9 +42,17 @@ pub struct Phase {
     pub time: Duration,
 }
 
-/// The phases, in pipeline order: dequantized weights fused into their readers first,
-/// then the float weights' transposes fused into their packing.
-pub const PHASES: [Phase; 2] = [
+/// The phases, in pipeline order: the transposes of dequantized weights fused into their
+/// dequantization, then dequantized weights fused into their readers, then the float
+/// weights' transposes fused into their packing.
+pub const PHASES: [Phase; 3] = [
+    Phase {
+        name: "rewrite-transpose",
+        rules: TRANSPOSE_RULES,
+        iterations: 4,
+        nodes: 50_000,
+        time: Duration::from_secs(5),
+    },
     Phase {
         name: "rewrite-dequantize",
         rules: DEQUANTIZE_RULES,

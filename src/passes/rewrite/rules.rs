@@ -9,8 +9,9 @@
 use super::lang::{add_call, placeholder, Facts, Node, SegmentAnalysis, SegmentGraph};
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol};
 use oxrelax_dsl::op::{
-    activation_scales, pack_weight, packed_matmul, packed_matmul_int, packed_matmul_quant,
-    quantize_activations, take_quant, weight_correction, InferError, QuantLayout, QuantPanels,
+    activation_scales, dequantize_weight, pack_weight, packed_matmul, packed_matmul_int,
+    packed_matmul_quant, quantize_activations, take_quant, weight_correction, InferError,
+    QuantLayout, QuantPanels,
 };
 use oxrelax_dsl::{AttrValue, DataType, Expr};
 
@@ -27,6 +28,16 @@ pub struct Rule {
     pub apply: fn(&mut Match<'_>) -> Option<Id>,
 }
 
+/// The rule fusing the transpose of a dequantized weight into its dequantization (a
+/// linear layer reads its weight transposed), which the dequantize rules then fuse into
+/// the matmul reading it.
+pub const TRANSPOSE_RULES: &[Rule] = &[Rule {
+    name: "dequantize-transpose",
+    family: "dequantize+transpose",
+    pattern: "(permute_dims (dequantize_weight ?q ?s ?table) {})",
+    apply: dequantize_transpose,
+}];
+
 /// The rules fusing a dequantized weight into the op that reads it, so that no
 /// dequantized weight is written to memory: the matmul microkernels dequantize panels as
 /// they read them, the row gather dequantizes the rows it takes.
@@ -34,13 +45,13 @@ pub const DEQUANTIZE_RULES: &[Rule] = &[
     Rule {
         name: "dequantize-matmul",
         family: "dequantize+matmul",
-        pattern: "(matmul ?x (permute_dims (dequantize_weight ?q ?s ?table) {}) {})",
+        pattern: "(matmul ?x (dequantize_weight ?q ?s ?table) {})",
         apply: dequantize_matmul,
     },
     Rule {
         name: "dequantize-matmul-int8",
         family: "dequantize+matmul",
-        pattern: "(matmul ?x (permute_dims (dequantize_weight ?q ?s ?table) {}) {})",
+        pattern: "(matmul ?x (dequantize_weight ?q ?s ?table) {})",
         apply: dequantize_matmul_int8,
     },
     Rule {
@@ -98,6 +109,19 @@ impl Match<'_> {
         }
     }
 
+    /// Whether the `dequantize_weight` attributes bound to pattern variable `name` ask
+    /// for the transpose.
+    fn transposed(&self, name: &str) -> Option<bool> {
+        match self.facts(name) {
+            Facts::Attrs(attrs) => match attrs.get("transpose") {
+                None => Some(false),
+                Some(AttrValue::Bool(on)) => Some(*on),
+                Some(_) => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The layout of the quantized panels bound to pattern variable `name`.
     fn quant_layout(&self, name: &str) -> Option<QuantLayout> {
         let tensor = self.facts(name).sinfo()?.as_tensor()?;
@@ -127,10 +151,23 @@ impl Match<'_> {
     }
 }
 
-/// `matmul(x, permute_dims(dequantize_weight(q, s)))` with panels of the rows layout:
+/// `permute_dims(dequantize_weight(q, s))`: `dequantize_weight(q, s, transpose)`.
+fn dequantize_transpose(m: &mut Match<'_>) -> Option<Id> {
+    if m.transposed("?table")? {
+        return None;
+    }
+    let rows = m.int_attr("?table", "rows")?;
+    let width = m.int_attr("?table", "width")?;
+    let args = [m.var("?q"), m.var("?s")];
+    m.call(&args, |a| {
+        dequantize_weight(&a[0], &a[1], (rows, width), true)
+    })
+}
+
+/// `matmul(x, dequantize_weight(q, s, transpose))` with panels of the rows layout:
 /// `packed_matmul_quant(x, q, s)`.
 fn dequantize_matmul(m: &mut Match<'_>) -> Option<Id> {
-    if m.quant_layout("?q")? != QuantLayout::Rows {
+    if !m.transposed("?table")? || m.quant_layout("?q")? != QuantLayout::Rows {
         return None;
     }
     let features = m.int_attr("?table", "rows")?;
@@ -140,11 +177,11 @@ fn dequantize_matmul(m: &mut Match<'_>) -> Option<Id> {
     })
 }
 
-/// `matmul(x, permute_dims(dequantize_weight(q, s)))` with panels of the quads layout:
+/// `matmul(x, dequantize_weight(q, s, transpose))` with panels of the quads layout:
 /// `x` quantized to int8 rows, `packed_matmul_int(xq, xs, q, s, weight_correction(q,
 /// s))`. An activation read by several such matmuls is quantized once (one e-class).
 fn dequantize_matmul_int8(m: &mut Match<'_>) -> Option<Id> {
-    if m.quant_layout("?q")? != QuantLayout::Quads {
+    if !m.transposed("?table")? || m.quant_layout("?q")? != QuantLayout::Quads {
         return None;
     }
     let features = m.int_attr("?table", "rows")?;
@@ -159,6 +196,9 @@ fn dequantize_matmul_int8(m: &mut Match<'_>) -> Option<Id> {
 
 /// `take(dequantize_weight(q, s), ids, axis=0)`: `take_quant(q, s, ids)`.
 fn dequantize_take(m: &mut Match<'_>) -> Option<Id> {
+    if m.transposed("?table")? {
+        return None;
+    }
     let rows = m.int_attr("?table", "rows")?;
     let width = m.int_attr("?table", "width")?;
     let args = [m.var("?q"), m.var("?s"), m.var("?ids")];

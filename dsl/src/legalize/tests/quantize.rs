@@ -231,27 +231,40 @@ fn take_quant_gathers_dequantized_rows() {
     }
 }
 
+/// The whole weight, and with `transpose` its transpose.
 #[test]
 fn dequantize_weight_writes_the_weight_the_panels_stand_for() {
-    for bits in [8, 4] {
+    for (bits, transpose) in [(8, false), (4, false), (8, true), (4, true)] {
         let (rows, width) = (21usize, 41usize);
         let (packed, scales, [table, s]) = random_panels(bits, (rows, width));
+        let mut attrs = vec![
+            ("rows", AttrValue::Int(rows as i64)),
+            ("width", AttrValue::Int(width as i64)),
+        ];
+        let mut shape = vec![c(rows as i64), c(width as i64)];
+        if transpose {
+            attrs.push(("transpose", AttrValue::Bool(true)));
+            shape.reverse();
+        }
         let call = op(
             "dequantize_weight",
             vec![table, s],
-            vec![
-                ("rows", AttrValue::Int(rows as i64)),
-                ("width", AttrValue::Int(width as i64)),
-            ],
-            out(vec![c(rows as i64), c(width as i64)], DataType::F32),
+            attrs,
+            out(shape, DataType::F32),
         );
         let got = run(&call, 1, vec![packed.clone(), scales.clone()]).remove(0);
-        let want: Vec<f64> = (0..rows)
-            .flat_map(|row| {
-                let (packed, scales) = (&packed, &scales);
-                (0..width).map(move |k| dequantized(bits, (packed, scales), width, (row, k)))
-            })
-            .collect();
+        let weight = |row, k| dequantized(bits, (&packed, &scales), width, (row, k));
+        let want: Vec<f64> = if transpose {
+            (0..width)
+                .flat_map(|k| (0..rows).map(move |row| (row, k)))
+                .map(|(row, k)| weight(row, k))
+                .collect()
+        } else {
+            (0..rows)
+                .flat_map(|row| (0..width).map(move |k| (row, k)))
+                .map(|(row, k)| weight(row, k))
+                .collect()
+        };
         assert_close(&got, &want, 1e-6);
     }
 }

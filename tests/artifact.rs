@@ -564,12 +564,13 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
             "03-rewrite-transpose.txt",
             "04-rewrite-dequantize.txt",
             "05-rewrite-layout.txt",
-            "06-lift-transform-params.txt",
-            "07-legalize-ops.txt",
-            "08-fuse-ops.txt",
-            "09-dead-code-elimination.txt",
-            "10-schedule-kernels.txt",
-            "11-static-plan-block-memory.txt"
+            "06-rewrite-norm.txt",
+            "07-lift-transform-params.txt",
+            "08-legalize-ops.txt",
+            "09-fuse-ops.txt",
+            "10-dead-code-elimination.txt",
+            "11-schedule-kernels.txt",
+            "12-static-plan-block-memory.txt"
         ]
     );
 }

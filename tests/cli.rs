@@ -58,6 +58,7 @@ fn opt_legalizes_a_module_in_text_form() {
         "rewrite-dequantize",
         "rewrite-layout",
         "fired: transpose-matmul x2",
+        "rewrite-norm",
         "lift-transform-params",
         "legalize-ops",
         "fuse-ops",
@@ -65,7 +66,7 @@ fn opt_legalizes_a_module_in_text_form() {
     ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 10);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 11);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

@@ -1,5 +1,7 @@
-//! Normalizations over trailing axes: `rms_norm` (x, weight) and `layer_norm`
-//! (x, gamma, beta). Each parameter has the shape of x's normalized dims.
+//! Normalizations over trailing axes: `rms_norm` (x, weight), `layer_norm`
+//! (x, gamma, beta) and `add_rms_norm` (a, b, weight: `rms_norm(a + b, weight)` in one
+//! kernel, the sum not written; the rewrite phase's add+rms_norm family). Each parameter
+//! has the shape of the normalized dims.
 
 use super::attr::{self, AttrDefault, AttrKind, AttrSpec};
 use super::ctx::{is_float, InferCtx};
@@ -25,11 +27,34 @@ pub(super) const OPS: &[OpDef] = &[
         attrs: NORM_ATTRS,
         infer: infer_norm,
     },
+    OpDef {
+        name: "add_rms_norm",
+        args: &["a", "b", "weight"],
+        attrs: NORM_ATTRS,
+        infer: infer_add_norm,
+    },
 ];
 
 /// `x`'s struct info, after checking every parameter (arguments after `x`) against the
 /// normalized dims of `x` and its dtype.
 fn infer_norm(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    normalized(ctx, 1)
+}
+
+/// The struct info of `a` (and `b`, which must match it): [`normalized`] over their sum.
+fn infer_add_norm(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    ctx.same_dtype(&a, &b)?;
+    let same = a.rank() == b.rank() && a.dims.iter().zip(b.dims).all(|(x, y)| x.prove_equal(y));
+    if !same {
+        return Err(ctx.shape_mismatch("a and b must have the same shape", &a, &b));
+    }
+    normalized(ctx, 2)
+}
+
+/// The struct info of argument 0 (`x`), after checking every parameter (arguments from
+/// `first_param` on) against its normalized dims and its dtype.
+fn normalized(ctx: &InferCtx<'_>, first_param: usize) -> Result<StructInfo, InferError> {
     let x = ctx.tensor(0)?;
     ctx.check_dtype(x.arg.clone(), x.dtype, is_float, "a float dtype")?;
     let axes = ctx.axes("axes", x.rank())?.unwrap_or_default();
@@ -39,7 +64,7 @@ fn infer_norm(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
         return Err(ctx.invalid_attr("epsilon", reason));
     }
     let normalized: Vec<&SymExpr> = axes.iter().map(|&a| &x.dims[a]).collect();
-    for index in 1..ctx.num_args() {
+    for index in first_param..ctx.num_args() {
         let param = ctx.tensor(index)?;
         ctx.same_dtype(&x, &param)?;
         let fits = param.rank() == normalized.len()
@@ -70,6 +95,18 @@ pub fn rms_norm(x: &Expr, weight: &Expr, axes: Vec<i64>, epsilon: f64) -> Result
         vec![x.clone(), weight.clone()],
         norm_attrs(axes, epsilon),
     )
+}
+
+/// RMS normalization of `a + b` over `axes`, scaled by `weight`, in one kernel (the sum
+/// is not written).
+pub fn add_rms_norm(
+    (a, b): (&Expr, &Expr),
+    weight: &Expr,
+    axes: Vec<i64>,
+    epsilon: f64,
+) -> Result<Expr, InferError> {
+    let args = [a, b, weight].map(Expr::clone).to_vec();
+    call("add_rms_norm", args, norm_attrs(axes, epsilon))
 }
 
 /// Layer normalization of `x` over `axes`, scaled by `gamma` and shifted by `beta`.

@@ -48,7 +48,8 @@ fn one_attr(name: &str, value: AttrValue) -> Attrs {
 const CONTRACT: &str =
     "matmul add subtract multiply divide maximum minimum where negative exp log \
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
-    broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm full \
+    broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm \
+    add_rms_norm full \
     zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
     take_quant dequantize_weight activation_scales quantize_activations quantize_kv \
     weight_correction packed_matmul_int attention attention_q8kv";
@@ -548,6 +549,20 @@ fn norms_check_parameter_shapes() {
     assert_eq!(
         err(rms_norm(&x, &t("2048", F32), vec![-1], 1e-5)),
         "rms_norm: weight must have the dims of x on axes [2]: x (1, n, 4096) vs weight (2048,)"
+    );
+    let w = t("4096", F32);
+    assert_eq!(
+        si(add_rms_norm((&x, &x), &w, vec![-1], 1e-5)),
+        "Tensor((1, n, 4096), f32)"
+    );
+    assert_eq!(
+        err(add_rms_norm(
+            (&x, &t("1, n, 2048", F32)),
+            &w,
+            vec![-1],
+            1e-5
+        )),
+        "add_rms_norm: a and b must have the same shape: a (1, n, 4096) vs b (1, n, 2048)"
     );
     let (g, b) = (t("4096", F32), t("4096", F32));
     assert_eq!(

@@ -1,6 +1,7 @@
 //! Extraction: one e-node per e-class, chosen to minimize the cost of the whole DAG that
 //! the roots need (a subterm shared by several consumers counts once, as it is computed
-//! once), with a cost model of bytes moved per token that prefers fused kernels.
+//! once): greedily per e-class, then refined over the roots' DAG; with a cost model of
+//! bytes moved per token that prefers fused kernels.
 
 use super::lang::{Facts, Node, SegmentGraph};
 use egg::{Id, Language};
@@ -70,10 +71,19 @@ struct Choice {
     total: f64,
 }
 
-/// The e-node chosen for every e-class that has an acyclic choice, by a greedy DAG
-/// extraction run to a fixpoint: an e-node's cost is the sum, over the set of e-classes
-/// its choice needs (itself included), of their own nodes' costs.
-pub fn extract(egraph: &SegmentGraph) -> HashMap<Id, Node> {
+/// The e-node chosen for every e-class that has an acyclic choice: a greedy DAG
+/// extraction run to a fixpoint ([`greedy`]), then refined for the DAG that `roots`
+/// need together ([`refine`]).
+pub fn extract(egraph: &SegmentGraph, roots: &[Id]) -> HashMap<Id, Node> {
+    let mut chosen = greedy(egraph);
+    refine(egraph, roots, &mut chosen);
+    chosen
+}
+
+/// A greedy DAG extraction run to a fixpoint: per e-class, the e-node whose own DAG
+/// costs least, an e-node's cost being the sum, over the set of e-classes its choice
+/// needs (itself included), of their own nodes' costs.
+fn greedy(egraph: &SegmentGraph) -> HashMap<Id, Node> {
     let mut chosen: HashMap<Id, Choice> = HashMap::new();
     let mut changed = true;
     while changed {
@@ -94,6 +104,72 @@ pub fn extract(egraph: &SegmentGraph) -> HashMap<Id, Node> {
         }
     }
     chosen.into_iter().map(|(id, c)| (id, c.node)).collect()
+}
+
+/// Improves `chosen` for the roots' DAG as a whole, one e-class's e-node at a time,
+/// until no single change lowers its cost. Greedy extraction prices each e-class alone,
+/// so it takes a fused node that recomputes a value another root needs anyway (a
+/// residual sum both normed and passed on): here that value is counted once.
+fn refine(egraph: &SegmentGraph, roots: &[Id], chosen: &mut HashMap<Id, Node>) {
+    let Some(mut best) = dag_cost(egraph, roots, chosen) else {
+        return;
+    };
+    let mut improved = true;
+    while improved {
+        improved = false;
+        for class in egraph.classes().filter(|c| c.nodes.len() > 1) {
+            for node in &class.nodes {
+                if chosen.get(&class.id) == Some(node) {
+                    continue;
+                }
+                let Some(previous) = chosen.insert(class.id, node.clone()) else {
+                    chosen.remove(&class.id);
+                    continue;
+                };
+                match dag_cost(egraph, roots, chosen) {
+                    Some(cost) if cost < best => {
+                        best = cost;
+                        improved = true;
+                    }
+                    _ => {
+                        chosen.insert(class.id, previous);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The cost of the DAG that `roots` need under `chosen` (each e-class once); `None` when
+/// a needed e-class has no choice or the choices form a cycle.
+fn dag_cost(egraph: &SegmentGraph, roots: &[Id], chosen: &HashMap<Id, Node>) -> Option<f64> {
+    // Per e-class: `false` while its children are being visited, `true` once done.
+    let mut state: HashMap<Id, bool> = HashMap::new();
+    let mut total = 0.0;
+    let mut stack: Vec<(Id, bool)> = roots.iter().map(|&r| (egraph.find(r), false)).collect();
+    while let Some((id, children_done)) = stack.pop() {
+        if children_done {
+            state.insert(id, true);
+            total += node_cost(egraph, id, &chosen[&id]);
+            continue;
+        }
+        match state.get(&id) {
+            Some(true) => continue,
+            Some(false) => return None,
+            None => {}
+        }
+        state.insert(id, false);
+        stack.push((id, true));
+        for child in chosen.get(&id)?.children() {
+            let child = egraph.find(*child);
+            match state.get(&child) {
+                Some(true) => {}
+                Some(false) => return None,
+                None => stack.push((child, false)),
+            }
+        }
+    }
+    Some(total)
 }
 
 /// The DAG of `node` in e-class `id` with its children's current choices; `None` while a

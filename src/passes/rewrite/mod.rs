@@ -15,7 +15,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
-pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES, TRANSPOSE_RULES};
+pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES, NORM_RULES, TRANSPOSE_RULES};
 
 use super::{Pass, PassError};
 use egg::{Runner, StopReason};
@@ -44,8 +44,9 @@ pub struct Phase {
 
 /// The phases, in pipeline order: the transposes of dequantized weights fused into their
 /// dequantization, then dequantized weights fused into their readers, then the float
-/// weights' transposes fused into their packing.
-pub const PHASES: [Phase; 3] = [
+/// weights' transposes fused into their packing, then residual adds into the norms
+/// reading them.
+pub const PHASES: [Phase; 4] = [
     Phase {
         name: "rewrite-transpose",
         rules: TRANSPOSE_RULES,
@@ -64,6 +65,13 @@ pub const PHASES: [Phase; 3] = [
         name: "rewrite-layout",
         rules: LAYOUT_RULES,
         iterations: 8,
+        nodes: 50_000,
+        time: Duration::from_secs(5),
+    },
+    Phase {
+        name: "rewrite-norm",
+        rules: NORM_RULES,
+        iterations: 4,
         nodes: 50_000,
         time: Duration::from_secs(5),
     },
@@ -258,7 +266,8 @@ impl PhaseRun {
         if fired == 0 {
             return None;
         }
-        let choice = extract::extract(&runner.egraph);
+        let roots: Vec<egg::Id> = segment.roots.iter().map(|&r| classes[r]).collect();
+        let choice = extract::extract(&runner.egraph, &roots);
         Plan::new(segment, &runner.egraph, &classes, &choice)
     }
 }

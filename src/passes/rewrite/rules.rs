@@ -9,11 +9,11 @@
 use super::lang::{add_call, placeholder, Facts, Node, SegmentAnalysis, SegmentGraph};
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol};
 use oxrelax_dsl::op::{
-    activation_scales, dequantize_weight, pack_weight, packed_matmul, packed_matmul_int,
-    packed_matmul_quant, quantize_activations, take_quant, weight_correction, InferError,
-    QuantLayout, QuantPanels,
+    activation_scales, add_rms_norm, attr, dequantize_weight, pack_weight, packed_matmul,
+    packed_matmul_int, packed_matmul_quant, quantize_activations, take_quant, weight_correction,
+    InferError, QuantLayout, QuantPanels,
 };
-use oxrelax_dsl::{AttrValue, DataType, Expr};
+use oxrelax_dsl::{Attrs, DataType, Expr};
 
 /// A rewrite rule.
 #[derive(Debug)]
@@ -70,6 +70,19 @@ pub const LAYOUT_RULES: &[Rule] = &[Rule {
     apply: transpose_matmul,
 }];
 
+/// The rule fusing a residual add into the RMS norm reading it: one kernel reads both
+/// summands, so the sum is not written. Extraction keeps it only where the sum has no
+/// other reader (else the fused kernel would read one tensor more than the norm of the
+/// written sum). In the supported decoders every residual sum has one (the last through
+/// the slice of the last position), and the add is fused into the epilogue of the
+/// projection before it instead.
+pub const NORM_RULES: &[Rule] = &[Rule {
+    name: "add-rms-norm",
+    family: "add+rms_norm",
+    pattern: "(rms_norm (add ?a ?b {}) ?weight ?norm)",
+    apply: add_rms_norm_rule,
+}];
+
 /// The egg rewrites of `rules`.
 pub fn rewrites(rules: &'static [Rule]) -> Vec<Rewrite<Node, SegmentAnalysis>> {
     rules
@@ -98,27 +111,26 @@ impl Match<'_> {
         &self.egraph[self.var(name)].data
     }
 
-    /// The integer attribute `key` of the attributes bound to pattern variable `name`.
-    fn int_attr(&self, name: &str, key: &str) -> Option<i64> {
+    /// The attributes bound to pattern variable `name`.
+    fn attrs(&self, name: &str) -> Option<&Attrs> {
         match self.facts(name) {
-            Facts::Attrs(attrs) => match attrs.get(key) {
-                Some(AttrValue::Int(v)) => Some(*v),
-                _ => None,
-            },
+            Facts::Attrs(attrs) => Some(attrs),
             _ => None,
         }
+    }
+
+    /// The integer attribute `key` of the attributes bound to pattern variable `name`.
+    fn int_attr(&self, name: &str, key: &str) -> Option<i64> {
+        attr::int(self.attrs(name)?, key)
     }
 
     /// Whether the `dequantize_weight` attributes bound to pattern variable `name` ask
     /// for the transpose.
     fn transposed(&self, name: &str) -> Option<bool> {
-        match self.facts(name) {
-            Facts::Attrs(attrs) => match attrs.get("transpose") {
-                None => Some(false),
-                Some(AttrValue::Bool(on)) => Some(*on),
-                Some(_) => None,
-            },
-            _ => None,
+        let attrs = self.attrs(name)?;
+        match attrs.get("transpose") {
+            None => Some(false),
+            Some(_) => attr::boolean(attrs, "transpose"),
         }
     }
 
@@ -203,6 +215,18 @@ fn dequantize_take(m: &mut Match<'_>) -> Option<Id> {
     let width = m.int_attr("?table", "width")?;
     let args = [m.var("?q"), m.var("?s"), m.var("?ids")];
     m.call(&args, |a| take_quant(&a[0], &a[1], &a[2], (rows, width)))
+}
+
+/// `rms_norm(add(a, b), weight)`: `add_rms_norm(a, b, weight)` (same axes and epsilon;
+/// `a` and `b` of one shape, which the op's inference checks).
+fn add_rms_norm_rule(m: &mut Match<'_>) -> Option<Id> {
+    let norm = m.attrs("?norm")?;
+    let axes = attr::ints(norm, "axes")?.to_vec();
+    let epsilon = attr::float(norm, "epsilon")?;
+    let args = [m.var("?a"), m.var("?b"), m.var("?weight")];
+    m.call(&args, |a| {
+        add_rms_norm((&a[0], &a[1]), &a[2], axes, epsilon)
+    })
 }
 
 /// `matmul(x, permute_dims(w))` with `w` a static 2-D f32 or f16 weight (not a

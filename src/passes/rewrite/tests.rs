@@ -1,6 +1,6 @@
-//! Tests of the rewrite phases on a small decoder-like function: an embedding lookup,
+//! Tests of the rewrite phases on a small decoder-like function (an embedding lookup,
 //! layers of two linear projections of one activation, summed, and an output head tied
-//! to the embedding.
+//! to the embedding) and on residual adds read by norms.
 
 use super::*;
 use crate::passes::{Pass, QuantizeWeights, WEIGHT_QUANT_ATTR};
@@ -218,4 +218,65 @@ fn every_rule_pattern_parses() {
     for phase in &PHASES {
         assert_eq!(rules::rewrites(phase.rules).len(), phase.rules.len());
     }
+}
+
+/// `f(x, y, w)`: `s0 = x + y`, `n0 = rms_norm(s0)`, `s1 = s0 + n0`, `rms_norm(s1)`: two
+/// residual adds, the first read twice.
+fn residual() -> IRModule {
+    let row = |name: &str, dims: Vec<i64>| {
+        let dims = dims.into_iter().map(SymExpr::int).collect();
+        Var::new(name, StructInfo::tensor(dims, DataType::F32))
+    };
+    let (x, y, w) = (
+        row("x", vec![1, WIDTH]),
+        row("y", vec![1, WIDTH]),
+        row("w", vec![WIDTH]),
+    );
+    let mut bindings = Vec::new();
+    let mut bind = |name: &str, value: Expr| {
+        let var = Var {
+            dataflow: name != "out",
+            ..Var::new(name, value.sinfo())
+        };
+        bindings.push(Binding {
+            var: var.clone(),
+            value: BindingValue::Expr(value),
+        });
+        Expr::Var(var)
+    };
+    let weight = Expr::Var(w.clone());
+    let norm = |s: &Expr| op::rms_norm(s, &weight, vec![-1], 1e-5).unwrap();
+    let s0 = bind(
+        "s0",
+        op::add(&Expr::Var(x.clone()), &Expr::Var(y.clone())).unwrap(),
+    );
+    let n0 = bind("n0", norm(&s0));
+    let s1 = bind("s1", op::add(&s0, &n0).unwrap());
+    let out = bind("out", norm(&s1));
+    let mut attrs = Attrs::new();
+    attrs.insert(oxrelax_dsl::ir::NUM_INPUT_ATTR.into(), AttrValue::Int(2));
+    let function = Function {
+        params: vec![x, y, w],
+        blocks: vec![BindingBlock {
+            dataflow: true,
+            bindings,
+        }],
+        ret: out,
+        exported: true,
+        attrs,
+    };
+    IRModule {
+        functions: [("f".to_string(), function)].into(),
+        ..IRModule::default()
+    }
+}
+
+#[test]
+fn a_residual_add_read_only_by_its_norm_is_fused_into_it() {
+    let (module, reports) = rewritten(residual());
+    // Both adds match; only the one whose sum nothing else reads is extracted fused.
+    assert_eq!(reports[3].fired["add-rms-norm"], 2, "{}", reports[3]);
+    assert_eq!(calls(&module, "add_rms_norm"), 1);
+    assert_eq!((calls(&module, "add"), calls(&module, "rms_norm")), (1, 1));
+    check_well_formed_and_text(&module);
 }

@@ -135,6 +135,7 @@ const ALL_OPS: &[&str] = &[
     "mean",
     "rms_norm",
     "layer_norm",
+    "add_rms_norm",
     "full",
     "zeros",
     "ones",

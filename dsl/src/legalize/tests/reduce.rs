@@ -164,6 +164,43 @@ fn rms_norm_equals_the_formula() {
     }
 }
 
+/// `add_rms_norm(a, b, w)` is `rms_norm(a + b, w)`; summands of another shape are an
+/// error.
+#[test]
+fn add_rms_norm_is_the_norm_of_the_sum() {
+    let (a, b) = (
+        tensor("a", vec![n(), c(8)], DataType::F32),
+        tensor("b", vec![n(), c(8)], DataType::F32),
+    );
+    let w = tensor("w", vec![c(8)], DataType::F32);
+    let norm = |a: Expr, b: Expr| {
+        op(
+            "add_rms_norm",
+            vec![a, b, w.clone()],
+            vec![("epsilon", AttrValue::Float(1e-6))],
+            out(vec![n(), c(8)], DataType::F32),
+        )
+    };
+    let call = norm(a.clone(), b);
+    let names = crate::test_util::param_names(&legalize_call(&call).unwrap().func);
+    assert_eq!(names, ["a", "b", "weight", "out"]);
+    for n in SIZES {
+        let (x, y) = (
+            pseudo_random(n as u64, 8 * n),
+            pseudo_random(7 + n as u64, 8 * n),
+        );
+        let weight = pseudo_random(99, 8);
+        let got = run(&call, n, vec![x.clone(), y.clone(), weight.clone()]);
+        let sum: Vec<f64> = x.iter().zip(&y).map(|(p, q)| p + q).collect();
+        assert_close(&got[0], &rms_norm(&sum, &weight, 8, 1e-6), 1e-5);
+    }
+    let other = tensor("b", vec![n(), c(4)], DataType::F32);
+    assert!(matches!(
+        legalize_call(&norm(a, other)),
+        Err(LegalizeError::Shape { .. })
+    ));
+}
+
 #[test]
 fn rms_norm_on_bf16_accumulates_in_f32() {
     let x = tensor("x", vec![n(), c(4)], DataType::BF16);

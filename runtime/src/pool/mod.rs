@@ -5,8 +5,9 @@
 //! together with the caller (each chunk a share of the tasks left, so chunks shrink to
 //! single tasks and everyone finishes together). The caller returns once every task is
 //! done and no worker is inside the job: it never waits for a worker that is parked or
-//! descheduled, it just runs the tasks that are left itself. Between launches workers spin for [`SPIN_TIME`] (so
-//! back-to-back kernel launches do not pay a wake-up), then park on a condition variable.
+//! descheduled, it just runs the tasks that are left itself. Between launches workers
+//! spin for [`SPIN_TIME`] (so back-to-back kernel launches do not pay a wake-up), then
+//! park on a condition variable.
 //!
 //! A task returns an `i32` code; the launch returns the first nonzero code recorded (in
 //! time), and tasks not yet started are skipped once one is recorded. A panicking task is

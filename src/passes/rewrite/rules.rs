@@ -127,11 +127,7 @@ impl Match<'_> {
     /// Whether the `dequantize_weight` attributes bound to pattern variable `name` ask
     /// for the transpose.
     fn transposed(&self, name: &str) -> Option<bool> {
-        let attrs = self.attrs(name)?;
-        match attrs.get("transpose") {
-            None => Some(false),
-            Some(_) => attr::boolean(attrs, "transpose"),
-        }
+        Some(attr::boolean(self.attrs(name)?, "transpose").unwrap_or(false))
     }
 
     /// The layout of the quantized panels bound to pattern variable `name`.

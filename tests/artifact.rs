@@ -560,17 +560,18 @@ fn dump_ir_prints_one_function_after_a_pass_and_writes_every_pass() {
         [
             "00-input.txt",
             "01-normalize.txt",
-            "02-quantize-weights.txt",
-            "03-rewrite-transpose.txt",
-            "04-rewrite-dequantize.txt",
-            "05-rewrite-layout.txt",
-            "06-rewrite-norm.txt",
-            "07-lift-transform-params.txt",
-            "08-legalize-ops.txt",
-            "09-fuse-ops.txt",
-            "10-dead-code-elimination.txt",
-            "11-schedule-kernels.txt",
-            "12-static-plan-block-memory.txt"
+            "02-rewrite-split.txt",
+            "03-quantize-weights.txt",
+            "04-rewrite-transpose.txt",
+            "05-rewrite-dequantize.txt",
+            "06-rewrite-layout.txt",
+            "07-rewrite-norm.txt",
+            "08-lift-transform-params.txt",
+            "09-legalize-ops.txt",
+            "10-fuse-ops.txt",
+            "11-dead-code-elimination.txt",
+            "12-schedule-kernels.txt",
+            "13-static-plan-block-memory.txt"
         ]
     );
 }

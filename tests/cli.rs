@@ -53,6 +53,7 @@ fn opt_legalizes_a_module_in_text_form() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     for pass in [
         "normalize",
+        "rewrite-split",
         "quantize-weights",
         "rewrite-transpose",
         "rewrite-dequantize",
@@ -66,7 +67,7 @@ fn opt_legalizes_a_module_in_text_form() {
     ] {
         assert!(stderr.contains(pass), "{stderr}");
     }
-    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 11);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), 12);
     std::fs::remove_dir_all(dumps).unwrap();
     std::fs::remove_file(input).unwrap();
 }

@@ -3,7 +3,11 @@
 //! `models/assets/tiny-llama` — the same machinery as `oxrelax dump-ir`; with
 //! `--quant q8f32`, `q4f16_1` and `w4a8`, its `decode` and `transform_params` (where the
 //! weights are quantized; with `w4a8`, each activation row too, at run time); and with `--kv-dtype f16`, its `decode` (k and v cast as they are
-//! appended, attention over the f16 cache).
+//! appended, attention over the f16 cache); and stored as Phi-3 stores its weights
+//! (`qkv_proj`, `gate_up_proj` fused), its `w4a8` `decode`, which `rewrite-split` turns
+//! into the separate projections' code.
+
+mod common;
 
 use oxrelax::artifact::{extract_functions, modules_after_each_pass, source_module};
 use oxrelax::model::Quantization;
@@ -54,6 +58,20 @@ fn tiny_llama_w4a8_decode_and_weight_transform_after_each_pass() {
     snapshot_passes(Quantization::W4a8, "tiny-llama-w4a8", &functions);
 }
 
+#[test]
+fn tiny_llama_as_phi3_w4a8_decode_after_each_pass() {
+    let llama = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama");
+    let phi3 = common::phi3::phi3_copy(&llama);
+    let functions = ["decode"];
+    snapshot_model(
+        phi3.path(),
+        tiny_llama_options(),
+        Quantization::W4a8,
+        "tiny-phi3-w4a8",
+        &functions,
+    );
+}
+
 /// The tiny Llama's export options: 256 positions, prefill chunks of 32, an f32 KV cache.
 fn tiny_llama_options() -> ExportOptions {
     ExportOptions {
@@ -77,7 +95,18 @@ fn snapshot_passes_with(
     functions: &[&str],
 ) {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/assets/tiny-llama");
-    let module = source_module(&model, &options, quantization).unwrap();
+    snapshot_model(&model, options, quantization, prefix, functions);
+}
+
+/// [`snapshot_passes`] of the model in `dir`.
+fn snapshot_model(
+    dir: &Path,
+    options: ExportOptions,
+    quantization: Quantization,
+    prefix: &str,
+    functions: &[&str],
+) {
+    let module = source_module(dir, &options, quantization).unwrap();
     // A named target, so the scheduled functions are the same on every host.
     let target = Target::new("x86_64-unknown-linux-gnu", &["avx2", "fma"]);
     let stages = modules_after_each_pass(module, &target, Instrument::default()).unwrap();

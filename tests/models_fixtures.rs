@@ -453,3 +453,16 @@ fn prefill_in_chunks_from_a_sharded_checkpoint_matches_one_pass() {
     let next = model.step("decode", &[reference.greedy_ids[0]], &cache);
     assert!(max_abs_diff(&next, &reference.decode_logits[..1]) <= TOLERANCE);
 }
+
+#[test]
+fn tiny_llamas_weights_fused_as_phi3_stores_them_match_transformers_llama() {
+    let llama = fixture("tiny-llama");
+    let phi3 = common::phi3::phi3_copy(&llama);
+    let mut model = Loaded::new(phi3.path());
+    for (p, reference) in references(&llama).iter().enumerate() {
+        let label = format!("tiny-llama as Phi-3, prompt{p}");
+        let diffs = check_prompt(&mut model, &label, reference);
+        println!("{label}: max |diff| {diffs:?}");
+        assert!(diffs.iter().all(|d| *d <= TOLERANCE), "{label}: {diffs:?}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Models written in the DSL — `LlamaForCausalLM`, `Qwen2ForCausalLM`,
-//! `Qwen3ForCausalLM` — with their Hugging Face configs and weight names.
+//! `Qwen3ForCausalLM`, `Phi3ForCausalLM` — with their Hugging Face configs and weight
+//! names.
 //!
-//! All three are a [`CausalLM`]: token embedding, decoder layers sharing one building block
+//! All four are a [`CausalLM`]: token embedding, decoder layers sharing one building block
 //! ([`decoder`]) that differ only in [`decoder::LayerOptions`], a final RMSNorm and the
 //! output projection. [`CausalLM::export`] builds the exported functions (`prefill`,
 //! `decode`, `create_kv_cache`, ...) and [`CausalLM::weight_shapes`] lists the weights
@@ -14,6 +15,7 @@ pub mod decoder;
 mod error;
 pub mod export;
 pub mod llama;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
 #[cfg(test)]
@@ -25,6 +27,7 @@ pub use decoder::kv_cache::{KvDtype, UnknownKvDtype};
 pub use error::ModelError;
 pub use export::{ExportOptions, Exported};
 pub use llama::LlamaForCausalLM;
+pub use phi3::Phi3ForCausalLM;
 pub use qwen2::Qwen2ForCausalLM;
 pub use qwen3::Qwen3ForCausalLM;
 
@@ -37,5 +40,6 @@ pub fn causal_lm(config: &ModelConfig, weights: DataType) -> Result<CausalLM, Mo
         Architecture::Llama => LlamaForCausalLM::with_weights(config, weights)?.into_inner(),
         Architecture::Qwen2 => Qwen2ForCausalLM::with_weights(config, weights)?.into_inner(),
         Architecture::Qwen3 => Qwen3ForCausalLM::with_weights(config, weights)?.into_inner(),
+        Architecture::Phi3 => Phi3ForCausalLM::with_weights(config, weights)?.into_inner(),
     })
 }

@@ -14,5 +14,6 @@ causal_lm_class!(
         o_bias: config.attention_bias,
         qk_norm: false,
         mlp_bias: config.mlp_bias,
+        fused_projections: false,
     }
 );

@@ -14,5 +14,6 @@ causal_lm_class!(
         o_bias: false,
         qk_norm: false,
         mlp_bias: false,
+        fused_projections: false,
     }
 );

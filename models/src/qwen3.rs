@@ -15,5 +15,6 @@ causal_lm_class!(
         o_bias: config.attention_bias,
         qk_norm: true,
         mlp_bias: false,
+        fused_projections: false,
     }
 );

@@ -27,7 +27,7 @@ pub use pipeline::{
     PassTiming, Pipeline, PipelineReport, VERIFY_ENV,
 };
 pub use quantize_weights::{QuantizeWeights, WeightFormat, WEIGHT_FORMATS, WEIGHT_QUANT_ATTR};
-pub use rewrite::{RewritePhase, PHASES};
+pub use rewrite::{RewritePhase, PHASES, SPLIT_PHASE};
 pub use schedule::ScheduleKernels;
 
 use oxrelax_dsl::tir::PrimFunc;

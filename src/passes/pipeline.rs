@@ -167,14 +167,15 @@ pub fn default_pipeline() -> Pipeline {
     default_pipeline_for(&Target::host())
 }
 
-/// The front-end pipeline: normalize, quantize weights (in a quantized function), the
-/// rewrite phases (fusing dequantized and transposed weights into the packed kernels of
+/// The front-end pipeline: normalize, split fused projections whose output is sliced
+/// (`rewrite-split`), quantize weights (in a quantized function), the rewrite phases (fusing dequantized and transposed weights into the packed kernels of
 /// `target`'s microkernels), lift weight-only computations into `transform_params`,
 /// legalize every op, fuse element-wise kernels into their producers, drop dead code.
 pub fn default_pipeline_for(target: &Target) -> Pipeline {
     let phases = super::PHASES.iter().fold(
         Pipeline::new()
             .with(super::Normalize)
+            .with(super::RewritePhase::new(&super::SPLIT_PHASE, target))
             .with(super::QuantizeWeights {
                 target: target.clone(),
             }),

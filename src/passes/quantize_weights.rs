@@ -87,10 +87,12 @@ impl Pass for QuantizeWeights {
 }
 
 /// The weights of `function` that a linear layer or an embedding lookup reads: static
-/// 2-D f32 parameters after its inputs, used as `permute_dims(w)` or `take(w, ids)`.
-fn quantizable_weights(function: &Function) -> BTreeSet<String> {
+/// 2-D f32 values computed from its parameters after its inputs alone (a parameter, or a
+/// weight transform such as the slice of a fused projection), used as `permute_dims(w)`
+/// or `take(w, ids)`; by name.
+fn quantizable_weights(function: &Function) -> HashMap<String, Var> {
     let Some(inputs) = function.num_inputs() else {
-        return BTreeSet::new();
+        return HashMap::new();
     };
     let static_f32_2d = |w: &Var| {
         w.sinfo.as_tensor().is_some_and(|t| {
@@ -100,20 +102,29 @@ fn quantizable_weights(function: &Function) -> BTreeSet<String> {
                 && dims.iter().all(|d| d.as_const().is_some())
         })
     };
-    let weights: BTreeSet<&str> = function.params[inputs..]
+    let mut weight_only: HashMap<&str, &Var> = function.params[inputs..]
         .iter()
-        .filter(|w| static_f32_2d(w))
-        .map(|w| w.name.as_str())
+        .map(|w| (w.name.as_str(), w))
         .collect();
-    let mut read = BTreeSet::new();
+    let mut read = HashMap::new();
     for binding in function.bindings() {
         let Expr::Call(call) = binding.value.expr() else {
             continue;
         };
+        let mut from_weights = matches!(call.callee, Callee::Op(_));
+        binding.value.expr().for_each_var(&mut |v| {
+            from_weights &= weight_only.contains_key(v.name.as_str());
+        });
+        if from_weights {
+            weight_only.insert(&binding.var.name, &binding.var);
+        }
         let reader = matches!(&call.callee, Callee::Op(op) if op == "permute_dims" || op == "take");
         if let (true, Some(Expr::Var(w))) = (reader, call.args.first()) {
-            if weights.contains(w.name.as_str()) {
-                read.insert(w.name.clone());
+            if let Some(&weight) = weight_only
+                .get(w.name.as_str())
+                .filter(|w| static_f32_2d(w))
+            {
+                read.insert(w.name.clone(), weight.clone());
             }
         }
     }
@@ -121,13 +132,7 @@ fn quantizable_weights(function: &Function) -> BTreeSet<String> {
 }
 
 fn quantize_function(function: &mut Function, (block, format): (i64, &WeightFormat)) {
-    let weights = quantizable_weights(function);
-    let params: HashMap<String, Var> = function
-        .params
-        .iter()
-        .filter(|p| weights.contains(&p.name))
-        .map(|p| (p.name.clone(), p.clone()))
-        .collect();
+    let params = quantizable_weights(function);
     let mut taken: BTreeSet<String> = function.params.iter().map(|p| p.name.clone()).collect();
     taken.extend(function.bindings().map(|b| b.var.name.clone()));
     for binding_block in &mut function.blocks {

@@ -11,6 +11,7 @@ use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExp
 use oxrelax_runtime::{Tensor, Value};
 use std::path::{Path, PathBuf};
 
+pub mod phi3;
 pub mod transformer;
 
 /// The token dim of a call: `n <= 2048`.

@@ -1,6 +1,6 @@
 //! Typed model configs parsed from Hugging Face `config.json` files.
 //!
-//! One [`ModelConfig`] covers Llama, Qwen2 and Qwen3: the fields they share, with
+//! One [`ModelConfig`] covers Llama, Qwen2, Qwen3 and Phi-3: the fields they share, with
 //! transformers' per-architecture defaults filled in. A field value the models cannot
 //! honour (another activation, another RoPE scaling, sliding-window attention) is a
 //! [`ConfigError`] naming the field and the value.
@@ -27,13 +27,17 @@ pub enum Architecture {
     Qwen2,
     /// `Qwen3ForCausalLM` (`model_type` `qwen3`): per-head q/k RMSNorm, explicit head_dim.
     Qwen3,
+    /// `Phi3ForCausalLM` (`model_type` `phi3`): Llama's block with fused projections
+    /// (`qkv_proj`, `gate_up_proj`).
+    Phi3,
 }
 
 impl Architecture {
-    const ALL: [Architecture; 3] = [
+    const ALL: [Architecture; 4] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
+        Architecture::Phi3,
     ];
 
     /// The Hugging Face class name (`LlamaForCausalLM`).
@@ -42,6 +46,7 @@ impl Architecture {
             Architecture::Llama => "LlamaForCausalLM",
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
+            Architecture::Phi3 => "Phi3ForCausalLM",
         }
     }
 
@@ -51,6 +56,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Phi3 => "phi3",
         }
     }
 
@@ -80,6 +86,7 @@ impl Architecture {
         match self {
             Architecture::Llama => 2048,
             Architecture::Qwen2 | Architecture::Qwen3 => 32768,
+            Architecture::Phi3 => 4096,
         }
     }
 }
@@ -156,6 +163,9 @@ pub struct ModelConfig {
     pub rope_scaling: Option<Llama3RopeScaling>,
     /// The longest context the model was trained for.
     pub max_position_embeddings: i64,
+    /// Phi-3's attention window: a query sees only the last this many positions (the
+    /// context window is capped at it, so every query sees them all, as here).
+    pub sliding_window: Option<i64>,
     /// Whether the output matrix is the embedding (no `lm_head.weight`).
     pub tie_word_embeddings: bool,
     /// How the checkpoint stores its weights.
@@ -213,12 +223,19 @@ impl ModelConfig {
             num_key_value_heads: raw.num_key_value_heads.unwrap_or(heads),
             head_dim: raw.head_dim.unwrap_or(default_head_dim),
             vocab_size: raw.vocab_size,
-            rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            rms_norm_eps: raw.rms_norm_eps.unwrap_or(match architecture {
+                Architecture::Phi3 => 1e-5,
+                _ => 1e-6,
+            }),
             rope_theta,
             rope_scaling,
             max_position_embeddings: raw
                 .max_position_embeddings
                 .unwrap_or(architecture.default_max_positions()),
+            sliding_window: match architecture {
+                Architecture::Phi3 => raw.sliding_window,
+                _ => None,
+            },
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
             torch_dtype: match raw.torch_dtype.as_deref().or(raw.dtype.as_deref()) {
                 Some(name) => StoredDtype::parse(name)?,
@@ -242,6 +259,7 @@ impl ModelConfig {
             ("head_dim", self.head_dim),
             ("vocab_size", self.vocab_size),
             ("max_position_embeddings", self.max_position_embeddings),
+            ("sliding_window", self.sliding_window.unwrap_or(1)),
         ];
         if let Some((field, value)) = sizes.iter().find(|(_, v)| *v <= 0) {
             return Err(ConfigError::invalid(
@@ -285,9 +303,11 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// The context window: `max_position_embeddings`, capped at `cap`.
+    /// The context window: `max_position_embeddings`, capped at the attention window
+    /// and at `cap`.
     pub fn context_window(&self, cap: i64) -> i64 {
-        self.max_position_embeddings.min(cap)
+        let window = self.sliding_window.unwrap_or(i64::MAX);
+        self.max_position_embeddings.min(window).min(cap)
     }
 }
 
@@ -303,13 +323,22 @@ pub const SIZE_LIMITS: &[(&str, i64)] = &[
     ("head_dim", 1 << 12),
     ("vocab_size", 1 << 22),
     ("max_position_embeddings", 1 << 24),
+    ("sliding_window", 1 << 24),
 ];
 
-/// Rejects features the models do not implement: an activation other than SiLU and
-/// sliding-window attention.
+/// Rejects features the models do not implement: an activation other than SiLU,
+/// sliding-window attention (but Phi-3's, which caps the context window) and RoPE over
+/// part of each head.
 fn check_supported(raw: &RawConfig) -> Result<(), ConfigError> {
     if let Some(act) = raw.hidden_act.as_deref().filter(|a| *a != "silu") {
         return Err(ConfigError::unsupported("hidden_act", act, "silu"));
+    }
+    if let Some(factor) = raw.partial_rotary_factor.filter(|f| *f != 1.0) {
+        return Err(ConfigError::unsupported(
+            "partial_rotary_factor",
+            factor,
+            "1.0",
+        ));
     }
     if raw.use_sliding_window == Some(true) {
         return Err(ConfigError::unsupported(

@@ -30,4 +30,8 @@ pub(super) struct RawConfig {
     pub attention_bias: Option<bool>,
     pub mlp_bias: Option<bool>,
     pub use_sliding_window: Option<bool>,
+    /// Phi-3's attention window (Qwen2 gives one too, used only with `use_sliding_window`).
+    pub sliding_window: Option<i64>,
+    /// The share of each head RoPE rotates (Phi-3 family).
+    pub partial_rotary_factor: Option<f64>,
 }

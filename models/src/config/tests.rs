@@ -59,6 +59,7 @@ fn llama_config_parses_every_field() {
         rope_theta: 10000.0,
         rope_scaling: None,
         max_position_embeddings: 2048,
+        sliding_window: None,
         tie_word_embeddings: false,
         torch_dtype: StoredDtype::F32,
         attention_bias: false,
@@ -190,6 +191,11 @@ fn unsupported_values_name_the_field_and_the_value() {
             "use_sliding_window `true`",
         ),
         ("torch_dtype", json!("float8"), "torch_dtype `float8`"),
+        (
+            "partial_rotary_factor",
+            json!(0.75),
+            "partial_rotary_factor `0.75`",
+        ),
     ];
     for (key, value, needle) in cases {
         let err = parse(&with(llama(), key, value)).unwrap_err();
@@ -255,4 +261,22 @@ fn file_errors_name_the_file() {
         .to_string();
     assert!(err.contains("absent.json"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn phi3_caps_the_context_window_at_its_attention_window_and_others_ignore_it() {
+    let phi3 = with(llama(), "architectures", json!(["Phi3ForCausalLM"]));
+    let windowed = with(phi3.clone(), "sliding_window", json!(2047));
+    let config = parse(&windowed).unwrap();
+    assert_eq!(config.architecture, Architecture::Phi3);
+    assert_eq!(config.context_window(4096), 2047);
+    assert_eq!(config.context_window(1024), 1024);
+    assert_eq!(parse(&phi3).unwrap().sliding_window, None);
+    // Qwen2 configs give a window that applies only with `use_sliding_window`.
+    let qwen2 = with(llama(), "architectures", json!(["Qwen2ForCausalLM"]));
+    let qwen2 = with(qwen2, "sliding_window", json!(512));
+    assert_eq!(parse(&qwen2).unwrap().context_window(4096), 2048);
+    let longrope = with(phi3, "rope_scaling", json!({"type": "longrope"}));
+    let message = error(&longrope);
+    assert!(message.contains("longrope"), "{message}");
 }

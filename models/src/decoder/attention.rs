@@ -1,7 +1,9 @@
 //! Grouped-query self-attention over the KV cache, Hugging Face names
-//! (`self_attn.{q,k,v,o}_proj`, Qwen3's `self_attn.{q,k}_norm`).
+//! (`self_attn.{q,k,v,o}_proj`, Phi-3's fused `self_attn.qkv_proj`, Qwen3's
+//! `self_attn.{q,k}_norm`).
 
 use super::kv_cache::{self, KvLayout};
+use super::projections::Projections;
 use super::{emit, Dims, LayerOptions};
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
@@ -17,9 +19,7 @@ pub struct Attention {
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    qkv: Projections,
     o_proj: Linear,
     q_norm: Option<RMSNorm>,
     k_norm: Option<RMSNorm>,
@@ -46,9 +46,25 @@ impl Attention {
             config.num_key_value_heads,
             config.head_dim,
         );
-        let linear = |name: &str, inp: i64, out: i64, bias: bool| {
-            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32).stored_as(weights)
-        };
+        let names = (
+            &["q_proj", "k_proj", "v_proj"][..],
+            options.fused_projections.then_some("qkv_proj"),
+        );
+        let widths = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim];
+        let qkv = Projections::new(
+            prefix,
+            names,
+            (hidden, &widths),
+            (options.qkv_bias, weights),
+        );
+        let o_proj = Linear::new(
+            &prefix.child("o_proj"),
+            heads * head_dim,
+            hidden,
+            options.o_bias,
+            DataType::F32,
+        )
+        .stored_as(weights);
         let head_norm = |name: &str| {
             options.qk_norm.then(|| {
                 RMSNorm::new(
@@ -65,31 +81,28 @@ impl Attention {
             heads,
             kv_heads,
             head_dim,
-            q_proj: linear("q_proj", hidden, heads * head_dim, options.qkv_bias),
-            k_proj: linear("k_proj", hidden, kv_heads * head_dim, options.qkv_bias),
-            v_proj: linear("v_proj", hidden, kv_heads * head_dim, options.qkv_bias),
-            o_proj: linear("o_proj", heads * head_dim, hidden, options.o_bias),
+            qkv,
+            o_proj,
             q_norm: head_norm("q_norm"),
             k_norm: head_norm("k_norm"),
             rope,
         }
     }
 
-    /// `x` (`[1, n, hidden]`) projected by `proj` into `heads` heads, normed by `norm` and
-    /// rotated to their positions by `rope_table` when given; returns `[n, heads, head_dim]`.
-    fn project(
+    /// A projection `y` (`[1, n, heads * head_dim]`) split into `heads` heads, normed by
+    /// `norm` and rotated to their positions by `rope_table` when given; returns
+    /// `[n, heads, head_dim]`.
+    fn heads(
         &self,
         bb: &mut BlockBuilder,
-        (proj, norm, heads): (&Linear, Option<&RMSNorm>, i64),
-        x: &Expr,
+        (y, norm, heads): (&Expr, Option<&RMSNorm>, i64),
         rope_table: Option<&Expr>,
         dims: &Dims,
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
         let n = dims.tokens.clone();
-        let y = proj.forward(bb, x)?;
         let shape = vec![c(1), n.clone(), c(heads), c(self.head_dim)];
-        let mut y = emit(bb, name, op::reshape(&y, shape))?;
+        let mut y = emit(bb, name, op::reshape(y, shape))?;
         if let Some(norm) = norm {
             y = norm.forward(bb, &y)?;
         }
@@ -121,11 +134,19 @@ impl Attention {
             head_dim: self.head_dim,
             dtype: dims.kv_dtype,
         };
-        let q_spec = (&self.q_proj, self.q_norm.as_ref(), self.heads);
-        let q = self.project(bb, q_spec, x, Some(rope_table), dims)?;
-        let k_spec = (&self.k_proj, self.k_norm.as_ref(), self.kv_heads);
-        let k = self.project(bb, k_spec, x, Some(rope_table), dims)?;
-        let v = self.project(bb, (&self.v_proj, None, self.kv_heads), x, None, dims)?;
+        let qkv = self.qkv.start(bb, x)?;
+        let q = self.qkv.part(bb, &qkv, 0)?;
+        let q = self.heads(
+            bb,
+            (&q, self.q_norm.as_ref(), self.heads),
+            Some(rope_table),
+            dims,
+        )?;
+        let k = self.qkv.part(bb, &qkv, 1)?;
+        let k_spec = (&k, self.k_norm.as_ref(), self.kv_heads);
+        let k = self.heads(bb, k_spec, Some(rope_table), dims)?;
+        let v = self.qkv.part(bb, &qkv, 2)?;
+        let v = self.heads(bb, (&v, None, self.kv_heads), None, dims)?;
         // The view after the append covers past and new positions in place.
         kv_cache::append(bb, cache, (self.layer, dims.kv_dtype), &k, &v)?;
         let total = dims.past.expr() + dims.tokens.clone();
@@ -140,9 +161,10 @@ impl Attention {
 
 impl Module for Attention {
     fn parameters(&self) -> Vec<Param> {
-        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
+        self.qkv
+            .parameters()
             .into_iter()
-            .flat_map(Module::parameters)
+            .chain(self.o_proj.parameters())
             .chain(
                 self.q_norm
                     .iter()

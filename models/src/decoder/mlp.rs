@@ -1,7 +1,8 @@
 //! The SwiGLU MLP: `down(silu(gate(x)) * up(x))`, Hugging Face names
-//! (`mlp.{gate,up,down}_proj`).
+//! (`mlp.{gate,up,down}_proj`, Phi-3's fused `mlp.gate_up_proj`).
 
 use super::emit;
+use super::projections::Projections;
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr};
@@ -10,33 +11,46 @@ use oxrelax_dsl::{op, BlockBuilder, DataType, Expr};
 #[derive(Clone, Debug, PartialEq)]
 pub struct SwiGluMlp {
     prefix: Prefix,
-    gate_proj: Linear,
-    up_proj: Linear,
+    gate_up: Projections,
     down_proj: Linear,
 }
 
 impl SwiGluMlp {
     /// The MLP at `prefix` (`model.layers.0.mlp`); `bias` on all three projections,
-    /// their weights stored as `weights`.
-    pub fn new(prefix: &Prefix, config: &ModelConfig, (bias, weights): (bool, DataType)) -> Self {
+    /// their weights stored as `weights`, the gate and up projections fused into one
+    /// (`gate_up_proj`, gate first) when `fused`.
+    pub fn new(
+        prefix: &Prefix,
+        config: &ModelConfig,
+        (bias, weights, fused): (bool, DataType, bool),
+    ) -> Self {
         let (hidden, inner) = (config.hidden_size, config.intermediate_size);
-        let linear = |name: &str, inp: i64, out: i64| {
-            Linear::new(&prefix.child(name), inp, out, bias, DataType::F32).stored_as(weights)
-        };
+        let names = (
+            &["gate_proj", "up_proj"][..],
+            fused.then_some("gate_up_proj"),
+        );
+        let down_proj = Linear::new(
+            &prefix.child("down_proj"),
+            inner,
+            hidden,
+            bias,
+            DataType::F32,
+        )
+        .stored_as(weights);
         SwiGluMlp {
             prefix: prefix.clone(),
-            gate_proj: linear("gate_proj", hidden, inner),
-            up_proj: linear("up_proj", hidden, inner),
-            down_proj: linear("down_proj", inner, hidden),
+            gate_up: Projections::new(prefix, names, (hidden, &[inner, inner]), (bias, weights)),
+            down_proj,
         }
     }
 
     /// Emits the MLP of `x` (`[..., hidden]`).
     pub fn forward(&self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
-        let gate = self.gate_proj.forward(bb, x)?;
+        let gate_up = self.gate_up.start(bb, x)?;
+        let gate = self.gate_up.part(bb, &gate_up, 0)?;
         let gate = emit(bb, name, op::silu(&gate))?;
-        let up = self.up_proj.forward(bb, x)?;
+        let up = self.gate_up.part(bb, &gate_up, 1)?;
         let hidden = emit(bb, name, op::multiply(&gate, &up))?;
         self.down_proj.forward(bb, &hidden)
     }
@@ -44,9 +58,6 @@ impl SwiGluMlp {
 
 impl Module for SwiGluMlp {
     fn parameters(&self) -> Vec<Param> {
-        [&self.gate_proj, &self.up_proj, &self.down_proj]
-            .into_iter()
-            .flat_map(Module::parameters)
-            .collect()
+        [self.gate_up.parameters(), self.down_proj.parameters()].concat()
     }
 }

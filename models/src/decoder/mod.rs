@@ -1,10 +1,11 @@
-//! The decoder layer Llama, Qwen2 and Qwen3 share: pre-norm grouped-query attention with
+//! The decoder layer Llama, Qwen2, Qwen3 and Phi-3 share: pre-norm grouped-query attention with
 //! RoPE over the KV cache, then a pre-norm SwiGLU MLP, each added to the residual stream.
 //! The architectures differ only in [`LayerOptions`].
 
 mod attention;
 pub mod kv_cache;
 mod mlp;
+pub mod projections;
 
 pub use attention::Attention;
 pub use mlp::SwiGluMlp;
@@ -25,6 +26,8 @@ pub struct LayerOptions {
     pub qk_norm: bool,
     /// Bias on the MLP's projections (Llama's `mlp_bias`).
     pub mlp_bias: bool,
+    /// Fused projections: one `qkv_proj` and one `gate_up_proj` (Phi-3).
+    pub fused_projections: bool,
 }
 
 /// The dynamic dims of one exported function: `tokens` in this call (`n`, or 1 for
@@ -83,7 +86,11 @@ impl DecoderLayer {
             input_layernorm: norm("input_layernorm"),
             self_attn: Attention::new(&self_attn, layer, config, (options, weights), rope.clone()),
             post_attention_layernorm: norm("post_attention_layernorm"),
-            mlp: SwiGluMlp::new(&prefix.child("mlp"), config, (options.mlp_bias, weights)),
+            mlp: SwiGluMlp::new(
+                &prefix.child("mlp"),
+                config,
+                (options.mlp_bias, weights, options.fused_projections),
+            ),
         }
     }
 

@@ -15,7 +15,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
-pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES, NORM_RULES, TRANSPOSE_RULES};
+pub use rules::{Rule, DEQUANTIZE_RULES, LAYOUT_RULES, NORM_RULES, SPLIT_RULES, TRANSPOSE_RULES};
 
 use super::{Pass, PassError};
 use egg::{Runner, StopReason};
@@ -42,7 +42,17 @@ pub struct Phase {
     pub time: Duration,
 }
 
-/// The phases, in pipeline order: the transposes of dequantized weights fused into their
+/// The phase before weight quantization: fused projections whose output is sliced are
+/// split into one projection per part (so each part's weight is quantized on its own).
+pub const SPLIT_PHASE: Phase = Phase {
+    name: "rewrite-split",
+    rules: SPLIT_RULES,
+    iterations: 4,
+    nodes: 50_000,
+    time: Duration::from_secs(5),
+};
+
+/// The phases after weight quantization, in pipeline order: the transposes of dequantized weights fused into their
 /// dequantization, then dequantized weights fused into their readers, then the float
 /// weights' transposes fused into their packing, then residual adds into the norms
 /// reading them.

@@ -9,11 +9,11 @@
 use super::lang::{add_call, placeholder, Facts, Node, SegmentAnalysis, SegmentGraph};
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol};
 use oxrelax_dsl::op::{
-    activation_scales, add_rms_norm, attr, dequantize_weight, pack_weight, packed_matmul,
-    packed_matmul_int, packed_matmul_quant, quantize_activations, take_quant, weight_correction,
-    InferError, QuantLayout, QuantPanels,
+    activation_scales, add, add_rms_norm, attr, dequantize_weight, matmul, pack_weight,
+    packed_matmul, packed_matmul_int, packed_matmul_quant, permute_dims, quantize_activations,
+    strided_slice, take_quant, weight_correction, InferError, QuantLayout, QuantPanels,
 };
-use oxrelax_dsl::{Attrs, DataType, Expr};
+use oxrelax_dsl::{Attrs, DataType, Expr, SymExpr};
 
 /// A rewrite rule.
 #[derive(Debug)]
@@ -27,6 +27,30 @@ pub struct Rule {
     /// Builds the replacement of a match; `None` when the rule does not apply to it.
     pub apply: fn(&mut Match<'_>) -> Option<Id>,
 }
+
+/// The rules splitting a fused projection (Phi-3's `qkv_proj` and `gate_up_proj`, an
+/// MLC-style model's QKV) where its output is sliced into parts: each slice of the
+/// output becomes a projection by the same slice of the weight (and of the bias), cut at
+/// compile time. So each part is its own matmul, the rotary embedding of q and k joins
+/// their projections' epilogues (fuse-ops' windowed epilogue) and the gate's SiLU the
+/// up projection's, and no fused output, activation slice or rotary kernel remains. They
+/// run before weight quantization, so each part is quantized and packed in panels of its
+/// own, whatever its bounds. (MLC instead fuses the split and the rotary embedding into
+/// one kernel reading the fused output; here that kernel is not needed at all.)
+pub const SPLIT_RULES: &[Rule] = &[
+    Rule {
+        name: "split-projection",
+        family: "split+rotary",
+        pattern: "(strided_slice (matmul ?x (permute_dims ?w ?t) {}) ?slice)",
+        apply: split_projection,
+    },
+    Rule {
+        name: "split-bias",
+        family: "split+rotary",
+        pattern: "(strided_slice (add ?y ?b {}) ?slice)",
+        apply: split_bias,
+    },
+];
 
 /// The rule fusing the transpose of a dequantized weight into its dequantization (a
 /// linear layer reads its weight transposed), which the dequantize rules then fuse into
@@ -157,6 +181,72 @@ impl Match<'_> {
         let call = build(&stand_ins?).ok()?;
         add_call(self.egraph, &call, args)
     }
+}
+
+/// The bounds `(begin, end)` of the slice bound to pattern variable `name` when it cuts
+/// the last axis of a tensor of rank `rank` with constant bounds and stride 1. (Applied
+/// to an axis of the same length, as a weight's rows, the same bounds cut the same part.)
+fn last_axis_slice(m: &Match<'_>, name: &str, rank: usize) -> Option<(i64, i64)> {
+    let slice = m.attrs(name)?;
+    let unit_strides = attr::ints(slice, "strides").is_none_or(|s| s.iter().all(|&v| v == 1));
+    let axes = attr::ints(slice, "axes")?;
+    let (&[axis], [begin], [end]) = (
+        axes,
+        attr::shape(slice, "begin")?,
+        attr::shape(slice, "end")?,
+    ) else {
+        return None;
+    };
+    let last = attr::normalize_axis("strided_slice", "axes", axis, rank).ok()? + 1 == rank;
+    (unit_strides && last).then_some((begin.as_const()?, end.as_const()?))
+}
+
+/// The rank of pattern variable `name`'s tensor.
+fn rank(m: &Match<'_>, name: &str) -> Option<usize> {
+    Some(m.facts(name).sinfo()?.as_tensor()?.dims()?.len())
+}
+
+/// `strided_slice(matmul(x, permute_dims(w)), last axis a..b)` with `w` a 2-D weight:
+/// `matmul(x, permute_dims(strided_slice(w, rows a..b)))`.
+fn split_projection(m: &mut Match<'_>) -> Option<Id> {
+    let transpose = attr::ints(m.attrs("?t")?, "axes");
+    if !m.facts("?w").constant() || rank(m, "?w")? != 2 || transpose.is_some_and(|a| a != [1, 0]) {
+        return None;
+    }
+    let (begin, end) = last_axis_slice(m, "?slice", rank(m, "?x")?)?;
+    let rows = m.call(&[m.var("?w")], |a| {
+        strided_slice(
+            &a[0],
+            vec![0],
+            vec![SymExpr::int(begin)],
+            vec![SymExpr::int(end)],
+            None,
+        )
+    })?;
+    let transposed = m.call(&[rows], |a| permute_dims(&a[0], None))?;
+    m.call(&[m.var("?x"), transposed], |a| matmul(&a[0], &a[1]))
+}
+
+/// `strided_slice(add(y, b), last axis a..b)` with `b` a 1-D weight (a bias):
+/// `add(strided_slice(y, a..b), strided_slice(b, a..b))`.
+fn split_bias(m: &mut Match<'_>) -> Option<Id> {
+    if !m.facts("?b").constant() || rank(m, "?b")? != 1 {
+        return None;
+    }
+    let (begin, end) = last_axis_slice(m, "?slice", rank(m, "?y")?)?;
+    let cut = |x: &Expr, axis: i64| {
+        strided_slice(
+            x,
+            vec![axis],
+            vec![SymExpr::int(begin)],
+            vec![SymExpr::int(end)],
+            None,
+        )
+    };
+    let y_axis = rank(m, "?y")? as i64 - 1;
+    let part = m.call(&[m.var("?y")], |a| cut(&a[0], y_axis))?;
+    let bias = m.call(&[m.var("?b")], |a| cut(&a[0], 0))?;
+    m.call(&[part, bias], |a| add(&a[0], &a[1]))
 }
 
 /// `permute_dims(dequantize_weight(q, s))`: `dequantize_weight(q, s, transpose)`.

@@ -63,8 +63,22 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
         var: out.clone(),
         value: BindingValue::Expr(logits),
     });
+    module_of((params, 1, format), bindings, Expr::Var(out))
+}
+
+/// A module of one exported function `f` of `params` (the first `inputs` of them its
+/// inputs, the rest weights), in weight format `format`, binding `bindings` in one
+/// dataflow block and returning `ret`.
+fn module_of(
+    (params, inputs, format): (Vec<Var>, i64, Option<&str>),
+    bindings: Vec<Binding>,
+    ret: Expr,
+) -> IRModule {
     let mut attrs = Attrs::new();
-    attrs.insert(oxrelax_dsl::ir::NUM_INPUT_ATTR.into(), AttrValue::Int(1));
+    attrs.insert(
+        oxrelax_dsl::ir::NUM_INPUT_ATTR.into(),
+        AttrValue::Int(inputs),
+    );
     if let Some(format) = format {
         attrs.insert(WEIGHT_QUANT_ATTR.into(), AttrValue::Str(format.into()));
     }
@@ -74,7 +88,7 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
             dataflow: true,
             bindings,
         }],
-        ret: Expr::Var(out),
+        ret,
         exported: true,
         attrs,
     };
@@ -84,15 +98,18 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
     }
 }
 
-/// The module after quantizing and every phase, and the phases' reports.
+/// The module after the phases and weight quantization, in the pipeline's order, and the
+/// phases' reports (the split phase's first).
 fn rewritten(module: IRModule) -> (IRModule, Vec<PhaseReport>) {
     let target = target();
+    let split = RewritePhase::new(&SPLIT_PHASE, &target);
+    let module = split.run(module).unwrap();
+    let mut reports = vec![split.last_report().unwrap()];
     let mut module = QuantizeWeights {
         target: target.clone(),
     }
     .run(module)
     .unwrap();
-    let mut reports = Vec::new();
     for phase in &PHASES {
         let pass = RewritePhase::new(phase, &target);
         module = pass.run(module).unwrap();
@@ -137,9 +154,9 @@ fn no_quantized_weight_is_left_dequantized() {
             quantized_activations
         );
         // Every projection's transpose was fused first (4 per layer, the head once).
-        assert_eq!(reports[0].fired["dequantize-transpose"], 5);
+        assert_eq!(reports[1].fired["dequantize-transpose"], 5);
         assert_eq!(
-            reports[2].fired,
+            reports[3].fired,
             BTreeMap::new(),
             "nothing is left for layout"
         );
@@ -153,13 +170,13 @@ fn float_weights_fuse_their_transpose_into_packing() {
     assert_eq!(calls(&module, "packed_matmul"), 7);
     assert_eq!(calls(&module, "pack_weight"), 7);
     assert_eq!(calls(&module, "permute_dims") + calls(&module, "matmul"), 0);
-    assert_eq!(reports[0].fired, BTreeMap::new());
     assert_eq!(reports[1].fired, BTreeMap::new());
+    assert_eq!(reports[2].fired, BTreeMap::new());
     // One e-graph per distinct segment: the embedding, the first layer, the head; the
     // other two layers are identical to the first and reuse its rewrite.
-    assert_eq!((reports[2].egraphs, reports[2].reused), (3, 2));
-    assert_eq!(reports[2].fired["transpose-matmul"], 3);
-    assert_eq!(reports[2].stops["saturated"], 3);
+    assert_eq!((reports[3].egraphs, reports[3].reused), (3, 2));
+    assert_eq!(reports[3].fired["transpose-matmul"], 3);
+    assert_eq!(reports[3].stops["saturated"], 3);
     check_well_formed_and_text(&module);
 }
 
@@ -215,7 +232,7 @@ fn a_limit_stops_an_egraph_and_the_report_says_which() {
 
 #[test]
 fn every_rule_pattern_parses() {
-    for phase in &PHASES {
+    for phase in std::iter::once(&SPLIT_PHASE).chain(&PHASES) {
         assert_eq!(rules::rewrites(phase.rules).len(), phase.rules.len());
     }
 }
@@ -253,30 +270,107 @@ fn residual() -> IRModule {
     let n0 = bind("n0", norm(&s0));
     let s1 = bind("s1", op::add(&s0, &n0).unwrap());
     let out = bind("out", norm(&s1));
-    let mut attrs = Attrs::new();
-    attrs.insert(oxrelax_dsl::ir::NUM_INPUT_ATTR.into(), AttrValue::Int(2));
-    let function = Function {
-        params: vec![x, y, w],
-        blocks: vec![BindingBlock {
-            dataflow: true,
-            bindings,
-        }],
-        ret: out,
-        exported: true,
-        attrs,
-    };
-    IRModule {
-        functions: [("f".to_string(), function)].into(),
-        ..IRModule::default()
-    }
+    module_of((vec![x, y, w], 2, None), bindings, out)
 }
 
 #[test]
 fn a_residual_add_read_only_by_its_norm_is_fused_into_it() {
     let (module, reports) = rewritten(residual());
     // Both adds match; only the one whose sum nothing else reads is extracted fused.
-    assert_eq!(reports[3].fired["add-rms-norm"], 2, "{}", reports[3]);
+    assert_eq!(reports[4].fired["add-rms-norm"], 2, "{}", reports[4]);
     assert_eq!(calls(&module, "add_rms_norm"), 1);
     assert_eq!((calls(&module, "add"), calls(&module, "rms_norm")), (1, 1));
     check_well_formed_and_text(&module);
+}
+
+/// `f(x, w, b)`: a fused projection `y = x @ w^T + b` (`w` of 80 rows) sliced into parts
+/// of 40, 16 and 24 features (bounds that are not multiples of the panel width), each
+/// part returned.
+fn fused_projection(format: Option<&str>) -> IRModule {
+    let tensor = |name: &str, dims: &[i64]| {
+        let dims = dims.iter().copied().map(SymExpr::int).collect();
+        Var::new(name, StructInfo::tensor(dims, DataType::F32))
+    };
+    let (x, w, b) = (
+        tensor("x", &[1, 3, WIDTH]),
+        tensor("w", &[80, WIDTH]),
+        tensor("b", &[80]),
+    );
+    let mut bindings = Vec::new();
+    let mut bind = |name: &str, value: Expr| {
+        let var = Var {
+            dataflow: !["q", "k", "v"].contains(&name),
+            ..Var::new(name, value.sinfo())
+        };
+        bindings.push(Binding {
+            var: var.clone(),
+            value: BindingValue::Expr(value),
+        });
+        Expr::Var(var)
+    };
+    let wt = bind("wt", op::permute_dims(&Expr::Var(w.clone()), None).unwrap());
+    let y = bind("y", op::matmul(&Expr::Var(x.clone()), &wt).unwrap());
+    let y = bind("yb", op::add(&y, &Expr::Var(b.clone())).unwrap());
+    let parts: Vec<Expr> = [("q", 0, 40), ("k", 40, 56), ("v", 56, 80)]
+        .into_iter()
+        .map(|(name, begin, end)| {
+            let bounds = (vec![SymExpr::int(begin)], vec![SymExpr::int(end)]);
+            bind(
+                name,
+                op::strided_slice(&y, vec![2], bounds.0, bounds.1, None).unwrap(),
+            )
+        })
+        .collect();
+    module_of((vec![x, w, b], 1, format), bindings, Expr::Tuple(parts))
+}
+
+/// The `strided_slice` calls of the module's function that slice an activation (the
+/// function's input `x` or a value computed from it).
+fn activation_slices(module: &IRModule) -> usize {
+    let function = &module.functions["f"];
+    let mut from_input: HashSet<String> = ["x".to_string()].into();
+    let mut slices = 0;
+    for binding in function.bindings() {
+        let mut reads_input = false;
+        binding
+            .value
+            .expr()
+            .for_each_var(&mut |v| reads_input |= from_input.contains(&v.name));
+        if !reads_input {
+            continue;
+        }
+        from_input.insert(binding.var.name.clone());
+        let slice = Callee::Op("strided_slice".into());
+        slices += usize::from(matches!(binding.value.expr(), Expr::Call(c) if c.callee == slice));
+    }
+    slices
+}
+
+#[test]
+fn a_sliced_fused_projection_becomes_one_projection_per_part() {
+    let formats = crate::passes::WEIGHT_FORMATS.map(|f| Some(f.name));
+    for format in std::iter::once(None).chain(formats) {
+        let label = format.unwrap_or("f32");
+        let module = fused_projection(format);
+        assert_eq!(activation_slices(&module), 3);
+        let (module, reports) = rewritten(module);
+        assert_eq!(
+            reports[0].fired["split-projection"], 3,
+            "{label}: {}",
+            reports[0]
+        );
+        assert_eq!(reports[0].fired["split-bias"], 3, "{label}: {}", reports[0]);
+        assert_eq!(activation_slices(&module), 0, "{label}");
+        // Each part is its own packed projection, reading its own slice of the weight.
+        let projections = ["packed_matmul", "packed_matmul_quant", "packed_matmul_int"]
+            .map(|op| calls(&module, op));
+        assert_eq!(
+            projections.iter().sum::<usize>(),
+            3,
+            "{label}: {projections:?}"
+        );
+        assert_eq!(calls(&module, "add"), 3, "{label}: one bias slice per part");
+        assert_eq!(calls(&module, "matmul"), 0, "{label}");
+        check_well_formed_and_text(&module);
+    }
 }

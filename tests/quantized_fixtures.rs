@@ -145,13 +145,14 @@ fn the_rewrite_phases_fuse_every_quantized_weight_of_every_fixture() {
 }
 
 /// A checkpoint storing its projections fused (Phi-3's `qkv_proj`, `gate_up_proj`) is
-/// split back into one projection per part before quantization, so every scheme
-/// quantizes each part as the separate checkpoint's and the logits are the same.
+/// split back into one projection per part before quantization, so every scheme (and
+/// f32 and f16 storage) packs each part as the separate checkpoint's and the logits are
+/// the same.
 #[test]
-fn every_scheme_quantizes_fused_projections_as_the_separate_ones() {
+fn every_scheme_packs_fused_projections_as_the_separate_ones() {
     let llama = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/models/tiny-llama");
     let phi3 = common::phi3::phi3_copy(&llama);
-    for (scheme, ..) in SCHEMES {
+    for scheme in Quantization::SCHEMES {
         let separate = prompt_logits(load_as(&llama, scheme));
         let fused = prompt_logits(load_as(phi3.path(), scheme));
         let diff = separate

@@ -446,6 +446,8 @@ fn sums_agree_serial_and_parallel() {
     assert_eq!(membw::sum(&data), want);
     let pool = ThreadPool::new(2).unwrap();
     assert_eq!(membw::parallel_sum(&pool, &data).unwrap(), want);
+    // Shorter than one 16-float step of every stream: the tail alone.
+    assert_eq!(membw::sum(&data[..63]), data[..63].iter().sum::<f32>());
 }
 
 #[test]

@@ -68,17 +68,10 @@ impl Projections {
             Projections::Separate(parts) => return parts[index].forward(bb, &started.0),
             Projections::Fused { name, parts, .. } => (name, parts),
         };
-        let fused = &started.0;
-        let rank = fused
-            .sinfo()
-            .as_tensor()
-            .and_then(|t| t.ndim())
-            .unwrap_or(1);
         let begin: i64 = parts[..index].iter().map(|(_, width)| width).sum();
         let (part, width) = &parts[index];
         let (begin, end) = (SymExpr::int(begin), SymExpr::int(begin + width));
-        let axis = rank as i64 - 1;
-        let slice = op::strided_slice(fused, vec![axis], vec![begin], vec![end], None)
+        let slice = op::strided_slice(&started.0, vec![-1], vec![begin], vec![end], None)
             .map_err(NnError::op(name))?;
         Ok(bb.emit_named(slice, part)?.into())
     }

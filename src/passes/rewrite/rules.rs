@@ -206,6 +206,12 @@ fn rank(m: &Match<'_>, name: &str) -> Option<usize> {
     Some(m.facts(name).sinfo()?.as_tensor()?.dims()?.len())
 }
 
+/// `x[..., a..b]` on `axis` (`-1`: the last).
+fn cut(x: &Expr, axis: i64, (begin, end): (i64, i64)) -> Result<Expr, InferError> {
+    let (begin, end) = (vec![SymExpr::int(begin)], vec![SymExpr::int(end)]);
+    strided_slice(x, vec![axis], begin, end, None)
+}
+
 /// `strided_slice(matmul(x, permute_dims(w)), last axis a..b)` with `w` a 2-D weight:
 /// `matmul(x, permute_dims(strided_slice(w, rows a..b)))`.
 fn split_projection(m: &mut Match<'_>) -> Option<Id> {
@@ -213,39 +219,22 @@ fn split_projection(m: &mut Match<'_>) -> Option<Id> {
     if !m.facts("?w").constant() || rank(m, "?w")? != 2 || transpose.is_some_and(|a| a != [1, 0]) {
         return None;
     }
-    let (begin, end) = last_axis_slice(m, "?slice", rank(m, "?x")?)?;
-    let rows = m.call(&[m.var("?w")], |a| {
-        strided_slice(
-            &a[0],
-            vec![0],
-            vec![SymExpr::int(begin)],
-            vec![SymExpr::int(end)],
-            None,
-        )
-    })?;
+    let bounds = last_axis_slice(m, "?slice", rank(m, "?x")?)?;
+    let rows = m.call(&[m.var("?w")], |a| cut(&a[0], 0, bounds))?;
     let transposed = m.call(&[rows], |a| permute_dims(&a[0], None))?;
     m.call(&[m.var("?x"), transposed], |a| matmul(&a[0], &a[1]))
 }
 
 /// `strided_slice(add(y, b), last axis a..b)` with `b` a 1-D weight (a bias):
-/// `add(strided_slice(y, a..b), strided_slice(b, a..b))`.
+/// `add(strided_slice(y, a..b), strided_slice(b, a..b))` (the op's inference refuses a
+/// `b` too short for the bounds).
 fn split_bias(m: &mut Match<'_>) -> Option<Id> {
     if !m.facts("?b").constant() || rank(m, "?b")? != 1 {
         return None;
     }
-    let (begin, end) = last_axis_slice(m, "?slice", rank(m, "?y")?)?;
-    let cut = |x: &Expr, axis: i64| {
-        strided_slice(
-            x,
-            vec![axis],
-            vec![SymExpr::int(begin)],
-            vec![SymExpr::int(end)],
-            None,
-        )
-    };
-    let y_axis = rank(m, "?y")? as i64 - 1;
-    let part = m.call(&[m.var("?y")], |a| cut(&a[0], y_axis))?;
-    let bias = m.call(&[m.var("?b")], |a| cut(&a[0], 0))?;
+    let bounds = last_axis_slice(m, "?slice", rank(m, "?y")?)?;
+    let part = m.call(&[m.var("?y")], |a| cut(&a[0], -1, bounds))?;
+    let bias = m.call(&[m.var("?b")], |a| cut(&a[0], 0, bounds))?;
     m.call(&[part, bias], |a| add(&a[0], &a[1]))
 }
 

@@ -1,9 +1,11 @@
 //! A model's memory estimate ([`MemoryEstimate`]) before anything large is allocated: its
 //! weights as the compiled functions take them, its KV cache from the config and context
-//! window, its arenas from the static memory plan of its bytecode.
+//! window, its arenas from the static memory plan of its bytecode (but the weight
+//! transform's, freed once the weights are loaded).
 
 use crate::artifact::{recorded_config, recorded_kv_dtype};
 use crate::model::{compiled_weights, LoadError};
+use crate::passes::TRANSFORM_PARAMS;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{Exported, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::artifact::{ArtifactError, Manifest, VM_FILE};
@@ -59,7 +61,7 @@ pub fn compiled_estimate(
 ) -> MemoryEstimate {
     MemoryEstimate {
         weights: compiled_weights(module).map_or(declared.weights, |w| tensors_bytes(&w)),
-        arena: arena_bytes(executable),
+        arena: arena_bytes(executable, &[TRANSFORM_PARAMS]),
         ..declared
     }
 }
@@ -75,7 +77,7 @@ pub fn manifest_estimate(
     Ok(MemoryEstimate {
         weights: tensors_bytes(&manifest.weights),
         kv_cache: kv_cache_estimate(&config, manifest.context_window, kv_dtype),
-        arena: arena_bytes(executable),
+        arena: arena_bytes(executable, &[TRANSFORM_PARAMS]),
     })
 }
 

@@ -183,7 +183,8 @@ pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
 /// order: what `transform_params` makes of them (packed once, here) when the module has
 /// it, else the weights themselves.
 ///
-/// The VM takes the raw weights and drops each one once it is transformed; a raw weight
+/// The transform's arena is freed after it ([`VirtualMachine::retire`]). The VM takes
+/// the raw weights and drops each one once it is transformed; a raw weight
 /// that was mapped from its file then leaves the resident set, as do the pages of the
 /// mapped weights used as they are (read back on demand), so loading never holds the raw
 /// and the packed model at once.
@@ -192,11 +193,12 @@ pub fn transform_weights(built: &mut Built, raw: Vec<Value>) -> Result<Vec<Value
         return Ok(raw);
     }
     let vm_error = |e: VmError| LoadError::Build(Box::new(BuildError::Vm(e)));
-    let weights = match built
+    let transformed = built
         .vm
         .call_owned(TRANSFORM_PARAMS, raw)
-        .map_err(vm_error)?
-    {
+        .map_err(vm_error)?;
+    built.vm.retire(TRANSFORM_PARAMS);
+    let weights = match transformed {
         Value::Tuple(items) => items,
         other => vec![other],
     };

@@ -122,6 +122,10 @@ fn a_compiled_artifact_matches_transformers_over_prefill() {
     assert_eq!(manifest.functions["prefill"].params[0].0, "ids");
     let mut model = load_ok(&dir);
     assert_eq!((model.context_window, model.prefill_chunk), (256, 64));
+    // Its weights are stored transformed: the transform is retired, its arena freed.
+    let transform = oxrelax::passes::TRANSFORM_PARAMS;
+    assert!(model.vm.executable().functions.contains_key(transform));
+    assert!(model.vm.arena(transform).is_none());
     assert_eq!(model.config.vocab_size, 1024);
     let (ids, want) = reference_prompt0();
     let cache = model.vm.call("create_kv_cache", &[]).unwrap();

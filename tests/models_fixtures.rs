@@ -459,6 +459,10 @@ fn tiny_llamas_weights_fused_as_phi3_stores_them_match_transformers_llama() {
     let llama = fixture("tiny-llama");
     let phi3 = common::phi3::phi3_copy(&llama);
     let mut model = Loaded::new(phi3.path());
+    // The transform (which slices the fused weights) ran once; its arena is freed.
+    let transform = oxrelax::passes::TRANSFORM_PARAMS;
+    assert!(model.built.module.functions.contains_key(transform));
+    assert!(model.built.vm.arena(transform).is_none());
     for (p, reference) in references(&llama).iter().enumerate() {
         let label = format!("tiny-llama as Phi-3, prompt{p}");
         let diffs = check_prompt(&mut model, &label, reference);

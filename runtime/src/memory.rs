@@ -182,12 +182,15 @@ pub fn tensors_bytes(tensors: &[ExpectedTensor]) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// Bytes of the arenas of every function of `executable`, as its memory plan sizes them.
-pub fn arena_bytes(executable: &Executable) -> u64 {
+/// Bytes of the arenas of the functions of `executable` but those named in `retired`
+/// (freed once they ran, see [`VirtualMachine::retire`](crate::VirtualMachine::retire)),
+/// as its memory plan sizes them.
+pub fn arena_bytes(executable: &Executable, retired: &[&str]) -> u64 {
     executable
         .functions
-        .values()
-        .map(|f| f.arena_size)
+        .iter()
+        .filter(|(name, _)| !retired.contains(&name.as_str()))
+        .map(|(_, f)| f.arena_size)
         .fold(0, u64::saturating_add)
 }
 

@@ -11,8 +11,8 @@ use oxrelax_dsl::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Functio
 use oxrelax_dsl::{AttrValue, Expr, IRModule, StructInfo, Var};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// The name of the lifted function.
-pub const TRANSFORM_PARAMS: &str = "transform_params";
+/// The name of the lifted function (the runtime's name for the weight transform).
+pub const TRANSFORM_PARAMS: &str = oxrelax_runtime::artifact::WEIGHT_TRANSFORM;
 
 /// Lifts weight-only computations of weighted functions into [`TRANSFORM_PARAMS`].
 pub struct LiftTransformParams;

@@ -45,3 +45,8 @@ pub use manifest::{
     MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE,
 };
 pub use open::{is_artifact, verify_artifact, Artifact, LoadedEngine};
+
+/// The compiled function that packs a model's weights for its kernels, run once when
+/// weights load. An artifact's weights have been through it at compile time, so
+/// [`Artifact::open`] retires it (frees its arena) instead of running it.
+pub const WEIGHT_TRANSFORM: &str = "transform_params";

@@ -133,7 +133,8 @@ impl Artifact {
             .iter()
             .map(String::as_str)
             .collect();
-        let vm = vm.with_microkernels(MicrokernelSet::for_features(&features));
+        let mut vm = vm.with_microkernels(MicrokernelSet::for_features(&features));
+        vm.retire(super::WEIGHT_TRANSFORM);
         let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
         let weights = store.load_expected(&manifest.weights)?;
         Ok(Artifact {

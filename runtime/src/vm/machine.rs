@@ -185,6 +185,13 @@ impl VirtualMachine {
         &self.exec
     }
 
+    /// Frees function `name`'s arena and registers: for a function run once, as the
+    /// weight transform while weights load. Calling it afterwards is an
+    /// [`VmError::UnknownFunction`] error. Whether it had them.
+    pub fn retire(&mut self, name: &str) -> bool {
+        self.frames.remove(name).is_some()
+    }
+
     /// The arena of function `name`.
     pub fn arena(&self, name: &str) -> Option<&Arena> {
         self.frames.get(name).map(|f| &f.arena)

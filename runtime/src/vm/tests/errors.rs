@@ -24,6 +24,21 @@ fn unknown_functions_and_wrong_argument_counts_are_named() {
 }
 
 #[test]
+fn a_retired_function_frees_its_arena_and_is_unknown_afterwards() {
+    let mut vm = vm(program());
+    let (a, b) = (f32s(&[1.0], &[1]), f32s(&[2.0], &[1]));
+    vm.call("add3", &[a.clone(), b.clone()]).unwrap();
+    assert!(vm.arena("add3").is_some_and(|arena| arena.size() > 0));
+    assert!(vm.retire("add3"));
+    assert!(vm.arena("add3").is_none());
+    let err = vm.call("add3", &[a.clone(), b.clone()]).unwrap_err();
+    assert!(matches!(&err, VmError::UnknownFunction { name, .. } if name == "add3"));
+    assert!(!vm.retire("add3"));
+    // The others still run.
+    vm.call("add", &[a, b]).unwrap();
+}
+
+#[test]
 fn match_shape_reports_argument_expected_and_actual_shapes() {
     let mut vm = vm(program());
     let a = f32s(&[1.0, 2.0, 3.0], &[3]);

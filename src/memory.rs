@@ -52,6 +52,12 @@ pub fn declared_estimate(
     }
 }
 
+/// Bytes of the arenas `executable`'s functions hold once the weights are loaded: all but
+/// the weight transform's, retired after it runs.
+fn loaded_arena_bytes(executable: &Executable) -> u64 {
+    arena_bytes(executable, &[TRANSFORM_PARAMS])
+}
+
 /// `declared` (a [`declared_estimate`]) once compiled: with the weights `module`'s
 /// functions take (as before when none is weighted) and the arenas `executable` plans.
 pub fn compiled_estimate(
@@ -61,7 +67,7 @@ pub fn compiled_estimate(
 ) -> MemoryEstimate {
     MemoryEstimate {
         weights: compiled_weights(module).map_or(declared.weights, |w| tensors_bytes(&w)),
-        arena: arena_bytes(executable, &[TRANSFORM_PARAMS]),
+        arena: loaded_arena_bytes(executable),
         ..declared
     }
 }
@@ -77,7 +83,7 @@ pub fn manifest_estimate(
     Ok(MemoryEstimate {
         weights: tensors_bytes(&manifest.weights),
         kv_cache: kv_cache_estimate(&config, manifest.context_window, kv_dtype),
-        arena: arena_bytes(executable, &[TRANSFORM_PARAMS]),
+        arena: loaded_arena_bytes(executable),
     })
 }
 

@@ -168,9 +168,10 @@ pub fn default_pipeline() -> Pipeline {
 }
 
 /// The front-end pipeline: normalize, split fused projections whose output is sliced
-/// (`rewrite-split`), quantize weights (in a quantized function), the rewrite phases (fusing dequantized and transposed weights into the packed kernels of
-/// `target`'s microkernels), lift weight-only computations into `transform_params`,
-/// legalize every op, fuse element-wise kernels into their producers, drop dead code.
+/// (`rewrite-split`), quantize weights (in a quantized function), the rewrite phases
+/// (fusing dequantized and transposed weights into the packed kernels of `target`'s
+/// microkernels), lift weight-only computations into `transform_params`, legalize every
+/// op, fuse element-wise kernels into their producers, drop dead code.
 pub fn default_pipeline_for(target: &Target) -> Pipeline {
     let phases = super::PHASES.iter().fold(
         Pipeline::new()

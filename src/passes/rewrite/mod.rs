@@ -42,49 +42,37 @@ pub struct Phase {
     pub time: Duration,
 }
 
+/// Most e-nodes one phase's e-graph may grow to.
+const NODE_LIMIT: usize = 50_000;
+
+/// Longest one phase may run on one e-graph.
+const TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// Phase `name` running `rules` for at most `iterations`, within the shared node and
+/// time limits.
+const fn phase(name: &'static str, rules: &'static [Rule], iterations: usize) -> Phase {
+    Phase {
+        name,
+        rules,
+        iterations,
+        nodes: NODE_LIMIT,
+        time: TIME_LIMIT,
+    }
+}
+
 /// The phase before weight quantization: fused projections whose output is sliced are
 /// split into one projection per part (so each part's weight is quantized on its own).
-pub const SPLIT_PHASE: Phase = Phase {
-    name: "rewrite-split",
-    rules: SPLIT_RULES,
-    iterations: 4,
-    nodes: 50_000,
-    time: Duration::from_secs(5),
-};
+pub const SPLIT_PHASE: Phase = phase("rewrite-split", SPLIT_RULES, 4);
 
-/// The phases after weight quantization, in pipeline order: the transposes of dequantized weights fused into their
-/// dequantization, then dequantized weights fused into their readers, then the float
-/// weights' transposes fused into their packing, then residual adds into the norms
-/// reading them.
+/// The phases after weight quantization, in pipeline order: the transposes of
+/// dequantized weights fused into their dequantization, then dequantized weights fused
+/// into their readers, then the float weights' transposes fused into their packing,
+/// then residual adds into the norms reading them.
 pub const PHASES: [Phase; 4] = [
-    Phase {
-        name: "rewrite-transpose",
-        rules: TRANSPOSE_RULES,
-        iterations: 4,
-        nodes: 50_000,
-        time: Duration::from_secs(5),
-    },
-    Phase {
-        name: "rewrite-dequantize",
-        rules: DEQUANTIZE_RULES,
-        iterations: 8,
-        nodes: 50_000,
-        time: Duration::from_secs(5),
-    },
-    Phase {
-        name: "rewrite-layout",
-        rules: LAYOUT_RULES,
-        iterations: 8,
-        nodes: 50_000,
-        time: Duration::from_secs(5),
-    },
-    Phase {
-        name: "rewrite-norm",
-        rules: NORM_RULES,
-        iterations: 4,
-        nodes: 50_000,
-        time: Duration::from_secs(5),
-    },
+    phase("rewrite-transpose", TRANSPOSE_RULES, 4),
+    phase("rewrite-dequantize", DEQUANTIZE_RULES, 8),
+    phase("rewrite-layout", LAYOUT_RULES, 8),
+    phase("rewrite-norm", NORM_RULES, 4),
 ];
 
 /// What a phase did to a module.

@@ -28,17 +28,7 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
     let mut params = vec![ids.clone(), embed.clone()];
     let table = Expr::Var(embed);
     let mut bindings = Vec::new();
-    let mut bind = |name: String, value: Expr| {
-        let var = Var {
-            dataflow: true,
-            ..Var::new(&name, value.sinfo())
-        };
-        bindings.push(Binding {
-            var: var.clone(),
-            value: BindingValue::Expr(value),
-        });
-        Expr::Var(var)
-    };
+    let mut bind = |name: String, value: Expr| push_binding(&mut bindings, (&name, true), value);
     let mut h = bind("h".into(), op::take(&table, &Expr::Var(ids), 0).unwrap());
     for layer in 0..layers {
         let mut products = Vec::new();
@@ -64,6 +54,20 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
         value: BindingValue::Expr(logits),
     });
     module_of((params, 1, format), bindings, Expr::Var(out))
+}
+
+/// Binds `value` to a new variable `name` (a dataflow one when `dataflow`: it is not
+/// returned) at the end of `bindings`; the variable.
+fn push_binding(bindings: &mut Vec<Binding>, (name, dataflow): (&str, bool), value: Expr) -> Expr {
+    let var = Var {
+        dataflow,
+        ..Var::new(name, value.sinfo())
+    };
+    bindings.push(Binding {
+        var: var.clone(),
+        value: BindingValue::Expr(value),
+    });
+    Expr::Var(var)
 }
 
 /// A module of one exported function `f` of `params` (the first `inputs` of them its
@@ -250,17 +254,8 @@ fn residual() -> IRModule {
         row("w", vec![WIDTH]),
     );
     let mut bindings = Vec::new();
-    let mut bind = |name: &str, value: Expr| {
-        let var = Var {
-            dataflow: name != "out",
-            ..Var::new(name, value.sinfo())
-        };
-        bindings.push(Binding {
-            var: var.clone(),
-            value: BindingValue::Expr(value),
-        });
-        Expr::Var(var)
-    };
+    let mut bind =
+        |name: &str, value: Expr| push_binding(&mut bindings, (name, name != "out"), value);
     let weight = Expr::Var(w.clone());
     let norm = |s: &Expr| op::rms_norm(s, &weight, vec![-1], 1e-5).unwrap();
     let s0 = bind(
@@ -297,17 +292,9 @@ fn fused_projection(format: Option<&str>) -> IRModule {
         tensor("b", &[80]),
     );
     let mut bindings = Vec::new();
-    let mut bind = |name: &str, value: Expr| {
-        let var = Var {
-            dataflow: !["q", "k", "v"].contains(&name),
-            ..Var::new(name, value.sinfo())
-        };
-        bindings.push(Binding {
-            var: var.clone(),
-            value: BindingValue::Expr(value),
-        });
-        Expr::Var(var)
-    };
+    let returned = |name: &str| ["q", "k", "v"].contains(&name);
+    let mut bind =
+        |name: &str, value: Expr| push_binding(&mut bindings, (name, !returned(name)), value);
     let wt = bind("wt", op::permute_dims(&Expr::Var(w.clone()), None).unwrap());
     let y = bind("y", op::matmul(&Expr::Var(x.clone()), &wt).unwrap());
     let y = bind("yb", op::add(&y, &Expr::Var(b.clone())).unwrap());

@@ -683,6 +683,35 @@ impl Case {
     }
 }
 
+/// The decode GEMVs over rounded activations round them a chunk at a time: a reduction
+/// deeper than one chunk (and not a whole number of groups) matches the scalar twin.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn rounding_gemvs_match_the_twin_past_one_chunk_of_activations() {
+    let mut rng = StdRng::seed_from_u64(0xC4_0C4);
+    let kc = super::x86_gemv_a16::CHUNK_GROUPS * QUANT_GROUP + 45;
+    let rounding = implementations().filter(|imp| imp.kernel.rounds_activations());
+    for imp in rounding.filter(|imp| imp.features.iter().all(|f| crate::host::has_feature(f))) {
+        let twin = scalar_twin(imp.kernel).func;
+        for cols in [17, 64] {
+            let case = Case::random(&mut rng, imp.kernel, kc, 1, cols, 1);
+            let what = format!("{} ({}) {case:?}", imp.kernel.name(), imp.isa);
+            let got = case.run(imp.func, &what);
+            let want = case.run(twin, &what);
+            case.check(&got, &want, &what);
+            // The check's bound grows with the depth; a misplaced chunk is caught here.
+            let (got, want) = (&got[GUARD_LEN..][..cols], &want[GUARD_LEN..][..cols]);
+            let largest = want.iter().fold(0.0f32, |m, w| m.max(w.abs()));
+            let apart = got.iter().zip(want).map(|(g, w)| (g - w).abs());
+            let worst = apart.fold(0.0f32, f32::max);
+            assert!(
+                worst <= 1e-4 * largest,
+                "{what}: {worst} apart (largest {largest})"
+            );
+        }
+    }
+}
+
 /// The x86 sides of the 4-bit decode GEMVs over rounded activations compute the same
 /// integers in different instructions, so they agree bit for bit.
 #[test]

@@ -351,7 +351,7 @@ impl<W, S> Block<W, S> {
                     // The GEMV: the group's products unscaled, then scaled once; the
                     // weights [`PREFETCH_AHEAD`] ahead asked for.
                     let width = |k| W::depth_offset(k) * size_of::<W>();
-                    prefetch_ahead(&panels, width(k0), width(group));
+                    prefetch_ahead(&panels, width(k0), width(group), PREFETCH_AHEAD);
                     let mut part = [[unsafe { R::zero() }; NQ]; EP];
                     // SAFETY: forwarded contract; `k1 <= kc`.
                     unsafe { Self::add_products(&mut part, run, None) };
@@ -509,18 +509,31 @@ pub(super) unsafe fn store_block<R: Row16, const EP: usize>(
     }
 }
 
-/// How far ahead of the group a decode GEMV reads it asks for the next weights (software
-/// prefetch; on a 2-core Zen 4, 1 KiB ahead decoded TinyLlama w4a8 ~4% faster than none
-/// and than 4 KiB).
+/// How far ahead of the group it reads a decode GEMV that reads 4 panels side by side
+/// (this file's) asks for the next weights of each (software prefetch; on a 2-core Zen 4,
+/// 1 KiB ahead decoded TinyLlama w4a8 ~4% faster than none and than 4 KiB, when that
+/// GEMV read 4 panels side by side too).
 pub(super) const PREFETCH_AHEAD: usize = 1024;
 
-/// Asks for the cache lines of bytes `at + PREFETCH_AHEAD ..` (`bytes` of them) of every
-/// panel, where the GEMV reads bytes `at ..` now (a hint: it never faults, so the lines
-/// may lie past the end of a panel).
+/// How far ahead a decode GEMV that streams its panels one after the other (the
+/// int8-activation GEMVs, [`super::x86_gemv_a16`]) asks for the next weights: past the
+/// end of a panel this is the next one's start. On a 2-core Zen 5, 8 KiB against 1 KiB:
+/// TinyLlama q4f16_1 decode 64.6 against 61.0 tok/s, w4a8 66.7 against 63.8 (medians
+/// of 6 alternated runs), stories110m w4a8 ~8% faster, w8a8 the same.
+pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
+
+/// Asks for the cache lines of bytes `at + ahead ..` (`bytes` of them) of every panel,
+/// where the GEMV reads bytes `at ..` now (a hint: it never faults, so the lines may lie
+/// past the end of a panel).
 #[inline(always)]
-pub(super) fn prefetch_ahead<W, const NQ: usize>(panels: &[*const W; NQ], at: usize, bytes: usize) {
+pub(super) fn prefetch_ahead<W, const NQ: usize>(
+    panels: &[*const W; NQ],
+    at: usize,
+    bytes: usize,
+    ahead: usize,
+) {
     for &panel in panels {
-        let ahead = panel.cast::<u8>().wrapping_add(at + PREFETCH_AHEAD);
+        let ahead = panel.cast::<u8>().wrapping_add(at + ahead);
         for line in (0..bytes).step_by(64) {
             // SAFETY: SSE (baseline on x86-64); a prefetch reads nothing architecturally.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast()) }

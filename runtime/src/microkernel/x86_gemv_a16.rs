@@ -19,12 +19,16 @@
 //! for bit.
 //!
 //! The activations are rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so
-//! any reduction depth works; a tail group (and the odd depth of a pair) is padded with
+//! any reduction depth works; then each panel's run of the chunk is read in turn, one
+//! stream at a time (as the int8-activation GEMVs read theirs), asking for the weights
+//! [`STREAM_PREFETCH_AHEAD`] ahead; a tail group (and the odd depth of a pair) is padded with
 //! zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
 //! group's scale NaN (and an infinite one its codes 0 and its scale infinite), so the
 //! result is NaN where the f32 sum's would be NaN or infinite.
 
-use super::x86_gemm::{prefetch_ahead, store_block, PanelElement, Row16, HP};
+use super::x86_gemm::{
+    prefetch_ahead, store_block, PanelElement, Row16, HP, STREAM_PREFETCH_AHEAD,
+};
 use super::QUANT_GROUP;
 
 /// The largest code of a rounded activation: `127 * 257`, so a code is `256 * hi + lo`
@@ -32,8 +36,9 @@ use super::QUANT_GROUP;
 /// int8 dot products of [`super::avx512_vnni`]'s VBMI side multiply separately.
 pub(super) const CODE_MAX: f32 = 32639.0;
 
-/// Groups of activations rounded at a time (the stack buffer's size).
-const CHUNK_GROUPS: usize = 8;
+/// Groups of activations rounded at a time (the stack buffer's size, 16 KiB of codes): a
+/// reduction up to 8192 deep is one chunk, so each panel is one run.
+pub(super) const CHUNK_GROUPS: usize = 256;
 
 /// One ISA's side of the GEMV.
 ///
@@ -60,14 +65,14 @@ pub(super) trait A16Isa {
 /// # Safety
 /// As [`A16Isa`].
 pub(super) trait GroupSums: A16Isa {
-    /// Per panel, `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a
-    /// group's 16; only those are read) and the group's `codes`.
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
+    /// `sum (w + 8) * code` over pairs `pair0..pair0 + pairs` (at most a group's 16; only
+    /// those are read) of the panel at `panel` and the group's `codes`.
+    unsafe fn group_sums(
+        panel: *const u8,
         pair0: usize,
         pairs: usize,
         codes: &Self::Codes,
-    ) -> [Self::Sums; NQ];
+    ) -> Self::Sums;
 }
 
 /// An ISA that multiplies one pair of a panel (its 16 bytes) at a time by the broadcast
@@ -170,7 +175,7 @@ impl<S> Gemv<S> {
     }
 
     /// The first `NQ` panels: per chunk of groups, the activations rounded, then each
-    /// group's int32 sums scaled into the accumulators; then C.
+    /// panel's groups of the chunk summed and scaled into its accumulators; then C.
     ///
     /// # Safety
     /// As [`super::GemmQuantFn`], one row; `NQ == self.panels()`; inlined into a function
@@ -182,7 +187,6 @@ impl<S> Gemv<S> {
     {
         let panel_bytes = self.lda.div_ceil(2) * HP;
         let scale_stride = self.lda.div_ceil(QUANT_GROUP) * HP;
-        let panels: [*const u8; NQ] = std::array::from_fn(|q| self.b.wrapping_add(q * panel_bytes));
         // SAFETY (rest): the features (the caller's contract).
         let mut acc = [unsafe { I::Row::zero() }; NQ];
         let mut codes = [I::Codes::default(); CHUNK_GROUPS];
@@ -197,19 +201,21 @@ impl<S> Gemv<S> {
                 (a_scales[local], code_sums[local]) =
                     unsafe { I::round_group(self.a.add(k0), n, &mut codes[local]) };
             }
-            for local in 0..groups {
-                let g = g0 + local;
-                let pair0 = g * QUANT_GROUP / 2;
-                let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
-                prefetch_ahead(&panels, pair0 * HP, QUANT_GROUP / 2 * HP);
-                // SAFETY: pairs `pair0..pair0 + pairs` hold depths below `kc` (lent).
-                let sums = unsafe { I::group_sums::<NQ>(&panels, pair0, pairs, &codes[local]) };
-                for (q, (acc_q, &sums_q)) in acc.iter_mut().zip(&sums).enumerate() {
-                    // SAFETY: group `g` of lent panel `q` has 16 scales.
+            for (q, acc_q) in acc.iter_mut().enumerate() {
+                let panel = self.b.wrapping_add(q * panel_bytes);
+                for local in 0..groups {
+                    let g = g0 + local;
+                    let pair0 = g * QUANT_GROUP / 2;
+                    let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
+                    let group_bytes = QUANT_GROUP / 2 * HP;
+                    prefetch_ahead(&[panel], pair0 * HP, group_bytes, STREAM_PREFETCH_AHEAD);
+                    // SAFETY: pairs `pair0..pair0 + pairs` of lent panel `q` hold depths
+                    // below `kc`; its group `g` has 16 scales.
                     unsafe {
+                        let sums = I::group_sums(panel, pair0, pairs, &codes[local]);
                         let w_scale = S::load16(self.scales.add(q * scale_stride + g * HP));
                         let scale = I::Row::zero().fma(a_scales[local], w_scale);
-                        let products = I::products(sums_q, 8 * code_sums[local]);
+                        let products = I::products(sums, 8 * code_sums[local]);
                         *acc_q = acc_q.fma_lanes(products, scale);
                     }
                 }
@@ -226,24 +232,22 @@ impl<S> Gemv<S> {
 }
 
 impl<I: PairIsa> GroupSums for I {
-    /// One pair at a time, the pair's two codes broadcast to every panel.
+    /// One pair at a time, the pair's two codes broadcast.
     #[inline(always)]
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
+    unsafe fn group_sums(
+        panel: *const u8,
         pair0: usize,
         pairs: usize,
         codes: &[i16; QUANT_GROUP],
-    ) -> [I::Sums; NQ] {
+    ) -> I::Sums {
         // SAFETY (rest): the features; every pair read is one of the lent ones.
-        let mut sums = [unsafe { I::zero_sums() }; NQ];
+        let mut sums = unsafe { I::zero_sums() };
         // Pair `p`'s two codes are dword `p` of the codes (little-endian: k, then k + 1).
         let pair_codes = codes.as_ptr().cast::<i32>();
         for p in 0..pairs.min(QUANT_GROUP / 2) {
             // SAFETY: dword `p < 16` of the 32 codes.
             let both = unsafe { pair_codes.add(p).read_unaligned() };
-            for (sum, &panel) in sums.iter_mut().zip(panels) {
-                *sum = unsafe { I::add_pair(*sum, panel.add((pair0 + p) * HP), both) };
-            }
+            sums = unsafe { I::add_pair(sums, panel.add((pair0 + p) * HP), both) };
         }
         sums
     }

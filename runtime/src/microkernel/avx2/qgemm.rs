@@ -19,7 +19,7 @@
 //!   `128 * w` the bytes add.
 
 use super::super::qgemm::{qgemm_entry, QCall, QPanel};
-use super::super::x86_gemm::prefetch_ahead;
+use super::super::x86_gemm::{prefetch_ahead, STREAM_PREFETCH_AHEAD};
 use super::super::{QPANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_and_si256,
@@ -181,7 +181,7 @@ unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>
     let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {
         if EP == 1 {
-            prefetch_ahead(&panels, g * group_bytes, group_bytes);
+            prefetch_ahead(&panels, g * group_bytes, group_bytes, STREAM_PREFETCH_AHEAD);
         }
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { W::group_sums(&a_rows, &panels, g * QUANT_GROUP) };

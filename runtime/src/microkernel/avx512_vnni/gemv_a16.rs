@@ -178,39 +178,37 @@ impl A16Isa for Vbmi {
 
 impl GroupSums for Vbmi {
     #[inline(always)]
-    unsafe fn group_sums<const NQ: usize>(
-        panels: &[*const u8; NQ],
+    unsafe fn group_sums(
+        panel: *const u8,
         pair0: usize,
         pairs: usize,
         codes: &[i32; 16],
-    ) -> [[__m512i; 2]; NQ] {
+    ) -> [__m512i; 2] {
         // SAFETY (all): the features; every load reads only pairs below `pair0 + pairs`
-        // of a panel (the last step through a byte mask), which are lent.
+        // of the panel (the last step through a byte mask), which are lent.
         unsafe {
-            let mut sums = [[_mm512_setzero_si512(); 2]; NQ];
+            let mut sum = [_mm512_setzero_si512(); 2];
             let transpose = _mm512_loadu_si512(TRANSPOSE.as_ptr().cast());
             let nibble = _mm512_set1_epi8(0x0F);
             for step in 0..pairs.min(QUANT_GROUP / 2).div_ceil(4) {
                 let rows = (pairs - 4 * step).min(4);
                 let [even_hi, even_lo, odd_hi, odd_lo] =
                     std::array::from_fn(|t| _mm512_set1_epi32(codes[4 * step + t]));
-                for (sum, &panel) in sums.iter_mut().zip(panels) {
-                    let at = panel.add((pair0 + 4 * step) * HP);
-                    let bytes = if rows == 4 {
-                        _mm512_loadu_si512(at.cast())
-                    } else {
-                        _mm512_maskz_loadu_epi8(u64::MAX >> (64 - 16 * rows), at.cast())
-                    };
-                    let w = _mm512_permutexvar_epi8(transpose, bytes);
-                    let even = _mm512_and_si512(w, nibble);
-                    let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nibble);
-                    sum[0] = _mm512_dpbusd_epi32(sum[0], even, even_hi);
-                    sum[1] = _mm512_dpbusd_epi32(sum[1], even, even_lo);
-                    sum[0] = _mm512_dpbusd_epi32(sum[0], odd, odd_hi);
-                    sum[1] = _mm512_dpbusd_epi32(sum[1], odd, odd_lo);
-                }
+                let at = panel.add((pair0 + 4 * step) * HP);
+                let bytes = if rows == 4 {
+                    _mm512_loadu_si512(at.cast())
+                } else {
+                    _mm512_maskz_loadu_epi8(u64::MAX >> (64 - 16 * rows), at.cast())
+                };
+                let w = _mm512_permutexvar_epi8(transpose, bytes);
+                let even = _mm512_and_si512(w, nibble);
+                let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nibble);
+                sum[0] = _mm512_dpbusd_epi32(sum[0], even, even_hi);
+                sum[1] = _mm512_dpbusd_epi32(sum[1], even, even_lo);
+                sum[0] = _mm512_dpbusd_epi32(sum[0], odd, odd_hi);
+                sum[1] = _mm512_dpbusd_epi32(sum[1], odd, odd_lo);
             }
-            sums
+            sum
         }
     }
 }

@@ -24,7 +24,7 @@
 mod gemv_a16;
 
 use super::qgemm::{qgemm_entry, QCall, QPanel};
-use super::x86_gemm::prefetch_ahead;
+use super::x86_gemm::{prefetch_ahead, STREAM_PREFETCH_AHEAD};
 use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
@@ -192,7 +192,7 @@ unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>
     let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {
         if EP == 1 {
-            prefetch_ahead(&panels, g * group_bytes, group_bytes);
+            prefetch_ahead(&panels, g * group_bytes, group_bytes, STREAM_PREFETCH_AHEAD);
         }
         // SAFETY: group `g < groups` of every lent row and panel.
         let sums = unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };

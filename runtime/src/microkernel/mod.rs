@@ -343,7 +343,8 @@ pub enum Microkernel {
     /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f32 group scales
     /// ([`GemmQ4Fn`]).
     Sgemm6x16Q4,
-    /// [`Microkernel::Sgemv1x64`] over 4-bit weight panels ([`GemmQ4Fn`]).
+    /// [`Microkernel::Sgemv1x64`] over 4-bit weight panels ([`GemmQ4Fn`]); its x86 sides
+    /// that round the activations read the 4 panels one after the other.
     Sgemv1x64Q4,
     /// [`Microkernel::Sgemm12x32`] over 4-bit weight panels ([`GemmQ4Fn`]).
     Sgemm12x32Q4,

@@ -516,10 +516,12 @@ pub(super) unsafe fn store_block<R: Row16, const EP: usize>(
 pub(super) const PREFETCH_AHEAD: usize = 1024;
 
 /// How far ahead a decode GEMV that streams its panels one after the other (the
-/// int8-activation GEMVs, [`super::x86_gemv_a16`]) asks for the next weights: past the
-/// end of a panel this is the next one's start. On a 2-core Zen 5, 8 KiB against 1 KiB:
-/// TinyLlama q4f16_1 decode 64.6 against 61.0 tok/s, w4a8 66.7 against 63.8 (medians
-/// of 6 alternated runs), stories110m w4a8 ~8% faster, w8a8 the same.
+/// int8-activation GEMVs and [`super::x86_gemv_a16`]'s) asks for the next weights: past
+/// the end of a panel this is the next one's start. On a 2-core Zen 5, alternated runs:
+/// w4a8 TinyLlama decode 66.7 against 63.8 tok/s with 8 KiB against 1 KiB (medians of
+/// 6), stories110m w4a8 570-586 against 521-538, w8a8 the same; q4f16_1 78.5 against
+/// 70.3 (medians of 4) with the 16-bit GEMV's panels read this way against side by side
+/// with 1 KiB ahead, the same in a slow stretch of the VM's bandwidth.
 pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
 
 /// Asks for the cache lines of bytes `at + ahead ..` (`bytes` of them) of every panel,

@@ -21,8 +21,8 @@
 //! The activations are rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so
 //! any reduction depth works; then each panel's run of the chunk is read in turn, one
 //! stream at a time (as the int8-activation GEMVs read theirs), asking for the weights
-//! [`STREAM_PREFETCH_AHEAD`] ahead; a tail group (and the odd depth of a pair) is padded with
-//! zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
+//! [`STREAM_PREFETCH_AHEAD`] ahead. A tail group (and the odd depth of a pair) is padded
+//! with zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
 //! group's scale NaN (and an infinite one its codes 0 and its scale infinite), so the
 //! result is NaN where the f32 sum's would be NaN or infinite.
 

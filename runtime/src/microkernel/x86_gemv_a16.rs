@@ -30,6 +30,7 @@ use super::x86_gemm::{
     prefetch_ahead, store_block, PanelElement, Row16, HP, STREAM_PREFETCH_AHEAD,
 };
 use super::QUANT_GROUP;
+use std::mem::MaybeUninit;
 
 /// The largest code of a rounded activation: `127 * 257`, so a code is `256 * hi + lo`
 /// with both bytes signed (`hi = (code + 128) >> 8` and `lo` in `-127..=127`), which the
@@ -39,6 +40,14 @@ pub(super) const CODE_MAX: f32 = 32639.0;
 /// Groups of activations rounded at a time (the stack buffer's size, 16 KiB of codes): a
 /// reduction up to 8192 deep is one chunk, so each panel is one run.
 pub(super) const CHUNK_GROUPS: usize = 256;
+
+/// One group of activations, rounded: its codes, scale and the sum of its codes.
+#[derive(Clone, Copy)]
+struct Rounded<C> {
+    codes: C,
+    scale: f32,
+    sum: i32,
+}
 
 /// One ISA's side of the GEMV.
 ///
@@ -187,35 +196,39 @@ impl<S> Gemv<S> {
     {
         let panel_bytes = self.lda.div_ceil(2) * HP;
         let scale_stride = self.lda.div_ceil(QUANT_GROUP) * HP;
+        let group_bytes = QUANT_GROUP / 2 * HP;
         // SAFETY (rest): the features (the caller's contract).
         let mut acc = [unsafe { I::Row::zero() }; NQ];
-        let mut codes = [I::Codes::default(); CHUNK_GROUPS];
-        let (mut a_scales, mut code_sums) = ([0.0f32; CHUNK_GROUPS], [0i32; CHUNK_GROUPS]);
+        // Uninitialized: a call writes (and reads) only the groups it rounds, so it does
+        // not pay for zeroing the whole 16 KiB.
+        let mut rounded = [const { MaybeUninit::<Rounded<I::Codes>>::uninit() }; CHUNK_GROUPS];
         let all_groups = self.kc.div_ceil(QUANT_GROUP);
         for g0 in (0..all_groups).step_by(CHUNK_GROUPS) {
             let groups = (all_groups - g0).min(CHUNK_GROUPS);
-            for local in 0..groups {
+            for (local, slot) in rounded[..groups].iter_mut().enumerate() {
                 let k0 = (g0 + local) * QUANT_GROUP;
                 let n = (self.kc - k0).min(QUANT_GROUP);
+                let mut codes = I::Codes::default();
                 // SAFETY: activations `k0..k0 + n <= kc` of row 0 are lent.
-                (a_scales[local], code_sums[local]) =
-                    unsafe { I::round_group(self.a.add(k0), n, &mut codes[local]) };
+                let (scale, sum) = unsafe { I::round_group(self.a.add(k0), n, &mut codes) };
+                slot.write(Rounded { codes, scale, sum });
             }
+            // SAFETY: the loop above wrote the chunk's first `groups` slots.
+            let chunk = unsafe { rounded[..groups].assume_init_ref() };
             for (q, acc_q) in acc.iter_mut().enumerate() {
                 let panel = self.b.wrapping_add(q * panel_bytes);
-                for local in 0..groups {
+                for (local, group) in chunk.iter().enumerate() {
                     let g = g0 + local;
                     let pair0 = g * QUANT_GROUP / 2;
                     let pairs = (self.kc - g * QUANT_GROUP).min(QUANT_GROUP).div_ceil(2);
-                    let group_bytes = QUANT_GROUP / 2 * HP;
                     prefetch_ahead(&[panel], pair0 * HP, group_bytes, STREAM_PREFETCH_AHEAD);
                     // SAFETY: pairs `pair0..pair0 + pairs` of lent panel `q` hold depths
                     // below `kc`; its group `g` has 16 scales.
                     unsafe {
-                        let sums = I::group_sums(panel, pair0, pairs, &codes[local]);
+                        let sums = I::group_sums(panel, pair0, pairs, &group.codes);
                         let w_scale = S::load16(self.scales.add(q * scale_stride + g * HP));
-                        let scale = I::Row::zero().fma(a_scales[local], w_scale);
-                        let products = I::products(sums, 8 * code_sums[local]);
+                        let scale = I::Row::zero().fma(group.scale, w_scale);
+                        let products = I::products(sums, 8 * group.sum);
                         *acc_q = acc_q.fma_lanes(products, scale);
                     }
                 }

@@ -1,16 +1,24 @@
-//! aarch64 NEON microkernels (128-bit q registers, 4 f32 lanes): the f32 block GEMMs
-//! `6 x 16` (prefill: 24 accumulators, one panel) and `1 x 64` (the decode GEMV: 16
-//! accumulators streaming 4 panels at once), and the f32 attention row. Per k of a GEMM,
-//! one 16-float load per panel (four `ld1`) and one broadcast activation per row feed
-//! `vfmaq_f32`s; the block is then written back through a staging row, so partial blocks
-//! touch only their `rows x cols`. The attention takes the scalar twin's two passes (the
-//! largest score, then the exponentials and the weighted values) with vector dot
-//! products and updates. Tested against the scalar twins under `qemu-aarch64` (the
-//! runtime's aarch64 CI step).
+//! aarch64 NEON microkernels (128-bit q registers, 4 f32 lanes): the block GEMMs `6 x 16`
+//! (prefill: 24 accumulators, one panel) and `1 x 64` (the decode GEMV: 16 accumulators
+//! streaming 4 panels at once) over f32, f16, int8 and 4-bit weight panels (the
+//! quantized ones times their group scales, f32 or f16), and the attention rows. Per k
+//! of a GEMM, one 16-weight load per panel, widened to four f32 q registers ([`Panel`])
+//! and for quantized weights multiplied by their scales, and one broadcast activation
+//! per row feed `vfmaq_f32`s; the block is then written back through a staging row, so
+//! partial blocks touch only their `rows x cols`. The attention row ([`attention`]) is
+//! one body over f32, f16 and int8 keys and values, widened as they are loaded. Tested
+//! against the scalar twins under `qemu-aarch64` (the runtime's aarch64 CI step).
 
-use super::{Implementation, Microkernel, MicrokernelFn};
+mod attention;
+
+use super::{Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
+use attention::{attention, attention_q8kv};
+use half::f16;
 use std::arch::aarch64::{
-    float32x4_t, vaddvq_f32, vdivq_f32, vdupq_n_f32, vfmaq_f32, vld1q_f32, vst1q_f32,
+    float32x4_t, uint16x4_t, vandq_u8, vcvtq_f32_s32, vdupq_n_f32, vdupq_n_s8, vdupq_n_u8,
+    vfmaq_f32, vget_high_s16, vget_high_s8, vget_high_u16, vget_low_s16, vget_low_s8, vget_low_u16,
+    vld1q_f32, vld1q_s8, vld1q_u16, vld1q_u8, vmovl_s16, vmovl_s8, vmulq_f32, vreinterpretq_s8_u8,
+    vshrq_n_u8, vst1q_f32, vsubq_s8,
 };
 
 /// The features every kernel here needs.
@@ -28,26 +36,207 @@ const fn row(kernel: Microkernel, func: MicrokernelFn) -> Implementation {
 
 /// The NEON implementations.
 pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
-    row(Microkernel::Sgemm6x16, MicrokernelFn::Gemm(sgemm::<6, 1>)),
-    row(Microkernel::Sgemv1x64, MicrokernelFn::Gemm(sgemm::<1, 4>)),
+    row(
+        Microkernel::Sgemm6x16,
+        MicrokernelFn::Gemm(sgemm::<f32, 6, 1>),
+    ),
+    row(
+        Microkernel::Sgemv1x64,
+        MicrokernelFn::Gemm(sgemm::<f32, 1, 4>),
+    ),
+    row(
+        Microkernel::Sgemm6x16F16,
+        MicrokernelFn::GemmF16(sgemm::<f16, 6, 1>),
+    ),
+    row(
+        Microkernel::Sgemv1x64F16,
+        MicrokernelFn::GemmF16(sgemm::<f16, 1, 4>),
+    ),
+    row(
+        Microkernel::Sgemm6x16Q8,
+        MicrokernelFn::GemmQ8(sgemm_quant::<i8, f32, 6, 1>),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q8,
+        MicrokernelFn::GemmQ8(sgemm_quant::<i8, f32, 1, 4>),
+    ),
+    row(
+        Microkernel::Sgemm6x16Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 1>),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, 4>),
+    ),
+    row(
+        Microkernel::Sgemm6x16Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 1>),
+    ),
+    row(
+        Microkernel::Sgemv1x64Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, 4>),
+    ),
     row(
         Microkernel::AttentionF32,
-        MicrokernelFn::Attention(attention_f32),
+        MicrokernelFn::Attention(attention::<f32>),
+    ),
+    row(
+        Microkernel::AttentionF16Kv,
+        MicrokernelFn::AttentionF16Kv(attention::<f16>),
+    ),
+    row(
+        Microkernel::AttentionQ8Kv,
+        MicrokernelFn::AttentionQ8Kv(attention_q8kv),
     ),
 ];
 
 /// Columns per packed weight panel (four q registers).
 const PANEL: usize = 16;
 
-/// The block GEMM of `EP` rows by `NQ` panels ([`Microkernel::Sgemm6x16`] is
-/// `sgemm::<6, 1>`, [`Microkernel::Sgemv1x64`] `sgemm::<1, 4>`).
+/// 16 weights (or scales) as f32, four lanes a register.
+type Row16 = [float32x4_t; 4];
+
+/// The 4 f16 values `bits` widened to f32 (`fcvtl`, exact; ARMv8.0 Advanced SIMD).
+#[inline(always)]
+fn widen_f16x4(bits: uint16x4_t) -> float32x4_t {
+    let wide: float32x4_t;
+    // SAFETY: `fcvtl` reads and writes registers only; NEON is baseline on aarch64.
+    unsafe {
+        std::arch::asm!(
+            "fcvtl {wide:v}.4s, {bits:v}.4h",
+            wide = out(vreg) wide,
+            bits = in(vreg) bits,
+            options(pure, nomem, nostack, preserves_flags),
+        )
+    };
+    wide
+}
+
+/// The 16 f16 values at `p` widened to f32.
 ///
 /// # Safety
-/// As [`super::GemmFn`].
+/// 32 bytes are readable at `p`.
+#[inline(always)]
+unsafe fn load_f16x16(p: *const f16) -> Row16 {
+    // SAFETY: 16 readable f16 (caller's contract); NEON.
+    unsafe {
+        let (lo, hi) = (vld1q_u16(p.cast()), vld1q_u16(p.cast::<u16>().add(8)));
+        [
+            vget_low_u16(lo),
+            vget_high_u16(lo),
+            vget_low_u16(hi),
+            vget_high_u16(hi),
+        ]
+    }
+    .map(widen_f16x4)
+}
+
+/// A weight element of a packed panel, widened to f32 as loaded.
+trait Panel: Copy {
+    /// Weights per element, of consecutive k (a panel holds `ceil(depth / PER_ELEMENT)`
+    /// elements per column).
+    const PER_ELEMENT: usize = 1;
+
+    /// The 16 weights of depth `k` of the panel row at `p` (the elements holding `k`).
+    ///
+    /// # Safety
+    /// 16 elements are readable at `p`.
+    unsafe fn load_k(p: *const Self, k: usize) -> Row16;
+}
+
+impl Panel for f32 {
+    #[inline(always)]
+    unsafe fn load_k(p: *const f32, _k: usize) -> Row16 {
+        // SAFETY: 16 readable floats (caller's contract).
+        std::array::from_fn(|l| unsafe { vld1q_f32(p.add(4 * l)) })
+    }
+}
+
+impl Panel for f16 {
+    #[inline(always)]
+    unsafe fn load_k(p: *const f16, _k: usize) -> Row16 {
+        // SAFETY: forwarded contract.
+        unsafe { load_f16x16(p) }
+    }
+}
+
+impl Panel for i8 {
+    #[inline(always)]
+    unsafe fn load_k(p: *const i8, _k: usize) -> Row16 {
+        // SAFETY: 16 readable bytes (caller's contract).
+        unsafe { widen_i8x16(vld1q_s8(p)) }
+    }
+}
+
+impl Panel for U4Pair {
+    const PER_ELEMENT: usize = 2;
+
+    #[inline(always)]
+    unsafe fn load_k(p: *const U4Pair, k: usize) -> Row16 {
+        // SAFETY: 16 readable pairs, one byte each (caller's contract); NEON.
+        unsafe {
+            let bytes = vld1q_u8(p.cast());
+            let nibbles = if k.is_multiple_of(2) {
+                vandq_u8(bytes, vdupq_n_u8(0x0F))
+            } else {
+                vshrq_n_u8::<4>(bytes)
+            };
+            widen_i8x16(vsubq_s8(vreinterpretq_s8_u8(nibbles), vdupq_n_s8(8)))
+        }
+    }
+}
+
+/// 16 signed bytes as f32.
+#[inline(always)]
+fn widen_i8x16(bytes: std::arch::aarch64::int8x16_t) -> Row16 {
+    // SAFETY: NEON is baseline on aarch64; registers only.
+    unsafe {
+        let (lo, hi) = (vmovl_s8(vget_low_s8(bytes)), vmovl_s8(vget_high_s8(bytes)));
+        [
+            vget_low_s16(lo),
+            vget_high_s16(lo),
+            vget_low_s16(hi),
+            vget_high_s16(hi),
+        ]
+        .map(|half| vcvtq_f32_s32(vmovl_s16(half)))
+    }
+}
+
+/// A group scale element (f32, or f16 widened as loaded).
+trait Scale: Copy {
+    /// The 16 scales at `p`.
+    ///
+    /// # Safety
+    /// 16 elements are readable at `p`.
+    unsafe fn load16(p: *const Self) -> Row16;
+}
+
+impl Scale for f32 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> Row16 {
+        // SAFETY: forwarded contract.
+        unsafe { <f32 as Panel>::load_k(p, 0) }
+    }
+}
+
+impl Scale for f16 {
+    #[inline(always)]
+    unsafe fn load16(p: *const f16) -> Row16 {
+        // SAFETY: forwarded contract.
+        unsafe { load_f16x16(p) }
+    }
+}
+
+/// The block GEMM of `EP` rows by `NQ` panels of float weights `W`
+/// ([`Microkernel::Sgemm6x16`] is `sgemm::<f32, 6, 1>`, [`Microkernel::Sgemv1x64`]
+/// `sgemm::<f32, 1, 4>`, their f16 versions `W = f16`).
+///
+/// # Safety
+/// As [`super::GemmFn`] over `W`.
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn sgemm<const EP: usize, const NQ: usize>(
+unsafe extern "C" fn sgemm<W: Panel, const EP: usize, const NQ: usize>(
     a: *const f32,
-    b: *const f32,
+    b: *const W,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -56,15 +245,41 @@ unsafe extern "C" fn sgemm<const EP: usize, const NQ: usize>(
     cols: i64,
     accumulate: i64,
 ) {
-    let call = Call::new(a, b, c, (kc, lda, ldc), (rows, cols), accumulate);
-    // SAFETY: forwarded contract; NEON is part of every aarch64 CPU Rust targets.
+    let call = Call::<W, f32>::new(a, (b, None), c, (kc, lda, ldc), (rows, cols), accumulate);
+    // SAFETY: forwarded contract.
+    unsafe { call.block::<EP, NQ>() }
+}
+
+/// The block GEMM of `EP` rows by `NQ` panels of quantized weights `W` with group scales
+/// `S` ([`super::GemmQuantFn`]).
+///
+/// # Safety
+/// As [`super::GemmQuantFn`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn sgemm_quant<W: Panel, S: Scale, const EP: usize, const NQ: usize>(
+    a: *const f32,
+    b: *const W,
+    scales: *const S,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    let operands = (b, Some(scales));
+    let call = Call::new(a, operands, c, (kc, lda, ldc), (rows, cols), accumulate);
+    // SAFETY: forwarded contract.
     unsafe { call.block::<EP, NQ>() }
 }
 
 /// One call's operands, sizes clamped as [`super::GemmFn`] says.
-struct Call {
+struct Call<W, S> {
     a: *const f32,
-    b: *const f32,
+    b: *const W,
+    /// The group scales of quantized weights.
+    scales: Option<*const S>,
     c: *mut f32,
     kc: usize,
     lda: isize,
@@ -74,18 +289,19 @@ struct Call {
     accumulate: bool,
 }
 
-impl Call {
+impl<W: Panel, S: Scale> Call<W, S> {
     fn new(
         a: *const f32,
-        b: *const f32,
+        (b, scales): (*const W, Option<*const S>),
         c: *mut f32,
         (kc, lda, ldc): (i64, i64, i64),
         (rows, cols): (i64, i64),
         accumulate: i64,
-    ) -> Call {
+    ) -> Self {
         Call {
             a,
             b,
+            scales,
             c,
             kc: kc.max(0) as usize,
             lda: lda as isize,
@@ -100,7 +316,8 @@ impl Call {
     /// block written back.
     ///
     /// # Safety
-    /// As [`super::GemmFn`] for the call's operands.
+    /// As [`super::GemmFn`] (or [`super::GemmQuantFn`] with scales) for the call's
+    /// operands.
     #[inline(always)]
     unsafe fn block<const EP: usize, const NQ: usize>(&self) {
         let (rows, cols) = (self.rows.min(EP), self.cols.min(NQ * PANEL));
@@ -108,16 +325,23 @@ impl Call {
             return;
         }
         let panels = cols.div_ceil(PANEL);
-        let panel_stride = self.lda.max(0) as usize * PANEL;
-        // SAFETY (rest): NEON; rows `< rows` of `a` and the `panels` lent panels are read
-        // for depths `< kc` only (the caller's contract).
+        let depth = self.lda.max(0) as usize;
+        let panel_stride = depth.div_ceil(W::PER_ELEMENT) * PANEL;
+        let groups = depth.div_ceil(QUANT_GROUP);
+        // SAFETY (rest): NEON; rows `< rows` of `a`, the `panels` lent panels and their
+        // scales are read for depths `< kc` only (the caller's contract).
         let zero = unsafe { vdupq_n_f32(0.0) };
         let mut acc = [[[zero; 4]; NQ]; EP];
         for k in 0..self.kc {
             let mut w = [[zero; 4]; NQ];
             for (q, w_q) in w.iter_mut().enumerate().take(panels) {
-                let p = unsafe { self.b.add(q * panel_stride + k * PANEL) };
-                *w_q = std::array::from_fn(|l| unsafe { vld1q_f32(p.add(4 * l)) });
+                let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
+                *w_q = unsafe { W::load_k(self.b.add(at), k) };
+                if let Some(scales) = self.scales {
+                    let at = (q * groups + k / QUANT_GROUP) * PANEL;
+                    let s = unsafe { S::load16(scales.add(at)) };
+                    *w_q = std::array::from_fn(|l| unsafe { vmulq_f32(w_q[l], s[l]) });
+                }
             }
             for (i, acc_i) in acc.iter_mut().enumerate() {
                 let row = i.min(rows - 1) as isize;
@@ -138,9 +362,9 @@ impl Call {
     /// Writes (or adds to) `c[i][j]` for `j < cols` from the row's accumulators.
     ///
     /// # Safety
-    /// Row `i < rows` of `c` is lent for the call's columns; NEON.
+    /// Row `i < rows` of `c` is lent for the call's columns.
     #[inline(always)]
-    unsafe fn store_row<const NQ: usize>(&self, i: usize, acc_i: &[[float32x4_t; 4]; NQ]) {
+    unsafe fn store_row<const NQ: usize>(&self, i: usize, acc_i: &[Row16; NQ]) {
         let mut staged = [[0.0f32; PANEL]; NQ];
         for (stage, acc_iq) in staged.iter_mut().zip(acc_i) {
             for (l, &v) in acc_iq.iter().enumerate() {
@@ -161,99 +385,5 @@ impl Call {
                 *at = if self.accumulate { *at + value } else { value };
             }
         }
-    }
-}
-
-/// [`Microkernel::AttentionF32`]: the scalar twin's two passes over the keys, with
-/// 4-lane dot products and value updates (a scalar tail for head dims not a multiple of 4).
-///
-/// # Safety
-/// As [`super::AttentionFn`].
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn attention_f32(
-    q: *const f32,
-    k: *const f32,
-    v: *const f32,
-    out: *mut f32,
-    keys: i64,
-    kv_stride: i64,
-    head_dim: i64,
-    scale: f32,
-) {
-    let (keys, stride, dim) = (
-        keys.max(0) as usize,
-        kv_stride as usize,
-        head_dim.max(0) as usize,
-    );
-    // SAFETY (rest): `head_dim` floats at `q` and `out`, and row `j < keys` of `k` and `v`
-    // (`dim` floats from `j * stride`) are lent (the caller's contract); NEON.
-    unsafe {
-        std::slice::from_raw_parts_mut(out, dim).fill(0.0);
-        let score = |j: usize| scale * dot(q, k.add(j * stride), dim);
-        let max = (0..keys).map(score).fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for j in 0..keys {
-            let p = (score(j) - max).exp();
-            sum += p;
-            add_scaled(out, v.add(j * stride), p, dim);
-        }
-        if keys > 0 {
-            divide(out, sum, dim);
-        }
-    }
-}
-
-/// `sum_d a[d] * b[d]` over `dim` floats.
-///
-/// # Safety
-/// `dim` readable floats at `a` and `b`; NEON.
-#[inline(always)]
-unsafe fn dot(a: *const f32, b: *const f32, dim: usize) -> f32 {
-    let body = dim / 4 * 4;
-    // SAFETY (rest): indices below `dim` (the caller's contract).
-    let mut acc = unsafe { vdupq_n_f32(0.0) };
-    for d in (0..body).step_by(4) {
-        acc = unsafe { vfmaq_f32(acc, vld1q_f32(a.add(d)), vld1q_f32(b.add(d))) };
-    }
-    let tail: f32 = (body..dim).map(|d| unsafe { *a.add(d) * *b.add(d) }).sum();
-    unsafe { vaddvq_f32(acc) + tail }
-}
-
-/// `out[d] += p * x[d]` for `d < dim`.
-///
-/// # Safety
-/// `dim` floats writable at `out` and readable at `x`, not overlapping; NEON.
-#[inline(always)]
-unsafe fn add_scaled(out: *mut f32, x: *const f32, p: f32, dim: usize) {
-    let body = dim / 4 * 4;
-    // SAFETY (rest): indices below `dim` (the caller's contract).
-    let weight = unsafe { vdupq_n_f32(p) };
-    for d in (0..body).step_by(4) {
-        unsafe {
-            vst1q_f32(
-                out.add(d),
-                vfmaq_f32(vld1q_f32(out.add(d)), weight, vld1q_f32(x.add(d))),
-            )
-        };
-    }
-    for d in body..dim {
-        unsafe { *out.add(d) += p * *x.add(d) };
-    }
-}
-
-/// `out[d] /= sum` for `d < dim`.
-///
-/// # Safety
-/// `dim` writable floats at `out`; NEON.
-#[inline(always)]
-unsafe fn divide(out: *mut f32, sum: f32, dim: usize) {
-    let body = dim / 4 * 4;
-    // SAFETY (rest): indices below `dim` (the caller's contract).
-    let divisor = unsafe { vdupq_n_f32(sum) };
-    for d in (0..body).step_by(4) {
-        unsafe { vst1q_f32(out.add(d), vdivq_f32(vld1q_f32(out.add(d)), divisor)) };
-    }
-    for d in body..dim {
-        unsafe { *out.add(d) /= sum };
     }
 }

@@ -126,7 +126,17 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         let neon = [
             Microkernel::Sgemm6x16,
             Microkernel::Sgemv1x64,
+            Microkernel::Sgemm6x16F16,
+            Microkernel::Sgemv1x64F16,
+            Microkernel::Sgemm6x16Q8,
+            Microkernel::Sgemv1x64Q8,
+            Microkernel::Sgemm6x16Q4,
+            Microkernel::Sgemv1x64Q4,
+            Microkernel::Sgemm6x16Q4F16,
+            Microkernel::Sgemv1x64Q4F16,
             Microkernel::AttentionF32,
+            Microkernel::AttentionF16Kv,
+            Microkernel::AttentionQ8Kv,
         ];
         let neon_i8mm = [Microkernel::Qgemm4x16W8, Microkernel::Qgemm4x16W4];
         let has = crate::host::has_feature;

@@ -282,7 +282,8 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
 }
 
 /// Over f16 keys and values, the scalar twin and (on an AVX2+FMA+F16C host) the AVX2
-/// kernel give bit for bit what their f32 versions give on the widened rows.
+/// kernel or (on aarch64) the NEON one give bit for bit what their f32 versions give on
+/// the widened rows.
 #[test]
 fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
     let mut rng = StdRng::seed_from_u64(0xF16_CAC4E);
@@ -290,6 +291,7 @@ fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
     for set in [
         MicrokernelSet::scalar(),
         MicrokernelSet::for_features(&["avx2", "fma", "f16c"]),
+        MicrokernelSet::for_features(&["neon"]),
     ] {
         let (f32_isa, f16_isa) = (
             set.isa(Microkernel::AttentionF32),

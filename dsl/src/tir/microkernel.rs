@@ -229,7 +229,12 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         32,
     ),
     gemm("sgemm_6x16_q4", (DataType::U4, Some(DataType::F32)), 6, 16),
-    gemm("sgemv_1x64_q4", (DataType::U4, Some(DataType::F32)), 1, 64),
+    gemm(
+        "sgemv_1x256_q4",
+        (DataType::U4, Some(DataType::F32)),
+        1,
+        256,
+    ),
     gemm(
         "sgemm_12x32_q4",
         (DataType::U4, Some(DataType::F32)),
@@ -243,10 +248,10 @@ pub const MICROKERNELS: &[MicrokernelSpec] = &[
         16,
     ),
     gemm(
-        "sgemv_1x64_q4f16",
+        "sgemv_1x256_q4f16",
         (DataType::U4, Some(DataType::F16)),
         1,
-        64,
+        256,
     ),
     gemm(
         "sgemm_12x32_q4f16",
@@ -521,9 +526,11 @@ impl MicrokernelSpec {
         MICROKERNELS.iter().find(|k| k.kind == wanted)
     }
 
-    /// The block GEMM with the block shape of GEMM `name` over weights of `weights` with
-    /// group scales of `scales` (`sgemm_6x16` over f16 is `sgemm_6x16_f16`, over u4 with
-    /// f16 scales `sgemm_6x16_q4f16`).
+    /// The block GEMM with the rows and panels of GEMM `name` over weights of `weights`
+    /// with group scales of `scales` (`sgemm_6x16` over f16 is `sgemm_6x16_f16`, over u4
+    /// with f16 scales `sgemm_6x16_q4f16`). Its block may span a multiple of `name`'s
+    /// columns: the 4-bit GEMVs (`sgemv_1x64` over u4 is `sgemv_1x256_q4`) span 256, as
+    /// their x86 sides round the activations once per call, which then serves 16 panels.
     pub fn gemm_over(
         name: &str,
         (weights, scales): (DataType, Option<DataType>),
@@ -531,13 +538,15 @@ impl MicrokernelSpec {
         let MicrokernelKind::Gemm { ep, hp, panel, .. } = Self::lookup(name)?.kind else {
             return None;
         };
-        let wanted = MicrokernelKind::Gemm {
-            weights,
-            scales,
-            ep,
-            hp,
-            panel,
-        };
-        MICROKERNELS.iter().find(|k| k.kind == wanted)
+        MICROKERNELS.iter().find(|k| match k.kind {
+            MicrokernelKind::Gemm {
+                weights: w,
+                scales: s,
+                ep: e,
+                hp: h,
+                panel: p,
+            } => (w, s, e, p) == (weights, scales, ep, panel) && h % hp == 0,
+            _ => false,
+        })
     }
 }

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The artifact format this build writes and reads (4: kernels in a shared library, the
-/// weights' names, shapes and dtypes recorded).
-pub const FORMAT_VERSION: u32 = 4;
+/// weights' names, shapes and dtypes recorded; 5: the 4-bit decode GEMV's calls span 256
+/// columns, which a runtime reading 4 would cut to 64).
+pub const FORMAT_VERSION: u32 = 5;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).

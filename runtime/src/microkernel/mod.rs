@@ -151,6 +151,46 @@ pub type GemmQ4Fn = GemmQuantFn<U4Pair, f32>;
 /// [`GemmQ4Fn`] with f16 scales (widened to f32 as loaded).
 pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 
+/// Width of a weight panel of the block GEMMs ([`GemmFn`], [`GemmQuantFn`]).
+const PANEL: usize = 16;
+
+/// Columns of a 4-bit GEMV call ([`Microkernel::Sgemv1x256Q4`]).
+const U4_GEMV_COLS: usize = 256;
+
+/// Columns of one part of a 4-bit GEMV call, for implementations with a 1 x 64 body.
+const U4_GEMV_PART_COLS: usize = 64;
+
+/// One part of a 4-bit GEMV call ([`u4_gemv_parts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct U4GemvPart {
+    /// Pairs from the call's `b` to the part's first panel.
+    b: usize,
+    /// Scales from the call's `scales` to the part's first panel's.
+    scales: usize,
+    /// The part's first column (its offset in `c`'s rows).
+    col: usize,
+    /// The part's columns (1 to 64).
+    cols: i64,
+}
+
+/// The parts, 64 columns each, of a 4-bit GEMV call over a reduction `lda` deep with `cols`
+/// columns (clamped to the call's 256), for implementations that run a 1 x 64 body on
+/// each.
+fn u4_gemv_parts(lda: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
+    let lda = lda.max(0) as usize;
+    let panel_pairs = lda.div_ceil(2) * PANEL;
+    let panel_scales = lda.div_ceil(QUANT_GROUP) * PANEL;
+    let cols = cols.clamp(0, U4_GEMV_COLS as i64) as usize;
+    (0..cols)
+        .step_by(U4_GEMV_PART_COLS)
+        .map(move |col| U4GemvPart {
+            b: col / PANEL * panel_pairs,
+            scales: col / PANEL * panel_scales,
+            col,
+            cols: (cols - col).min(U4_GEMV_PART_COLS) as i64,
+        })
+}
+
 /// A block GEMM of dynamically quantized int8 activations by int8 or 4-bit weight panels
 /// (w8a8 / w4a8): integer products summed exactly per [`QUANT_GROUP`] of k, each group's
 /// sum scaled into f32, then an f32 epilogue. The block is EP x HP over panels of
@@ -343,16 +383,17 @@ pub enum Microkernel {
     /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f32 group scales
     /// ([`GemmQ4Fn`]).
     Sgemm6x16Q4,
-    /// [`Microkernel::Sgemv1x64`] over 4-bit weight panels ([`GemmQ4Fn`]); its x86 sides
-    /// that round the activations read the 4 panels one after the other.
-    Sgemv1x64Q4,
+    /// The decode GEMV over 4-bit weight panels ([`GemmQ4Fn`]), 1 row x 256 columns (16
+    /// panels): its x86 sides round the activations once per call, for all 16 panels,
+    /// and read the panels one after the other; the others run 64 columns at a time.
+    Sgemv1x256Q4,
     /// [`Microkernel::Sgemm12x32`] over 4-bit weight panels ([`GemmQ4Fn`]).
     Sgemm12x32Q4,
     /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f16 group scales
     /// ([`GemmQ4F16Fn`]).
     Sgemm6x16Q4F16,
-    /// [`Microkernel::Sgemv1x64`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
-    Sgemv1x64Q4F16,
+    /// [`Microkernel::Sgemv1x256Q4`] with f16 scales ([`GemmQ4F16Fn`]).
+    Sgemv1x256Q4F16,
     /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
     Sgemm12x32Q4F16,
     /// int8-activation GEMM block of 6 rows x 32 columns over 2 int8 weight panels
@@ -398,7 +439,7 @@ struct KernelSpec {
     rounds_activations: bool,
 }
 
-/// The spec of a block GEMM `name` of `rows x cols` over panels of 16.
+/// The spec of a block GEMM `name` of `rows x cols` over panels of [`PANEL`].
 const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usize)) -> KernelSpec {
     KernelSpec {
         kernel,
@@ -406,7 +447,7 @@ const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usi
         gemm_block: Some(GemmBlock {
             rows,
             cols,
-            panel: 16,
+            panel: PANEL,
         }),
         rounds_activations: false,
     }
@@ -443,10 +484,18 @@ const SPECS: [KernelSpec; Microkernel::COUNT] = [
     gemm(Microkernel::Sgemv1x64Q8, "sgemv_1x64_q8", (1, 64)),
     gemm(Microkernel::Sgemm12x32Q8, "sgemm_12x32_q8", (12, 32)),
     gemm(Microkernel::Sgemm6x16Q4, "sgemm_6x16_q4", (6, 16)),
-    gemm_a16(Microkernel::Sgemv1x64Q4, "sgemv_1x64_q4", (1, 64)),
+    gemm_a16(
+        Microkernel::Sgemv1x256Q4,
+        "sgemv_1x256_q4",
+        (1, U4_GEMV_COLS),
+    ),
     gemm(Microkernel::Sgemm12x32Q4, "sgemm_12x32_q4", (12, 32)),
     gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
-    gemm_a16(Microkernel::Sgemv1x64Q4F16, "sgemv_1x64_q4f16", (1, 64)),
+    gemm_a16(
+        Microkernel::Sgemv1x256Q4F16,
+        "sgemv_1x256_q4f16",
+        (1, U4_GEMV_COLS),
+    ),
     gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
     gemm(Microkernel::Qgemm6x32W8, "qgemm_6x32_w8", (6, 32)),
     gemm(Microkernel::Qgemm6x32W4, "qgemm_6x32_w4", (6, 32)),
@@ -475,10 +524,10 @@ impl Microkernel {
         Microkernel::Sgemv1x64Q8,
         Microkernel::Sgemm12x32Q8,
         Microkernel::Sgemm6x16Q4,
-        Microkernel::Sgemv1x64Q4,
+        Microkernel::Sgemv1x256Q4,
         Microkernel::Sgemm12x32Q4,
         Microkernel::Sgemm6x16Q4F16,
-        Microkernel::Sgemv1x64Q4F16,
+        Microkernel::Sgemv1x256Q4F16,
         Microkernel::Sgemm12x32Q4F16,
         Microkernel::Qgemm6x32W8,
         Microkernel::Qgemm6x32W4,

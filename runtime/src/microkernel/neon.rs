@@ -11,7 +11,7 @@
 
 mod attention;
 
-use super::{Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
+use super::{u4_gemv_parts, Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
 use attention::{attention, attention_q8kv};
 use half::f16;
 use std::arch::aarch64::{
@@ -65,16 +65,16 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 1>),
     ),
     row(
-        Microkernel::Sgemv1x64Q4,
-        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, 4>),
+        Microkernel::Sgemv1x256Q4,
+        MicrokernelFn::GemmQ4(sgemv_q4::<f32>),
     ),
     row(
         Microkernel::Sgemm6x16Q4F16,
         MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 1>),
     ),
     row(
-        Microkernel::Sgemv1x64Q4F16,
-        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, 4>),
+        Microkernel::Sgemv1x256Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemv_q4::<f16>),
     ),
     row(
         Microkernel::AttentionF32,
@@ -272,6 +272,43 @@ unsafe extern "C" fn sgemm_quant<W: Panel, S: Scale, const EP: usize, const NQ: 
     let call = Call::new(a, operands, c, (kc, lda, ldc), (rows, cols), accumulate);
     // SAFETY: forwarded contract.
     unsafe { call.block::<EP, NQ>() }
+}
+
+/// The 4-bit decode GEMV ([`Microkernel::Sgemv1x256Q4`] with scales of `S`): the `1 x 64`
+/// block on each 64-column part of the call.
+///
+/// # Safety
+/// As [`super::GemmQuantFn`] over 4-bit weights.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn sgemv_q4<S: Scale>(
+    a: *const f32,
+    b: *const U4Pair,
+    scales: *const S,
+    c: *mut f32,
+    kc: i64,
+    lda: i64,
+    ldc: i64,
+    rows: i64,
+    cols: i64,
+    accumulate: i64,
+) {
+    for part in u4_gemv_parts(lda, cols) {
+        let operands = (
+            b.wrapping_add(part.b),
+            Some(scales.wrapping_add(part.scales)),
+        );
+        let c = c.wrapping_add(part.col);
+        let call = Call::new(
+            a,
+            operands,
+            c,
+            (kc, lda, ldc),
+            (rows, part.cols),
+            accumulate,
+        );
+        // SAFETY: the part's panels, scales and columns are the call's, lent by the caller.
+        unsafe { call.block::<1, 4>() }
+    }
 }
 
 /// One call's operands, sizes clamped as [`super::GemmFn`] says.

@@ -62,8 +62,8 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 16, 16>),
     ),
     twin(
-        Microkernel::Sgemv1x64Q4,
-        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, 64, 16>),
+        Microkernel::Sgemv1x256Q4,
+        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, { super::U4_GEMV_COLS }, 16>),
     ),
     twin(
         Microkernel::Sgemm12x32Q4,
@@ -74,8 +74,8 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 16, 16>),
     ),
     twin(
-        Microkernel::Sgemv1x64Q4F16,
-        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, 64, 16>),
+        Microkernel::Sgemv1x256Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, { super::U4_GEMV_COLS }, 16>),
     ),
     twin(
         Microkernel::Sgemm12x32Q4F16,

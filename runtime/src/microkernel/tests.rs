@@ -77,7 +77,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemv1x64F16,
         Microkernel::Sgemm12x32F16,
         Microkernel::Sgemm6x16Q4F16,
-        Microkernel::Sgemv1x64Q4F16,
+        Microkernel::Sgemv1x256Q4F16,
         Microkernel::Sgemm12x32Q4F16,
         Microkernel::AttentionF16Kv,
         Microkernel::Qgemm4x16W8,
@@ -98,15 +98,15 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
     ];
     let vnni_only = [Microkernel::Qgemm6x32W8, Microkernel::Qgemm6x32W4];
     // The 4-bit GEMVs over f32 activations rounded to 16 bits (`vpdpwssd`).
-    let vnni_gemvs = [Microkernel::Sgemv1x64Q4, Microkernel::Sgemv1x64Q4F16];
+    let vnni_gemvs = [Microkernel::Sgemv1x256Q4, Microkernel::Sgemv1x256Q4F16];
     let avx512 = [
         Microkernel::Sgemm12x32,
         Microkernel::Sgemm12x32F16,
         Microkernel::Sgemm12x32Q8,
         Microkernel::Sgemm12x32Q4,
         Microkernel::Sgemm12x32Q4F16,
-        Microkernel::Sgemv1x64Q4,
-        Microkernel::Sgemv1x64Q4F16,
+        Microkernel::Sgemv1x256Q4,
+        Microkernel::Sgemv1x256Q4F16,
     ];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {
@@ -131,9 +131,9 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
             Microkernel::Sgemm6x16Q8,
             Microkernel::Sgemv1x64Q8,
             Microkernel::Sgemm6x16Q4,
-            Microkernel::Sgemv1x64Q4,
+            Microkernel::Sgemv1x256Q4,
             Microkernel::Sgemm6x16Q4F16,
-            Microkernel::Sgemv1x64Q4F16,
+            Microkernel::Sgemv1x256Q4F16,
             Microkernel::AttentionF32,
             Microkernel::AttentionF16Kv,
             Microkernel::AttentionQ8Kv,
@@ -703,7 +703,7 @@ fn rounding_gemvs_match_the_twin_past_one_chunk_of_activations() {
     let rounding = implementations().filter(|imp| imp.kernel.rounds_activations());
     for imp in rounding.filter(|imp| imp.features.iter().all(|f| crate::host::has_feature(f))) {
         let twin = scalar_twin(imp.kernel).func;
-        for cols in [17, 64] {
+        for cols in [17, 64, 256] {
             let case = Case::random(&mut rng, imp.kernel, kc, 1, cols, 1);
             let what = format!("{} ({}) {case:?}", imp.kernel.name(), imp.isa);
             let got = case.run(imp.func, &what);
@@ -727,7 +727,7 @@ fn rounding_gemvs_match_the_twin_past_one_chunk_of_activations() {
 #[test]
 fn the_rounding_gemv_sides_agree_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(0xB17_F0B17);
-    for kernel in [Microkernel::Sgemv1x64Q4, Microkernel::Sgemv1x64Q4F16] {
+    for kernel in [Microkernel::Sgemv1x256Q4, Microkernel::Sgemv1x256Q4F16] {
         let sides: Vec<_> = implementations()
             .filter(|imp| imp.kernel == kernel)
             // The sides of `x86_gemv_a16` (AVX-512F widens the weights to f32 instead).

@@ -176,6 +176,38 @@ impl<R: Row16> PanelElement<R> for U4Pair {
 /// [`gemm_block`] for `$ep` rows by `$np` panels of 16 columns, in rows of `$row`,
 /// compiled with `$features` enabled.
 macro_rules! gemm_entry {
+    ($(#[$doc:meta])* $name:ident, $row:ty, U4Pair scaled by $s:ident, each 1 x 4 part, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`super::GemmQuantFn`] over 4-bit weights and its scale type, and the CPU has
+        /// the enabled features.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe extern "C" fn $name(
+            a: *const f32,
+            b: *const $crate::microkernel::U4Pair,
+            scales: *const $s,
+            c: *mut f32,
+            kc: i64,
+            lda: i64,
+            ldc: i64,
+            rows: i64,
+            cols: i64,
+            accumulate: i64,
+        ) {
+            for part in $crate::microkernel::u4_gemv_parts(lda, cols) {
+                // SAFETY: the part's panels, scales and columns are the call's, lent by
+                // the caller; the body's features are enabled here.
+                unsafe {
+                    let operands = (b.add(part.b), scales.add(part.scales));
+                    $crate::microkernel::x86_gemm::gemm_block::<$row, $crate::microkernel::U4Pair, $s, 1, 4>(
+                        a, operands, c.add(part.col), kc, lda, ldc, rows, part.cols, accumulate,
+                    )
+                }
+            }
+        }
+    };
     ($(#[$doc:meta])* $name:ident, $row:ty, $w:ident scaled by $s:ident, $ep:literal x $np:literal, $features:literal) => {
         $(#[$doc])*
         ///

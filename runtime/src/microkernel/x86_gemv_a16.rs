@@ -1,5 +1,5 @@
 //! The x86-64 4-bit decode GEMVs over f32 activations rounded to 16 bits
-//! ([`Microkernel::Sgemv1x64Q4`](super::Microkernel::Sgemv1x64Q4) and its f16-scale twin,
+//! ([`Microkernel::Sgemv1x256Q4`](super::Microkernel::Sgemv1x256Q4) and its f16-scale twin,
 //! which [`rounds_activations`](super::Microkernel::rounds_activations)), written once for
 //! every ISA that multiplies the rounded activations in integers ([`A16Isa`]: int16 pairs
 //! by `vpdpwssd` on AVX-512 VNNI and `vpmaddwd` on AVX2 ([`PairIsa`]), bytes by `vpdpbusd`
@@ -18,9 +18,10 @@
 //! scale) into f32 accumulators. The sides compute the same integers, so they agree bit
 //! for bit.
 //!
-//! The activations are rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so
-//! any reduction depth works; then each panel's run of the chunk is read in turn, one
-//! stream at a time (as the int8-activation GEMVs read theirs), asking for the weights
+//! A call spans 256 columns ([`PANELS`] panels), so rounding the activations, about a
+//! sixth of the work when a call spanned 4 panels, is done once for 16. They are
+//! rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so any reduction depth
+//! works; then each panel's run of the chunk is read in turn, one stream at a time (as the int8-activation GEMVs read theirs), asking for the weights
 //! [`STREAM_PREFETCH_AHEAD`] ahead. A tail group (and the odd depth of a pair) is padded
 //! with zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
 //! group's scale NaN (and an infinite one its codes 0 and its scale infinite), so the
@@ -36,6 +37,9 @@ use std::mem::MaybeUninit;
 /// with both bytes signed (`hi = (code + 128) >> 8` and `lo` in `-127..=127`), which the
 /// int8 dot products of [`super::avx512_vnni`]'s VBMI side multiply separately.
 pub(super) const CODE_MAX: f32 = 32639.0;
+
+/// Panels of a call (its 256 columns): the activations are rounded once for all of them.
+const PANELS: usize = super::U4_GEMV_COLS / HP;
 
 /// Groups of activations rounded at a time (the stack buffer's size, 16 KiB of codes): a
 /// reduction up to 8192 deep is one chunk, so each panel is one run.
@@ -100,7 +104,7 @@ pub(super) trait PairIsa: A16Isa<Codes = [i16; QUANT_GROUP]> {
 }
 
 /// Defines `extern "C"` entry point `$name`, a [`super::GemmQuantFn`] over 4-bit weights
-/// with `$s` scales for a 1 x 64 block, on `$isa`'s side of [`Gemv::run`], compiled with
+/// with `$s` scales for a 1 x 256 block, on `$isa`'s side of [`Gemv::run`], compiled with
 /// `$features` enabled.
 macro_rules! gemv_a16_entry {
     ($(#[$doc:meta])* $name:ident, $isa:ty, $s:ty, $features:literal) => {
@@ -128,22 +132,14 @@ macro_rules! gemv_a16_entry {
             else {
                 return;
             };
-            // SAFETY: forwarded contract; the features are enabled here, and `NQ` is the
-            // number of panels holding the columns.
-            unsafe {
-                match call.panels() {
-                    4 => call.run::<$isa, 4>(),
-                    3 => call.run::<$isa, 3>(),
-                    2 => call.run::<$isa, 2>(),
-                    _ => call.run::<$isa, 1>(),
-                }
-            }
+            // SAFETY: forwarded contract; the features are enabled here.
+            unsafe { call.run::<$isa>() }
         }
     };
 }
 pub(super) use gemv_a16_entry;
 
-/// The operands of one GEMV call (row 0 only; `cols` clamped to the block's 64).
+/// The operands of one GEMV call (row 0 only; `cols` clamped to the block's 256).
 pub(super) struct Gemv<S> {
     a: *const f32,
     /// Panel 0's bytes ([`super::U4Pair`]s).
@@ -173,7 +169,7 @@ impl<S> Gemv<S> {
             c,
             kc: kc.max(0) as usize,
             lda: lda.max(0) as usize,
-            cols: (cols as usize).min(4 * HP),
+            cols: (cols as usize).min(PANELS * HP),
             accumulate,
         })
     }
@@ -183,14 +179,15 @@ impl<S> Gemv<S> {
         self.cols.div_ceil(HP)
     }
 
-    /// The first `NQ` panels: per chunk of groups, the activations rounded, then each
-    /// panel's groups of the chunk summed and scaled into its accumulators; then C.
+    /// The panels holding the columns: per chunk of groups, the activations rounded,
+    /// then each panel's groups of the chunk summed and scaled into its accumulators;
+    /// then C.
     ///
     /// # Safety
-    /// As [`super::GemmQuantFn`], one row; `NQ == self.panels()`; inlined into a function
-    /// enabling `I`'s features, which the CPU has.
+    /// As [`super::GemmQuantFn`], one row; inlined into a function enabling `I`'s
+    /// features, which the CPU has.
     #[inline(always)]
-    pub(super) unsafe fn run<I: GroupSums, const NQ: usize>(&self)
+    pub(super) unsafe fn run<I: GroupSums>(&self)
     where
         S: PanelElement<I::Row>,
     {
@@ -198,7 +195,8 @@ impl<S> Gemv<S> {
         let scale_stride = self.lda.div_ceil(QUANT_GROUP) * HP;
         let group_bytes = QUANT_GROUP / 2 * HP;
         // SAFETY (rest): the features (the caller's contract).
-        let mut acc = [unsafe { I::Row::zero() }; NQ];
+        let mut acc = [unsafe { I::Row::zero() }; PANELS];
+        let acc = &mut acc[..self.panels()];
         // Uninitialized: a call writes (and reads) only the groups it rounds, so it does
         // not pay for zeroing the whole 16 KiB.
         let mut rounded = [const { MaybeUninit::<Rounded<I::Codes>>::uninit() }; CHUNK_GROUPS];

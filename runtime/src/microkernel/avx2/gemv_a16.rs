@@ -23,14 +23,14 @@ use std::arch::x86_64::{
 };
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4`](super::super::Microkernel::Sgemv1x64Q4): 4-bit
+    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4): 4-bit
     /// weights, f32 scales.
-    sgemv_1x64_q4, Avx2, f32, "avx2,fma"
+    sgemv_1x256_q4, Avx2, f32, "avx2,fma"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4F16`](super::super::Microkernel::Sgemv1x64Q4F16): 4-bit
+    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16): 4-bit
     /// weights, f16 scales.
-    sgemv_1x64_q4f16, Avx2, f16, "avx2,fma,f16c"
+    sgemv_1x256_q4f16, Avx2, f16, "avx2,fma,f16c"
 );
 
 /// The AVX2 side of the GEMV.

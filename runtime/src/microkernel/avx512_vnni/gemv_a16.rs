@@ -24,25 +24,25 @@ use std::arch::x86_64::{
 };
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4`](super::super::Microkernel::Sgemv1x64Q4): 4-bit
+    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4): 4-bit
     /// weights, f32 scales.
-    sgemv_1x64_q4, Vnni, f32, "avx512f,avx512bw,avx512vnni"
+    sgemv_1x256_q4, Vnni, f32, "avx512f,avx512bw,avx512vnni"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4F16`](super::super::Microkernel::Sgemv1x64Q4F16): 4-bit
+    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16): 4-bit
     /// weights, f16 scales.
-    sgemv_1x64_q4f16, Vnni, f16, "avx512f,avx512bw,avx512vnni"
+    sgemv_1x256_q4f16, Vnni, f16, "avx512f,avx512bw,avx512vnni"
 );
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4`](super::super::Microkernel::Sgemv1x64Q4) on VBMI: 4-bit
+    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4) on VBMI: 4-bit
     /// weights, f32 scales.
-    sgemv_1x64_q4_vbmi, Vbmi, f32, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+    sgemv_1x256_q4_vbmi, Vbmi, f32, "avx512f,avx512bw,avx512vnni,avx512vbmi"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x64Q4F16`](super::super::Microkernel::Sgemv1x64Q4F16) on VBMI:
+    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16) on VBMI:
     /// 4-bit weights, f16 scales.
-    sgemv_1x64_q4f16_vbmi, Vbmi, f16, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+    sgemv_1x256_q4f16_vbmi, Vbmi, f16, "avx512f,avx512bw,avx512vnni,avx512vbmi"
 );
 
 /// The AVX-512 VNNI side of the GEMV.

@@ -15,10 +15,10 @@ use super::{u4_gemv_parts, Implementation, Microkernel, MicrokernelFn, U4Pair, Q
 use attention::{attention, attention_q8kv};
 use half::f16;
 use std::arch::aarch64::{
-    float32x4_t, uint16x4_t, vandq_u8, vcvtq_f32_s32, vdupq_n_f32, vdupq_n_s8, vdupq_n_u8,
-    vfmaq_f32, vget_high_s16, vget_high_s8, vget_high_u16, vget_low_s16, vget_low_s8, vget_low_u16,
-    vld1q_f32, vld1q_s8, vld1q_u16, vld1q_u8, vmovl_s16, vmovl_s8, vmulq_f32, vreinterpretq_s8_u8,
-    vshrq_n_u8, vst1q_f32, vsubq_s8,
+    float32x4_t, int8x16_t, uint16x4_t, vandq_u8, vcvtq_f32_s32, vdupq_n_f32, vdupq_n_s8,
+    vdupq_n_u8, vfmaq_f32, vget_high_s16, vget_high_s8, vget_high_u16, vget_low_s16, vget_low_s8,
+    vget_low_u16, vld1q_f32, vld1q_s8, vld1q_u16, vld1q_u8, vmovl_s16, vmovl_s8, vmulq_f32,
+    vreinterpretq_s8_u8, vshrq_n_u8, vst1q_f32, vsubq_s8,
 };
 
 /// The features every kernel here needs.
@@ -188,7 +188,7 @@ impl Panel for U4Pair {
 
 /// 16 signed bytes as f32.
 #[inline(always)]
-fn widen_i8x16(bytes: std::arch::aarch64::int8x16_t) -> Row16 {
+fn widen_i8x16(bytes: int8x16_t) -> Row16 {
     // SAFETY: NEON is baseline on aarch64; registers only.
     unsafe {
         let (lo, hi) = (vmovl_s8(vget_low_s8(bytes)), vmovl_s8(vget_high_s8(bytes)));

@@ -21,7 +21,8 @@
 //! A call spans 256 columns ([`PANELS`] panels), so rounding the activations, about a
 //! sixth of the work when a call spanned 4 panels, is done once for 16. They are
 //! rounded [`CHUNK_GROUPS`] groups at a time into a stack buffer, so any reduction depth
-//! works; then each panel's run of the chunk is read in turn, one stream at a time (as the int8-activation GEMVs read theirs), asking for the weights
+//! works; then each panel's run of the chunk is read in turn, one stream at a time (as
+//! the int8-activation GEMVs read theirs), asking for the weights
 //! [`STREAM_PREFETCH_AHEAD`] ahead. A tail group (and the odd depth of a pair) is padded
 //! with zero codes, which makes the nibbles past `kc` irrelevant. A NaN activation makes its
 //! group's scale NaN (and an infinite one its codes 0 and its scale infinite), so the
@@ -175,7 +176,7 @@ impl<S> Gemv<S> {
     }
 
     /// Panels holding one of the columns (the only ones read).
-    pub(super) fn panels(&self) -> usize {
+    fn panels(&self) -> usize {
         self.cols.div_ceil(HP)
     }
 

@@ -3,11 +3,12 @@
 //! streaming 4 panels at once) over f32, f16, int8 and 4-bit weight panels (the
 //! quantized ones times their group scales, f32 or f16), and the attention rows. Per k
 //! of a GEMM, one 16-weight load per panel, widened to four f32 q registers ([`Panel`])
-//! and for quantized weights multiplied by their scales, and one broadcast activation
-//! per row feed `vfmaq_f32`s; the block is then written back through a staging row, so
-//! partial blocks touch only their `rows x cols`. The attention row ([`attention`]) is
-//! one body over f32, f16 and int8 keys and values, widened as they are loaded. Tested
-//! against the scalar twins under `qemu-aarch64` (the runtime's aarch64 CI step).
+//! and for quantized weights multiplied by their group's scales (loaded once a group),
+//! and one broadcast activation per row feed `vfmaq_f32`s; the block is then written
+//! back through a staging row, so partial blocks touch only their `rows x cols`. The
+//! attention row ([`attention`]) is one body over f32, f16 and int8 keys and values,
+//! widened as they are loaded. Tested against the scalar twins under `qemu-aarch64` (the
+//! runtime's aarch64 CI step).
 
 mod attention;
 
@@ -369,14 +370,21 @@ impl<W: Panel, S: Scale> Call<W, S> {
         // scales are read for depths `< kc` only (the caller's contract).
         let zero = unsafe { vdupq_n_f32(0.0) };
         let mut acc = [[[zero; 4]; NQ]; EP];
+        // Quantized weights: the scales of `k`'s group, loaded at the group's first k.
+        let mut group_scales = [[zero; 4]; NQ];
         for k in 0..self.kc {
+            if let Some(scales) = self.scales.filter(|_| k % QUANT_GROUP == 0) {
+                for (q, s_q) in group_scales.iter_mut().enumerate().take(panels) {
+                    let at = (q * groups + k / QUANT_GROUP) * PANEL;
+                    *s_q = unsafe { S::load16(scales.add(at)) };
+                }
+            }
             let mut w = [[zero; 4]; NQ];
             for (q, w_q) in w.iter_mut().enumerate().take(panels) {
                 let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
                 *w_q = unsafe { W::load_k(self.b.add(at), k) };
-                if let Some(scales) = self.scales {
-                    let at = (q * groups + k / QUANT_GROUP) * PANEL;
-                    let s = unsafe { S::load16(scales.add(at)) };
+                if self.scales.is_some() {
+                    let s = group_scales[q];
                     *w_q = std::array::from_fn(|l| unsafe { vmulq_f32(w_q[l], s[l]) });
                 }
             }

@@ -1,11 +1,11 @@
 //! The fused `attention` op scheduled by the attention rule (one microkernel call per
-//! query row and head), on the host's best microkernels and on forced scalar ones, against
+//! query row and kv head, over the query heads sharing it), on the host's best microkernels and on forced scalar ones, against
 //! grouped-query attention computed in f64. (The rule against the unscheduled, legalized
 //! function is checked in the TIR interpreter by the schedules crate.)
 //!
 //! Shapes cover a symbolic query count `n` with `t = n + past` key positions (a prefill
-//! after `past` cached tokens; `n = 1` is a decode step), grouped heads (2 and 3 query
-//! heads per kv head, and none), odd head dims, causal and not; over f32 keys and values
+//! after `past` cached tokens; `n = 1` is a decode step), grouped heads (2, 3, 8 and 9
+//! query heads per kv head, and none), odd head dims, causal and not; over f32 keys and values
 //! and over int8 ones with row scales (`attention_q8kv`: an int8 KV cache), whose
 //! reference is the f64 attention over the dequantized rows.
 
@@ -18,8 +18,16 @@ use oxrelax_dsl::{AttrValue, DataType, Target};
 
 const TOL: f64 = 1e-5;
 
-/// `(heads, kv_heads, head_dim)`.
-const HEADS: [(i64, i64, i64); 4] = [(4, 2, 16), (3, 1, 7), (2, 2, 64), (6, 2, 5)];
+/// `(heads, kv_heads, head_dim)`: groups of 2, 3, 1, 8 (a whole batch of the AVX-512
+/// kernel) and 9 (a batch and one row more).
+const HEADS: [(i64, i64, i64); 6] = [
+    (4, 2, 16),
+    (3, 1, 7),
+    (2, 2, 64),
+    (6, 2, 5),
+    (16, 2, 20),
+    (9, 1, 16),
+];
 
 /// Cached positions before the queries.
 const PAST: [i64; 3] = [0, 3, 40];

@@ -1,6 +1,9 @@
 //! The attention rule: a legalized `attention` (q `[n, heads, d]`, k and v
 //! `[t, kv_heads, d]`, out `[n, heads, d]`) becomes one attention microkernel call per
-//! query row and head, parallel over them: `attention_f32`, or `attention_f16kv` when k
+//! query row and kv head, over the query heads sharing that kv head (grouped-query
+//! attention: the kernel reads each key and value once for them all; a decode row's
+//! groups are split when it would otherwise have fewer than 4 calls), parallel over the
+//! calls: `attention_f32`, or `attention_f16kv` when k
 //! and v are f16 (an f16 KV cache, widened as the kernel loads it), or `attention_q8kv`
 //! for a legalized `attention_q8kv` (i8 codes with f32 scales `[t, kv_heads]`, dequantized
 //! as the kernel loads them). Each call reads its kv head's rows in place (stride
@@ -21,7 +24,11 @@ use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
 /// bounds).
 const PARALLEL_MIN_MACS: i64 = 1 << 15;
 
-/// One attention microkernel call per query row and head.
+/// A single query row (a decode step) is split into at least this many calls where its
+/// groups allow; each call reads its kv head's keys and values once for its query heads.
+const MIN_ROW_CALLS: i64 = 4;
+
+/// One attention microkernel call per query row and kv head (or part of its group).
 pub struct AttentionRule;
 
 /// The parts of a recognized `attention`.
@@ -91,6 +98,64 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     })
 }
 
+/// How one query row's heads are split into calls: `parts` calls per kv head, each over
+/// `per_call` consecutive query heads of the kv head's group (the last call over the rest).
+struct Split {
+    parts: i64,
+    per_call: i64,
+}
+
+impl Split {
+    /// The whole group per call, except that a single query row (decode) is split into at
+    /// least [`MIN_ROW_CALLS`] calls where the group allows, so that many cores share it.
+    fn of(a: &Attention<'_>) -> Split {
+        let group = a.heads / a.kv_heads;
+        let single_row = a.q.shape[0].as_const() == Some(1);
+        let wanted = if single_row {
+            (MIN_ROW_CALLS + a.kv_heads - 1) / a.kv_heads
+        } else {
+            1
+        };
+        let per_call = (group + wanted.clamp(1, group) - 1) / wanted.clamp(1, group);
+        Split {
+            parts: (group + per_call - 1) / per_call,
+            per_call,
+        }
+    }
+
+    /// Whether every call covers `per_call` query heads.
+    fn uniform(&self, group: i64) -> bool {
+        self.parts * self.per_call == group
+    }
+}
+
+/// `a * b` for a constant `b` (`a` itself when `b` is 1).
+fn times(a: PrimExpr, b: i64) -> PrimExpr {
+    if b == 1 {
+        a
+    } else {
+        a * PrimExpr::index(b)
+    }
+}
+
+/// `a / b` for a positive constant `b` (`a` itself when `b` is 1).
+fn div(a: PrimExpr, b: i64) -> PrimExpr {
+    if b == 1 {
+        a
+    } else {
+        a.binary(BinOp::FloorDiv, PrimExpr::index(b))
+    }
+}
+
+/// `a % b` for a positive constant `b` (0 when `b` is 1).
+fn rem(a: PrimExpr, b: i64) -> PrimExpr {
+    if b == 1 {
+        PrimExpr::index(0)
+    } else {
+        a.binary(BinOp::FloorMod, PrimExpr::index(b))
+    }
+}
+
 impl ScheduleRule for AttentionRule {
     fn name(&self) -> &'static str {
         "attention"
@@ -101,13 +166,26 @@ impl ScheduleRule for AttentionRule {
         let (n, t) = (PrimExpr::from(&a.q.shape[0]), PrimExpr::from(&a.k.shape[0]));
         // Positions before the first query (`m` in a model: the cache before this call).
         let past = PrimExpr::from(&(a.k.shape[0].clone() - a.q.shape[0].clone()));
-        let heads = PrimExpr::index(a.heads);
+        let group = a.heads / a.kv_heads;
+        let split = Split::of(&a);
+        let calls = a.kv_heads * split.parts;
         let dim = PrimExpr::from(a.dim);
-        // Task `r` is query row `r / heads`, head `r % heads`; its q and out rows start at
-        // `r * dim`, its kv head's first row at `(head / group) * dim`.
-        let row = index("r").binary(BinOp::FloorDiv, heads.clone());
-        let head = index("r").binary(BinOp::FloorMod, heads.clone());
-        let kv_head = head.binary(BinOp::FloorDiv, PrimExpr::index(a.heads / a.kv_heads));
+        // Task `r` is query row `r / calls`, kv head `(r % calls) / parts`, its query heads
+        // from `kv_head * group + part * per_call` (`part = r % parts`); with every call
+        // covering `per_call` heads, its q and out rows start at `r * per_call * dim`.
+        let row = div(index("r"), calls);
+        let kv_head = rem(div(index("r"), split.parts), a.kv_heads);
+        let part = rem(index("r"), split.parts);
+        let (queries, rows) = if split.uniform(group) {
+            let queries = times(index("r"), split.per_call) * dim.clone();
+            (queries, PrimExpr::index(split.per_call))
+        } else {
+            let first = kv_head.clone() * PrimExpr::index(group)
+                + part.clone() * PrimExpr::index(split.per_call);
+            let queries = (row.clone() * PrimExpr::index(a.heads) + first) * dim.clone();
+            let rest = PrimExpr::index(group) - part * PrimExpr::index(split.per_call);
+            (queries, min(PrimExpr::index(split.per_call), rest))
+        };
         let kv_row = kv_head.clone() * dim.clone();
         let keys = if a.causal {
             let limit = past + row + PrimExpr::index(1);
@@ -120,11 +198,12 @@ impl ScheduleRule for AttentionRule {
             offset,
         };
         let mut operands = vec![
-            region(a.q, index("r") * dim.clone()),
+            region(a.q, queries.clone()),
             region(a.k, index("kv_row")),
             region(a.v, index("kv_row")),
         ];
         let mut scalars = vec![
+            rows,
             keys,
             PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
             dim.clone(),
@@ -136,7 +215,7 @@ impl ScheduleRule for AttentionRule {
             operands.push(region(v_scales, kv_head));
             scalars.push(PrimExpr::index(a.kv_heads));
         }
-        operands.push(region(a.out, index("r") * dim.clone()));
+        operands.push(region(a.out, queries));
         let call = Stmt::Microkernel(MicrokernelCall {
             kernel: a.kernel.to_string(),
             operands,
@@ -154,7 +233,7 @@ impl ScheduleRule for AttentionRule {
             ForKind::Serial
         };
         Some(PrimFunc {
-            body: for_loop("r", n * heads, kind, body),
+            body: for_loop("r", n * PrimExpr::index(calls), kind, body),
             ..func.clone()
         })
     }

@@ -151,26 +151,34 @@ fn random_inputs(
 #[test]
 fn the_attention_rule_computes_what_the_legalized_function_does() {
     let mut rng = StdRng::seed_from_u64(11);
-    // (heads, kv_heads, head_dim, cached positions before the queries); the last two
-    // group 8 query heads per kv head.
+    // (heads, kv_heads, head_dim, cached positions before the queries); two group 8
+    // query heads per kv head; with a single query row (decode), the groups of the first
+    // and the last two are split into calls of 1, 4 and 3, and 1 query heads.
     let shapes = [
         (4, 2, 8, 3),
         (3, 1, 5, 0),
         (2, 2, 3, 9),
         (32, 4, 3, 2),
         (64, 8, 2, 1),
+        (14, 2, 5, 4),
+        (6, 3, 4, 2),
     ];
     let cases = shapes.into_iter().flat_map(|shape| {
         [DataType::F32, DataType::F16, DataType::I8].map(|kv_dtype| (shape, kv_dtype))
     });
     for ((heads, kv_heads, dim, past), kv_dtype) in cases {
-        for causal in [true, false] {
+        for (causal, single_row) in [(true, false), (false, false), (true, true)] {
+            let rows = if single_row {
+                SymExpr::int(1)
+            } else {
+                n().expr()
+            };
             let q = tensor(
                 "q",
-                vec![n().expr(), heads.into(), dim.into()],
+                vec![rows.clone(), heads.into(), dim.into()],
                 DataType::F32,
             );
-            let kv = vec![n().expr() + SymExpr::int(past), kv_heads.into(), dim.into()];
+            let kv = vec![rows + SymExpr::int(past), kv_heads.into(), dim.into()];
             let scale_rows = kv[..2].to_vec();
             let (k, v) = (tensor("k", kv.clone(), kv_dtype), tensor("v", kv, kv_dtype));
             // i8: codes with f32 scales per position and kv head (an int8 KV cache).
@@ -202,7 +210,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
                 for (b, a) in before[0].iter().zip(&after[0]) {
                     let what = format!(
-                        "{kv_dtype} heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value}"
+                        "{kv_dtype} heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value} single row {single_row}"
                     );
                     assert!(
                         (a - b).abs() <= 1e-5 * (1.0 + b.abs()),

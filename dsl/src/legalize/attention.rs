@@ -4,8 +4,8 @@
 //! `attention_q8kv`'s int8 codes are dequantized (code times its position's and kv head's
 //! scale) as each element is read.
 //! This is the reference (and the fallback schedule); the attention schedule rule
-//! replaces it with one microkernel call per query row and head, which reads K and V in
-//! place and keeps no score matrix.
+//! replaces it with one microkernel call per query row and kv head (over the query heads
+//! sharing it), which reads K and V in place and keeps no score matrix.
 
 use super::call::OpCall;
 use super::error::LegalizeError;

@@ -29,9 +29,9 @@
 //!   element `(j / PANEL)*kc*PANEL + (k/4)*4*PANEL + (j % PANEL)*4 + k % 4` of i8 panels, or
 //!   `(j / PANEL)*kc*PANEL + (k/8)*8*PANEL + (j % PANEL)*8 + (k % 4)*2 + (k/4) % 2` of u4
 //!   panels minus 8;
-//! - the attention of one query row (f32) over a strided run of key/value rows (f32, or
-//!   f16 widened as loaded: an f16 KV cache; or i8 codes with one f32 scale per row,
-//!   dequantized as loaded: an int8 KV cache).
+//! - the attention of consecutive query rows (f32; query heads sharing one kv head) over
+//!   a strided run of key/value rows (f32, or f16 widened as loaded: an f16 KV cache; or
+//!   i8 codes with one f32 scale per row, dequantized as loaded: an int8 KV cache).
 //!
 //! The runtime's microkernel table implements each name per CPU feature, with a scalar
 //! twin.
@@ -97,10 +97,12 @@ pub enum MicrokernelKind {
         /// Width of one packed weight panel.
         panel: i64,
     },
-    /// The attention of one query row: operands `(q, k, v, out)`, scalars
-    /// `(keys, kv_stride, head_dim, scale)` (`scale` an f32): with
-    /// `s_j = scale * q . k[j*kv_stride ..]`, `out = sum_j softmax(s)_j v[j*kv_stride ..]`
-    /// over `head_dim` elements; zeros when `keys <= 0`. `q` and `out` are f32. Quantized
+    /// The attention of `rows` query rows over the same keys: operands `(q, k, v, out)`,
+    /// scalars `(rows, keys, kv_stride, head_dim, scale)` (`scale` an f32): for each row
+    /// `r < rows` (`q` and `out` rows `head_dim` apart), with
+    /// `s_j = scale * q[r*head_dim ..] . k[j*kv_stride ..]`,
+    /// `out[r*head_dim ..] = sum_j softmax(s)_j v[j*kv_stride ..]` over `head_dim`
+    /// elements; zeros when `keys <= 0`. `q` and `out` are f32. Quantized
     /// keys and values come with operands `k_scales`, `v_scales` before `out` and a last
     /// scalar `scale_stride`: row `j` is `k[j*kv_stride ..] * k_scales[j*scale_stride]`
     /// (and so for `v`).
@@ -186,6 +188,7 @@ impl MicrokernelKind {
             MicrokernelKind::Attention {
                 scales: Some(_), ..
             } => &[
+                ("rows", DataType::I64),
                 ("keys", DataType::I64),
                 ("kv_stride", DataType::I64),
                 ("head_dim", DataType::I64),
@@ -193,6 +196,7 @@ impl MicrokernelKind {
                 ("scale_stride", DataType::I64),
             ],
             MicrokernelKind::Attention { .. } => &[
+                ("rows", DataType::I64),
                 ("keys", DataType::I64),
                 ("kv_stride", DataType::I64),
                 ("head_dim", DataType::I64),

@@ -4,6 +4,8 @@
 /// The scalar operands of one attention call, evaluated.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionScalars {
+    /// Query (and output) rows attending to the same keys, `head_dim` elements apart.
+    pub rows: i64,
     /// Key (and value) rows attended to.
     pub keys: i64,
     /// Elements from one key row to the next.
@@ -25,7 +27,8 @@ impl AttentionScalars {
         } else {
             0
         };
-        [self.head_dim, rows, rows, self.head_dim]
+        let queries = self.rows.max(0) * self.head_dim;
+        [queries, rows, rows, queries]
     }
 
     /// The elements of `k_scales` (and of `v_scales`) one call on quantized keys and
@@ -56,21 +59,24 @@ impl AttentionScalars {
         let scale_stride = self.scale_stride.unwrap_or(0) as usize;
         let row_scale =
             |j: usize, which: usize| scales.map_or(1.0, |s| [s.0, s.1][which][j * scale_stride]);
-        let scores: Vec<f64> = (0..keys)
-            .map(|j| {
-                let row = &k[j * stride..j * stride + dim];
-                let dot = q.iter().zip(row).map(|(a, b)| a * b).sum::<f64>();
-                self.scale * dot * row_scale(j, 0)
-            })
-            .collect();
-        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
-        for (d, o) in out.iter_mut().enumerate().take(dim) {
-            let sum: f64 = (0..keys)
-                .map(|j| weights[j] * v[j * stride + d] * row_scale(j, 1))
-                .sum();
-            *o = if keys == 0 { 0.0 } else { sum / total };
+        for r in 0..self.rows.max(0) as usize {
+            let q = &q[r * dim..(r + 1) * dim];
+            let scores: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let row = &k[j * stride..j * stride + dim];
+                    let dot = q.iter().zip(row).map(|(a, b)| a * b).sum::<f64>();
+                    self.scale * dot * row_scale(j, 0)
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for (d, o) in out[r * dim..(r + 1) * dim].iter_mut().enumerate() {
+                let sum: f64 = (0..keys)
+                    .map(|j| weights[j] * v[j * stride + d] * row_scale(j, 1))
+                    .sum();
+                *o = if keys == 0 { 0.0 } else { sum / total };
+            }
         }
     }
 }

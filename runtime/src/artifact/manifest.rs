@@ -10,8 +10,9 @@ use std::path::Path;
 
 /// The artifact format this build writes and reads (4: kernels in a shared library, the
 /// weights' names, shapes and dtypes recorded; 5: the 4-bit decode GEMV's calls span 256
-/// columns, which a runtime reading 4 would cut to 64).
-pub const FORMAT_VERSION: u32 = 5;
+/// columns, which a runtime reading 4 would cut to 64; 6: an attention call takes the
+/// query rows sharing a kv head, a scalar older kernels do not pass).
+pub const FORMAT_VERSION: u32 = 6;
 /// The manifest's file name inside an artifact folder.
 pub const MANIFEST_FILE: &str = "oxrelax-model.json";
 /// The executable (bytecode and memory plan).

@@ -1,22 +1,26 @@
-//! The signatures of the attention microkernels (one query row over a strided run of
-//! key/value rows) and the row scales of an int8 KV cache they share.
+//! The signatures of the attention microkernels (the query rows sharing a kv head over a
+//! strided run of key/value rows) and the row scales of an int8 KV cache they share.
 
-/// The attention of one query row over `keys` key/value rows (softmax computed online):
-/// with `s_j = scale * sum_d q[d] * k[j*kv_stride + d]`,
-/// `out[d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
+/// The attention of `rows` query rows over the same `keys` key/value rows (softmax
+/// computed online; grouped-query attention hands the query heads sharing a kv head to one
+/// call, which can read each key and value once for all of them): for each `r < rows`,
+/// with `s_j = scale * sum_d q[r*head_dim + d] * k[j*kv_stride + d]`,
+/// `out[r*head_dim + d] = sum_{j < keys} exp(s_j - max_j s_j) * v[j*kv_stride + d] / sum_j exp(s_j - max_j s_j)`
 /// for `d < head_dim`. `keys <= 0` writes zeros. The keys and values are of `KV` (f32, or
 /// f16 widened to f32 as they are loaded: [`AttentionF16KvFn`]); `q` and `out` are f32.
 ///
 /// # Safety
-/// `q` readable for `head_dim` floats; `k` and `v` for `(keys - 1) * kv_stride + head_dim`
-/// elements when `keys > 0`; `out` writable for `head_dim` floats (the only memory
-/// written) and not overlapping the inputs. `head_dim >= 0`, `kv_stride >= head_dim`.
-/// Pointers need only the alignment of their element type.
+/// `q` readable for `rows * head_dim` floats; `k` and `v` for
+/// `(keys - 1) * kv_stride + head_dim` elements when `keys > 0`; `out` writable for
+/// `rows * head_dim` floats (the only memory written) and not overlapping the inputs.
+/// `head_dim >= 0`, `kv_stride >= head_dim` (`rows <= 0` does nothing). Pointers need
+/// only the alignment of their element type.
 pub type AttentionFn<KV = f32> = unsafe extern "C" fn(
     q: *const f32,
     k: *const KV,
     v: *const KV,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -43,6 +47,7 @@ pub type AttentionQ8KvFn = unsafe extern "C" fn(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -88,5 +93,43 @@ impl RowScales {
     pub unsafe fn value(self, j: usize) -> f32 {
         // SAFETY: the caller's contract.
         unsafe { *self.v.add(j * self.stride) }
+    }
+}
+
+/// The `(q, out)` row pairs of an attention call's `rows` query rows, `head_dim` floats
+/// apart in both (no rows when `rows <= 0`), for kernels attending one row at a time.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryRows {
+    q: *const f32,
+    out: *mut f32,
+    rows: usize,
+    dim: usize,
+}
+
+impl QueryRows {
+    /// The rows of a call with operands `q`, `out` and scalars `rows`, `head_dim`.
+    pub fn new(q: *const f32, out: *mut f32, rows: i64, head_dim: i64) -> Self {
+        QueryRows {
+            q,
+            out,
+            rows: rows.max(0) as usize,
+            dim: head_dim.max(0) as usize,
+        }
+    }
+}
+
+impl Iterator for QueryRows {
+    type Item = (*const f32, *mut f32);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rows == 0 {
+            return None;
+        }
+        let row = (self.q, self.out);
+        self.rows -= 1;
+        // Wrapping: past the last row the pointers are never used.
+        self.q = self.q.wrapping_add(self.dim);
+        self.out = self.out.wrapping_add(self.dim);
+        Some(row)
     }
 }

@@ -10,6 +10,8 @@
 //! AVX2 implementations of the same kernels. These entry points themselves run (and are
 //! tested) only on CPUs with AVX-512F.
 
+mod attention;
+
 use super::x86_gemm::{gemm_entry, PanelElement, Row16};
 use super::{Implementation, Microkernel, MicrokernelFn, U4Pair};
 use half::f16;
@@ -60,6 +62,18 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
     row(
         Microkernel::Sgemv1x256Q4F16,
         MicrokernelFn::GemmQ4F16(sgemv_1x256_q4f16),
+    ),
+    row(
+        Microkernel::AttentionF32,
+        MicrokernelFn::Attention(attention::attention_f32),
+    ),
+    row(
+        Microkernel::AttentionF16Kv,
+        MicrokernelFn::AttentionF16Kv(attention::attention_f16kv),
+    ),
+    row(
+        Microkernel::AttentionQ8Kv,
+        MicrokernelFn::AttentionQ8Kv(attention::attention_q8kv),
     ),
 ];
 

@@ -1,6 +1,6 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
-//! attention of one query row. The GEMMs come with f32 and f16 weight panels (f16 widened
+//! attention of the query rows sharing a kv head. The GEMMs come with f32 and f16 weight panels (f16 widened
 //! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
 //! dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8 activation rows by int8 or
 //! 4-bit panels in integers, group by group, and scale into f32 at the end of each group;
@@ -43,7 +43,7 @@ mod x86_gemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemv_a16;
 
-pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
+pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, QueryRows, RowScales};
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed
@@ -272,15 +272,15 @@ pub enum MicrokernelFn {
     GemmQ4(GemmQ4Fn),
     /// A block GEMM over 4-bit weights with f16 group scales.
     GemmQ4F16(GemmQ4F16Fn),
-    /// The attention of one query row.
+    /// The attention of a group of query rows.
     Attention(AttentionFn),
     /// An int8-activation GEMM over int8 weights.
     QGemmW8(QGemmW8Fn),
     /// An int8-activation GEMM over 4-bit weights.
     QGemmW4(QGemmW4Fn),
-    /// The attention of one query row over f16 keys and values.
+    /// The attention of a group of query rows over f16 keys and values.
     AttentionF16Kv(AttentionF16KvFn),
-    /// The attention of one query row over int8 keys and values with row scales.
+    /// The attention of a group of query rows over int8 keys and values with row scales.
     AttentionQ8Kv(AttentionQ8KvFn),
 }
 
@@ -370,7 +370,7 @@ pub enum Microkernel {
     Sgemm12x32,
     /// [`Microkernel::Sgemm12x32`] over f16 weight panels ([`GemmF16Fn`]).
     Sgemm12x32F16,
-    /// f32 attention of one query row over a strided run of key/value rows
+    /// f32 attention of a group of query rows over a strided run of key/value rows
     /// ([`AttentionFn`]).
     AttentionF32,
     /// [`Microkernel::Sgemm6x16`] over int8 weight panels with group scales

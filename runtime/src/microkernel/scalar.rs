@@ -6,7 +6,9 @@
 //! kernels use FMA, so results differ from the twins by rounding only.
 
 use super::qgemm::{QCall, QPanel};
-use super::{Implementation, Microkernel, MicrokernelFn, RowScales, U4Pair, QUANT_GROUP};
+use super::{
+    Implementation, Microkernel, MicrokernelFn, QueryRows, RowScales, U4Pair, QUANT_GROUP,
+};
 use half::f16;
 
 /// The scalar twin row of `kernel`.
@@ -362,7 +364,8 @@ unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
 
 /// The scalar twin of the attention kernels over float keys and values of `KV`
 /// (`attention::<f32>` is [`Microkernel::AttentionF32`], `attention::<f16>`
-/// [`Microkernel::AttentionF16Kv`]; the [`super::AttentionFn`] contract): [`attention_rows`].
+/// [`Microkernel::AttentionF16Kv`]; the [`super::AttentionFn`] contract): [`attention_row`]
+/// per query row.
 ///
 /// # Safety
 /// As [`super::AttentionFn`].
@@ -372,17 +375,21 @@ unsafe extern "C" fn attention<KV: Copy + Into<f32>>(
     k: *const KV,
     v: *const KV,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
 ) {
-    // SAFETY: forwarded contract.
-    unsafe { attention_rows(q, (k, v), None, out, (keys, kv_stride, head_dim), scale) }
+    let scalars = (keys, kv_stride, head_dim);
+    for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+        // SAFETY: forwarded contract for each row.
+        unsafe { attention_row(q, (k, v), None, out, scalars, scale) }
+    }
 }
 
 /// The scalar twin of [`Microkernel::AttentionQ8Kv`] (the [`super::AttentionQ8KvFn`]
-/// contract): [`attention_rows`] over int8 rows with their scales.
+/// contract): [`attention_row`] per query row, over int8 rows with their scales.
 ///
 /// # Safety
 /// As [`super::AttentionQ8KvFn`].
@@ -394,6 +401,7 @@ unsafe extern "C" fn attention_q8kv(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -402,8 +410,10 @@ unsafe extern "C" fn attention_q8kv(
 ) {
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
-    // SAFETY: forwarded contract.
-    unsafe { attention_rows(q, (k, v), Some(scales), out, scalars, scale) }
+    for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+        // SAFETY: forwarded contract for each row.
+        unsafe { attention_row(q, (k, v), Some(scales), out, scalars, scale) }
+    }
 }
 
 /// The attention of one query row over key/value rows of `KV`, each row times its scale
@@ -412,8 +422,8 @@ unsafe extern "C" fn attention_q8kv(
 /// allocated).
 ///
 /// # Safety
-/// As [`super::AttentionFn`] (and [`super::AttentionQ8KvFn`] with `scales`).
-unsafe fn attention_rows<KV: Copy + Into<f32>>(
+/// As [`super::AttentionFn`] for one row (and [`super::AttentionQ8KvFn`] with `scales`).
+unsafe fn attention_row<KV: Copy + Into<f32>>(
     q: *const f32,
     (k, v): (*const KV, *const KV),
     scales: Option<RowScales>,

@@ -107,6 +107,9 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemm12x32Q4F16,
         Microkernel::Sgemv1x256Q4,
         Microkernel::Sgemv1x256Q4F16,
+        Microkernel::AttentionF32,
+        Microkernel::AttentionF16Kv,
+        Microkernel::AttentionQ8Kv,
     ];
     for kernel in Microkernel::ALL {
         let best = match (f16_weights.contains(&kernel), avx2, f16c) {

@@ -1,7 +1,8 @@
 //! The attention microkernels (f32 and f16 keys and values, int8 ones with row scales)
 //! against their scalar twins and an f64 reference, on random rows of odd lengths and
-//! strides, with guards around `out`; over f16 keys and values each computes exactly what
-//! its f32 version computes on their widening.
+//! strides and calls of one to more than a batch of query rows, with guards around `out`;
+//! over f16 keys and values each computes exactly what its f32 version computes on their
+//! widening.
 
 use super::*;
 use half::f16;
@@ -20,7 +21,11 @@ const KEYS: [usize; 12] = [0, 1, 2, 7, 8, 9, 31, 32, 33, 65, 100, 1000];
 
 /// Head dims to test: shorter and longer than a vector and than the registers `out` is
 /// accumulated in, with and without a tail.
-const DIMS: [usize; 7] = [1, 7, 8, 16, 23, 64, 67];
+const DIMS: [usize; 8] = [1, 7, 8, 16, 23, 40, 64, 67];
+
+/// Query rows per call to pick from: one, a few (each batch size the AVX-512 kernel takes
+/// at once and odd counts it splits), and more than its batch of 8.
+const ROWS: [usize; 7] = [1, 2, 3, 4, 7, 8, 11];
 
 /// A rounding of f32 values to a key/value element type (kept as f32).
 type Rounding = fn(f32) -> f32;
@@ -67,9 +72,11 @@ impl Scales {
     }
 }
 
-/// One call: a query row, `keys` key and value rows at `stride`, an `out` with guards. The
+/// One call: `rows` query rows, `keys` key and value rows at `stride`, an `out` with
+/// guards. The
 /// key and value elements are f32 values their kernel's element type holds exactly.
 struct Case {
+    rows: usize,
     keys: usize,
     dim: usize,
     stride: usize,
@@ -113,12 +120,16 @@ impl Case {
                 })
                 .collect()
         };
+        let rows = ROWS[rng.gen_range(0..ROWS.len())];
         Case {
+            rows,
             keys,
             dim,
             stride,
             scale: 1.0 / (dim.max(1) as f32).sqrt(),
-            q: (0..dim).map(|_| rng.gen_range(-2.0f32..2.0)).collect(),
+            q: (0..rows * dim)
+                .map(|_| rng.gen_range(-2.0f32..2.0))
+                .collect(),
             k: row_major(rng),
             v: row_major(rng),
             scales: None,
@@ -155,6 +166,7 @@ impl Case {
                     scales.k.as_ptr(),
                     scales.v.as_ptr(),
                     out,
+                    self.rows as i64,
                     self.keys as i64,
                     self.stride as i64,
                     self.dim as i64,
@@ -170,14 +182,15 @@ impl Case {
     fn call<KV>(&self, func: AttentionFn<KV>, (k, v): (&[KV], &[KV]), what: &str) -> Vec<f32> {
         assert_eq!((k.len(), v.len()), (self.k.len(), self.v.len()));
         self.guarded(what, |out| {
-            // SAFETY: `q` holds dim floats, `k` and `v` (keys - 1) * stride + dim elements,
-            // and `out` dim floats.
+            // SAFETY: `q` holds rows * dim floats, `k` and `v` (keys - 1) * stride + dim
+            // elements, and `out` rows * dim floats.
             unsafe {
                 func(
                     self.q.as_ptr(),
                     k.as_ptr(),
                     v.as_ptr(),
                     out,
+                    self.rows as i64,
                     self.keys as i64,
                     self.stride as i64,
                     self.dim as i64,
@@ -187,23 +200,30 @@ impl Case {
         })
     }
 
-    /// Runs `call` on a row of `dim` NaNs between guards; asserts the guards are
-    /// untouched; returns the row.
+    /// Runs `call` on `rows * dim` NaNs between guards; asserts the guards are
+    /// untouched; returns the output rows.
     fn guarded(&self, what: &str, call: impl FnOnce(*mut f32)) -> Vec<f32> {
-        let mut out = vec![GUARD; GUARD_LEN + self.dim + GUARD_LEN];
-        out[GUARD_LEN..GUARD_LEN + self.dim].fill(f32::NAN);
-        // SAFETY: `GUARD_LEN + dim` is inside `out`.
+        let len = self.rows * self.dim;
+        let mut out = vec![GUARD; GUARD_LEN + len + GUARD_LEN];
+        out[GUARD_LEN..GUARD_LEN + len].fill(f32::NAN);
+        // SAFETY: `GUARD_LEN + len` is inside `out`.
         call(unsafe { out.as_mut_ptr().add(GUARD_LEN) });
         let (before, rest) = out.split_at(GUARD_LEN);
-        let (row, after) = rest.split_at(self.dim);
+        let (row, after) = rest.split_at(len);
         for guard in before.iter().chain(after) {
             assert_eq!(guard.to_bits(), GUARD.to_bits(), "{what}: wrote a guard");
         }
         row.to_vec()
     }
 
-    /// The output row in f64 (rows times their scales in an int8 case).
+    /// The output rows in f64 (key and value rows times their scales in an int8 case).
     fn reference(&self) -> Vec<f64> {
+        (0..self.rows).flat_map(|r| self.reference_row(r)).collect()
+    }
+
+    /// Output row `r` in f64.
+    fn reference_row(&self, r: usize) -> Vec<f64> {
+        let q = &self.q[r * self.dim..(r + 1) * self.dim];
         let scale = |which: usize, j: usize| self.scales.as_ref().map_or(1.0, |s| s.of(which, j));
         let row = |x: &[f32], j: usize| -> Vec<f64> {
             x[j * self.stride..j * self.stride + self.dim]
@@ -213,8 +233,7 @@ impl Case {
         };
         let scores: Vec<f64> = (0..self.keys)
             .map(|j| {
-                let dot: f64 = self
-                    .q
+                let dot: f64 = q
                     .iter()
                     .zip(row(&self.k, j))
                     .map(|(&a, b)| f64::from(a) * b)
@@ -274,7 +293,12 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
             }
             for (keys, dim) in KEYS.into_iter().flat_map(|k| DIMS.map(|d| (k, d))) {
                 let case = Case::for_kernel(&mut rng, (keys, dim), kernel);
-                let what = format!("{} ({}) keys={keys} dim={dim}", kernel.name(), imp.isa);
+                let rows = case.rows;
+                let what = format!(
+                    "{} ({}) rows={rows} keys={keys} dim={dim}",
+                    kernel.name(),
+                    imp.isa
+                );
                 case.check(imp.func, twin, &what);
             }
         }
@@ -282,8 +306,8 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
 }
 
 /// Over f16 keys and values, the scalar twin and (on an AVX2+FMA+F16C host) the AVX2
-/// kernel or (on aarch64) the NEON one give bit for bit what their f32 versions give on
-/// the widened rows.
+/// kernel, (on an AVX-512F host) the AVX-512 one or (on aarch64) the NEON one give bit for
+/// bit what their f32 versions give on the widened rows.
 #[test]
 fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
     let mut rng = StdRng::seed_from_u64(0xF16_CAC4E);
@@ -291,6 +315,7 @@ fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
     for set in [
         MicrokernelSet::scalar(),
         MicrokernelSet::for_features(&["avx2", "fma", "f16c"]),
+        MicrokernelSet::for_features(&["avx512f"]),
         MicrokernelSet::for_features(&["neon"]),
     ] {
         let (f32_isa, f16_isa) = (
@@ -304,7 +329,7 @@ fn over_f16_keys_and_values_each_kernel_computes_what_its_f32_version_does() {
         }
         for (keys, dim) in KEYS.into_iter().flat_map(|k| DIMS.map(|d| (k, d))) {
             let case = Case::random(&mut rng, keys, dim, round);
-            let what = format!("{f16_isa} keys={keys} dim={dim}");
+            let what = format!("{f16_isa} rows={} keys={keys} dim={dim}", case.rows);
             let wide = case.run(set.get(Microkernel::AttentionF32), &what);
             let half = case.run(set.get(Microkernel::AttentionF16Kv), &what);
             let bits = |row: &[f32]| row.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

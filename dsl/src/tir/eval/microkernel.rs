@@ -143,10 +143,11 @@ impl Machine<'_> {
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
-        let (&[keys, kv_stride, head_dim, scale], scale_stride) = values.split_at(4) else {
+        let (&[rows, keys, kv_stride, head_dim, scale], scale_stride) = values.split_at(5) else {
             unreachable!("the scalar count was checked");
         };
         let scalars = AttentionScalars {
+            rows: rows.as_i64(),
             keys: keys.as_i64(),
             kv_stride: kv_stride.as_i64(),
             head_dim: head_dim.as_i64(),
@@ -154,7 +155,8 @@ impl Machine<'_> {
             scale_stride: scale_stride.first().map(|s| s.as_i64()),
         };
         let bad_stride = scalars.scale_stride.is_some_and(|s| s < 0);
-        if scalars.head_dim < 0 || scalars.kv_stride < scalars.head_dim || bad_stride {
+        let bad_rows = scalars.rows < 0;
+        if scalars.head_dim < 0 || scalars.kv_stride < scalars.head_dim || bad_stride || bad_rows {
             return Err(error(format!("bad scalars {scalars:?}")));
         }
         let [len_q, len_k, len_v, len_out] = scalars.footprint();

@@ -13,7 +13,7 @@
 //! elements are the f32 values the f32 kernel would read, so over f16 keys and values the
 //! kernel computes exactly what the f32 one computes on their widening.
 
-use super::super::RowScales;
+use super::super::{QueryRows, RowScales};
 use half::f16;
 use std::arch::x86_64::{
     __m256, _mm256_add_epi32, _mm256_add_ps, _mm256_castsi256_ps, _mm256_cvtepi32_ps,
@@ -84,7 +84,8 @@ impl KvElement for i8 {
 }
 
 /// Defines `extern "C"` entry point `$name`, an [`AttentionFn`](super::super::AttentionFn)
-/// over keys and values of `$kv`: the always-inlined generic [`attention_row`], compiled
+/// over keys and values of `$kv`: the always-inlined generic [`attention_row`] per query
+/// row, compiled
 /// with `$features` enabled.
 macro_rules! attention_entry {
     ($(#[$doc:meta])* $name:ident, $kv:ty, $features:literal) => {
@@ -95,19 +96,22 @@ macro_rules! attention_entry {
         /// enabled features.
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $features)]
-        pub(super) unsafe extern "C" fn $name(
+        pub(in crate::microkernel) unsafe extern "C" fn $name(
             q: *const f32,
             k: *const $kv,
             v: *const $kv,
             out: *mut f32,
+            rows: i64,
             keys: i64,
             kv_stride: i64,
             head_dim: i64,
             scale: f32,
         ) {
-            // SAFETY: forwarded contract; the body's features are enabled here.
-            unsafe {
-                attention_row::<$kv>(q, (k, v), None, out, (keys, kv_stride, head_dim), scale)
+            let scalars = (keys, kv_stride, head_dim);
+            for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+                // SAFETY: forwarded contract for each row; the body's features are
+                // enabled here.
+                unsafe { attention_row::<$kv>(q, (k, v), None, out, scalars, scale) }
             }
         }
     };
@@ -131,13 +135,14 @@ attention_entry!(
 /// As [`super::super::AttentionQ8KvFn`], and the CPU has AVX2 and FMA.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe extern "C" fn attention_q8kv(
+pub(in crate::microkernel) unsafe extern "C" fn attention_q8kv(
     q: *const f32,
     k: *const i8,
     v: *const i8,
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -146,8 +151,10 @@ pub(super) unsafe extern "C" fn attention_q8kv(
 ) {
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
-    // SAFETY: forwarded contract; the body's features are enabled here.
-    unsafe { attention_row::<i8>(q, (k, v), Some(scales), out, scalars, scale) }
+    for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+        // SAFETY: forwarded contract for each row; the body's features are enabled here.
+        unsafe { attention_row::<i8>(q, (k, v), Some(scales), out, scalars, scale) }
+    }
 }
 
 /// The attention of one query row over keys and values of `KV` (see
@@ -296,10 +303,11 @@ unsafe fn dot8<KV: KvElement>(q: *const f32, rows: [*const KV; LANES], n: usize)
     }
 }
 
-/// Lane `r` of the result is the sum of the 8 lanes of `acc[r]`.
+/// Lane `r` of the result is the sum of the 8 lanes of `acc[r]` (the AVX-512 attention
+/// reduces its scores with it too).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn reduce8(acc: [__m256; LANES]) -> __m256 {
+pub(in crate::microkernel) fn reduce8(acc: [__m256; LANES]) -> __m256 {
     let pairs = [
         _mm256_hadd_ps(acc[0], acc[1]),
         _mm256_hadd_ps(acc[2], acc[3]),
@@ -359,10 +367,11 @@ fn exp_shifted(scores: &mut [f32], max: f32) -> f32 {
 }
 
 /// `e^x` per lane (Cephes' single-precision polynomial after reducing by `ln 2`; within
-/// 2 ulp of `expf` for `x` in `[-87, 88]`; clamped outside).
+/// 2 ulp of `expf` for `x` in `[-87, 88]`; clamped outside; the AVX-512 attention's
+/// exponentials too).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn exp8(x: __m256) -> __m256 {
+pub(in crate::microkernel) fn exp8(x: __m256) -> __m256 {
     let x = _mm256_min_ps(
         _mm256_max_ps(x, _mm256_set1_ps(-87.0)),
         _mm256_set1_ps(88.0),

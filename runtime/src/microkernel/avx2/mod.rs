@@ -10,7 +10,7 @@
 //! the two-panel body on CPUs without AVX-512). The int8-activation GEMMs are in [`qgemm`];
 //! the 4-bit decode GEMVs, over activations rounded to 16 bits, in [`gemv_a16`].
 
-mod attention;
+pub(super) mod attention;
 mod gemv_a16;
 mod qgemm;
 

@@ -11,7 +11,7 @@
 //! reads, so over f16 keys and values the kernel computes exactly what the f32 one
 //! computes on their widening.
 
-use super::super::RowScales;
+use super::super::{QueryRows, RowScales};
 use super::widen_f16x4;
 use half::f16;
 use std::arch::aarch64::{
@@ -90,14 +90,17 @@ pub(super) unsafe extern "C" fn attention<KV: NeonKv>(
     k: *const KV,
     v: *const KV,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
     scale: f32,
 ) {
     let scalars = (keys, kv_stride, head_dim);
-    // SAFETY: forwarded contract.
-    unsafe { attention_row(q, (k, v), None, out, scalars, scale) }
+    for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+        // SAFETY: forwarded contract for each row.
+        unsafe { attention_row(q, (k, v), None, out, scalars, scale) }
+    }
 }
 
 /// [`Microkernel::AttentionQ8Kv`](super::Microkernel::AttentionQ8Kv): int8 keys and values
@@ -113,6 +116,7 @@ pub(super) unsafe extern "C" fn attention_q8kv(
     k_scales: *const f32,
     v_scales: *const f32,
     out: *mut f32,
+    rows: i64,
     keys: i64,
     kv_stride: i64,
     head_dim: i64,
@@ -121,8 +125,10 @@ pub(super) unsafe extern "C" fn attention_q8kv(
 ) {
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
-    // SAFETY: forwarded contract.
-    unsafe { attention_row(q, (k, v), Some(scales), out, scalars, scale) }
+    for (q, out) in QueryRows::new(q, out, rows, head_dim) {
+        // SAFETY: forwarded contract for each row.
+        unsafe { attention_row(q, (k, v), Some(scales), out, scalars, scale) }
+    }
 }
 
 /// The attention of one query row over keys and values of `KV` (see

@@ -3,10 +3,9 @@
 //! query row and kv head, over the query heads sharing that kv head (grouped-query
 //! attention: the kernel reads each key and value once for them all; a decode row's
 //! groups are split when it would otherwise have fewer than 4 calls), parallel over the
-//! calls: `attention_f32`, or `attention_f16kv` when k
-//! and v are f16 (an f16 KV cache, widened as the kernel loads it), or `attention_q8kv`
-//! for a legalized `attention_q8kv` (i8 codes with f32 scales `[t, kv_heads]`, dequantized
-//! as the kernel loads them). Each call reads its kv head's rows in place (stride
+//! calls: `attention_f32`, or `attention_f16kv` when k and v are f16 (an f16 KV cache,
+//! widened as the kernel loads it), or `attention_q8kv` for a legalized `attention_q8kv`
+//! (i8 codes with f32 scales `[t, kv_heads]`, dequantized as the kernel loads them). Each call reads its kv head's rows in place (stride
 //! `kv_heads * d`, and `kv_heads` for the scales: heads are grouped by index, never
 //! broadcast) up to the causal limit computed from the row index, and keeps no score
 //! matrix.
@@ -112,13 +111,13 @@ impl Split {
         let group = a.heads / a.kv_heads;
         let single_row = a.q.shape[0].as_const() == Some(1);
         let wanted = if single_row {
-            (MIN_ROW_CALLS + a.kv_heads - 1) / a.kv_heads
+            ceil_div(MIN_ROW_CALLS, a.kv_heads).clamp(1, group)
         } else {
             1
         };
-        let per_call = (group + wanted.clamp(1, group) - 1) / wanted.clamp(1, group);
+        let per_call = ceil_div(group, wanted);
         Split {
-            parts: (group + per_call - 1) / per_call,
+            parts: ceil_div(group, per_call),
             per_call,
         }
     }
@@ -127,6 +126,11 @@ impl Split {
     fn uniform(&self, group: i64) -> bool {
         self.parts * self.per_call == group
     }
+}
+
+/// `ceil(a / b)` for positive `a` and `b`.
+fn ceil_div(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
 }
 
 /// `a * b` for a constant `b` (`a` itself when `b` is 1).

@@ -173,10 +173,8 @@ pub(in super::super) unsafe extern "C" fn attention_q8kv(
 ) {
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let call = Call::new((k, v), Some(scales), (keys, kv_stride, head_dim), scale);
-    let scalars = (keys, kv_stride, head_dim, scale, scale_stride);
     // SAFETY (both): forwarded contract; AVX-512F CPUs have AVX2 and FMA.
     let narrow = |q, out, rows| unsafe {
-        let (keys, kv_stride, head_dim, scale, scale_stride) = scalars;
         narrow::attention_q8kv(
             q,
             k,

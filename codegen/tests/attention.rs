@@ -1,12 +1,13 @@
 //! The fused `attention` op scheduled by the attention rule (one microkernel call per
-//! query row and kv head, over the query heads sharing it), on the host's best microkernels and on forced scalar ones, against
-//! grouped-query attention computed in f64. (The rule against the unscheduled, legalized
-//! function is checked in the TIR interpreter by the schedules crate.)
+//! query row and kv head, over the query heads sharing it), on the host's best
+//! microkernels and on forced scalar ones, against grouped-query attention computed in
+//! f64. (The rule against the unscheduled, legalized function is checked in the TIR
+//! interpreter by the schedules crate.)
 //!
 //! Shapes cover a symbolic query count `n` with `t = n + past` key positions (a prefill
 //! after `past` cached tokens; `n = 1` is a decode step), grouped heads (2, 3, 8 and 9
-//! query heads per kv head, and none), odd head dims, causal and not; over f32 keys and values
-//! and over int8 ones with row scales (`attention_q8kv`: an int8 KV cache), whose
+//! query heads per kv head, and none), odd head dims, causal and not; over f32 keys and
+//! values and over int8 ones with row scales (`attention_q8kv`: an int8 KV cache), whose
 //! reference is the f64 attention over the dequantized rows.
 
 mod common;

@@ -99,7 +99,7 @@ impl RowScales {
 /// The `(q, out)` row pairs of an attention call's `rows` query rows, `head_dim` floats
 /// apart in both (no rows when `rows <= 0`), for kernels attending one row at a time.
 #[derive(Clone, Copy, Debug)]
-pub struct QueryRows {
+pub(crate) struct QueryRows {
     q: *const f32,
     out: *mut f32,
     rows: usize,
@@ -108,7 +108,7 @@ pub struct QueryRows {
 
 impl QueryRows {
     /// The rows of a call with operands `q`, `out` and scalars `rows`, `head_dim`.
-    pub fn new(q: *const f32, out: *mut f32, rows: i64, head_dim: i64) -> Self {
+    pub(crate) fn new(q: *const f32, out: *mut f32, rows: i64, head_dim: i64) -> Self {
         QueryRows {
             q,
             out,

@@ -1,10 +1,10 @@
 //! Hand-written microkernels that compiled kernels reach through
 //! [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels): f32 block GEMMs and the
-//! attention of the query rows sharing a kv head. The GEMMs come with f32 and f16 weight panels (f16 widened
-//! as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled per group of k; the
-//! dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8 activation rows by int8 or
-//! 4-bit panels in integers, group by group, and scale into f32 at the end of each group;
-//! the attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded)
+//! attention of the query rows sharing a kv head. The GEMMs come with f32 and f16 weight
+//! panels (f16 widened as loaded: F16C on x86-64) and with int8 and 4-bit panels scaled
+//! per group of k; the dynamic-int8-activation GEMMs ([`QGemmFn`]) multiply int8
+//! activation rows by int8 or 4-bit panels in integers, group by group, and scale into
+//! f32 at the end of each group; the attention with f32 and f16 keys and values (an f16 KV cache, widened as loaded)
 //! and with int8 ones scaled per row (an int8 KV cache, dequantized as loaded).
 //!
 //! A schedule tensorizes the inner block of a loop nest onto one of these; Cranelift
@@ -43,7 +43,8 @@ mod x86_gemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemv_a16;
 
-pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, QueryRows, RowScales};
+use attention::QueryRows;
+pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed

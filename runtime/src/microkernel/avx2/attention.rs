@@ -85,8 +85,7 @@ impl KvElement for i8 {
 
 /// Defines `extern "C"` entry point `$name`, an [`AttentionFn`](super::super::AttentionFn)
 /// over keys and values of `$kv`: the always-inlined generic [`attention_row`] per query
-/// row, compiled
-/// with `$features` enabled.
+/// row, compiled with `$features` enabled.
 macro_rules! attention_entry {
     ($(#[$doc:meta])* $name:ident, $kv:ty, $features:literal) => {
         $(#[$doc])*

@@ -2,7 +2,7 @@
 //! [`Microkernel::AttentionF16Kv`](super::Microkernel::AttentionF16Kv) and
 //! [`Microkernel::AttentionQ8Kv`](super::Microkernel::AttentionQ8Kv) for AVX-512F: the
 //! query rows of a call (the query heads sharing a kv head) attend together,
-//! [`MAX_ROWS`] at a time, so each key and value row is loaded and widened once for all
+//! [`ROW_BATCH`] at a time, so each key and value row is loaded and widened once for all
 //! of them, from registers; a call's last 1 to 7 rows go to the AVX2 kernel. One pass over the keys in blocks of [`KEY_BLOCK`] (online
 //! softmax). Per key, one widened 16-lane chunk of its row feeds an FMA into every row's
 //! accumulator; the accumulators are reduced together into one 8-lane vector, lane `r`
@@ -30,12 +30,13 @@ const KEY_BLOCK: usize = 16;
 /// Lanes of a zmm register.
 const LANES: usize = 16;
 
-/// Query rows attending together: one score lane each in a ymm register.
-const MAX_ROWS: usize = 8;
+/// Query rows attending together (a call's batch): one score lane each in a ymm register.
+const ROW_BATCH: usize = 8;
 
-/// How many keys ahead the key and value rows are prefetched (measured on a Zen 5 VM,
-/// 32 heads x 528 keys x 64 f16 in the model's strided layout, from memory: 8 keys ahead
-/// no better than none, 16 and 32 about a fifth faster, 64 and more slower again).
+/// How many keys ahead the key and value rows are prefetched (measured with a prototype of
+/// this kernel on a Zen 5 VM, 32 heads x 528 keys x 64 f16 in the model's strided layout,
+/// from memory: 8 keys ahead no better than none, 16 and 32 about a fifth faster; 64 and
+/// 128, asked for into L2, slower again).
 const PREFETCH_KEYS: usize = 16;
 
 /// A key or value element widened to 16 f32 lanes as it is loaded.
@@ -265,7 +266,7 @@ impl<KV> Call<KV> {
     }
 }
 
-/// The rows of a call, [`MAX_ROWS`] at a time, the last 1 to 7 by `narrow(q, out, rows)`
+/// The rows of a call, [`ROW_BATCH`] at a time, the last 1 to 7 by `narrow(q, out, rows)`
 /// (the AVX2 kernel, one row at a time with its softmax over 8 keys at once: as fast for
 /// 4 rows as this kernel and faster for fewer, measured); zeros when there are no keys.
 ///
@@ -291,9 +292,9 @@ unsafe fn attention_rows<KV: Kv16>(
         // SAFETY: rows `r..r + n` (n <= rows - r) of `q` and `out` are lent.
         let (q, out) = unsafe { (q.add(r * dim), out.add(r * dim)) };
         // SAFETY (each arm): as above; AVX-512F is enabled here.
-        if rows - r >= MAX_ROWS {
+        if rows - r >= ROW_BATCH {
             unsafe { attend::<KV>(q, out, call) };
-            r += MAX_ROWS;
+            r += ROW_BATCH;
         } else {
             narrow(q, out, (rows - r) as i64);
             r = rows;
@@ -301,7 +302,7 @@ unsafe fn attention_rows<KV: Kv16>(
     }
 }
 
-/// The attention of [`MAX_ROWS`] query rows (`dim` floats apart) over the call's keys (at
+/// The attention of [`ROW_BATCH`] query rows (`dim` floats apart) over the call's keys (at
 /// least one).
 ///
 /// # Safety
@@ -309,10 +310,10 @@ unsafe fn attention_rows<KV: Kv16>(
 #[target_feature(enable = "avx512f")]
 unsafe fn attend<KV: Kv16>(q: *const f32, out: *mut f32, call: Call<KV>) {
     // SAFETY: `out` holds 8 rows; it accumulates from zero.
-    unsafe { std::ptr::write_bytes(out, 0, MAX_ROWS * call.dim) };
+    unsafe { std::ptr::write_bytes(out, 0, ROW_BATCH * call.dim) };
     let mut max = _mm256_set1_ps(f32::NEG_INFINITY);
     let mut sum = _mm256_setzero_ps();
-    let mut weights = [[0.0f32; MAX_ROWS]; KEY_BLOCK];
+    let mut weights = [[0.0f32; ROW_BATCH]; KEY_BLOCK];
     let mut start = 0;
     while start < call.keys {
         let block = &mut weights[..KEY_BLOCK.min(call.keys - start)];
@@ -332,14 +333,14 @@ unsafe fn attend<KV: Kv16>(q: *const f32, out: *mut f32, call: Call<KV>) {
         sum = _mm256_mul_ps(sum, rescale);
         for (j, s) in block.iter_mut().enumerate() {
             // SAFETY: `s` holds 8 floats.
-            let p = exp8(_mm256_sub_ps(unsafe { _mm256_loadu_ps(s.as_ptr()) }, max));
+            let mut p = exp8(_mm256_sub_ps(unsafe { _mm256_loadu_ps(s.as_ptr()) }, max));
             sum = _mm256_add_ps(sum, p);
             // The sum is taken: each weight becomes its value row's weight times its scale.
-            let row_scale = call.scales.map_or(1.0, |sc| unsafe { sc.value(start + j) });
+            if let Some(scales) = call.scales {
+                p = _mm256_mul_ps(p, _mm256_set1_ps(unsafe { scales.value(start + j) }));
+            }
             // SAFETY: `s` holds 8 floats.
-            unsafe {
-                _mm256_storeu_ps(s.as_mut_ptr(), _mm256_mul_ps(p, _mm256_set1_ps(row_scale)))
-            };
+            unsafe { _mm256_storeu_ps(s.as_mut_ptr(), p) };
         }
         unsafe { accumulate_values(out, &call, start, block, lanes(rescale)) };
         start += block.len();
@@ -351,8 +352,8 @@ unsafe fn attend<KV: Kv16>(q: *const f32, out: *mut f32, call: Call<KV>) {
 
 /// The 8 lanes of `x`.
 #[inline(always)]
-fn lanes(x: __m256) -> [f32; MAX_ROWS] {
-    let mut lanes = [0.0f32; MAX_ROWS];
+fn lanes(x: __m256) -> [f32; ROW_BATCH] {
+    let mut lanes = [0.0f32; ROW_BATCH];
     // SAFETY: `lanes` holds 8 floats; AVX is implied by the callers' AVX-512F.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
     lanes
@@ -369,7 +370,7 @@ unsafe fn score_block<KV: Kv16>(
     q: *const f32,
     call: &Call<KV>,
     start: usize,
-    scores: &mut [[f32; MAX_ROWS]],
+    scores: &mut [[f32; ROW_BATCH]],
 ) {
     let dim = call.dim;
     let full = dim / LANES * LANES;
@@ -380,7 +381,7 @@ unsafe fn score_block<KV: Kv16>(
         // each query row.
         unsafe {
             let key = call.key(start + j);
-            let mut acc = [_mm512_setzero_ps(); MAX_ROWS];
+            let mut acc = [_mm512_setzero_ps(); ROW_BATCH];
             for d in (0..full).step_by(LANES) {
                 let k = KV::load16(key.add(d));
                 for (r, acc_r) in acc.iter_mut().enumerate() {
@@ -394,7 +395,7 @@ unsafe fn score_block<KV: Kv16>(
                     *acc_r = _mm512_fmadd_ps(q_r, k, *acc_r);
                 }
             }
-            let mut halves = [_mm256_setzero_ps(); MAX_ROWS];
+            let mut halves = [_mm256_setzero_ps(); ROW_BATCH];
             for (half, &a) in halves.iter_mut().zip(&acc) {
                 let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a));
                 *half = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(high));
@@ -419,8 +420,8 @@ unsafe fn accumulate_values<KV: Kv16>(
     out: *mut f32,
     call: &Call<KV>,
     start: usize,
-    weights: &[[f32; MAX_ROWS]],
-    rescale: [f32; MAX_ROWS],
+    weights: &[[f32; ROW_BATCH]],
+    rescale: [f32; ROW_BATCH],
 ) {
     let dim = call.dim;
     let pairs = dim / (2 * LANES) * (2 * LANES);
@@ -447,8 +448,8 @@ unsafe fn accumulate_values<KV: Kv16>(
 struct Chunks<'a, KV> {
     call: &'a Call<KV>,
     start: usize,
-    weights: &'a [[f32; MAX_ROWS]],
-    rescale: [f32; MAX_ROWS],
+    weights: &'a [[f32; ROW_BATCH]],
+    rescale: [f32; ROW_BATCH],
 }
 
 impl<KV: Kv16> Chunks<'_, KV> {
@@ -465,7 +466,7 @@ impl<KV: Kv16> Chunks<'_, KV> {
         // read (a masked load of no lanes, or zeros).
         unsafe {
             let at = |r: usize, c: usize| out.add(r * dim + d + c * LANES);
-            let mut acc = [[_mm512_setzero_ps(); 2]; MAX_ROWS];
+            let mut acc = [[_mm512_setzero_ps(); 2]; ROW_BATCH];
             for (r, acc_r) in acc.iter_mut().enumerate() {
                 let f = _mm512_set1_ps(self.rescale[r]);
                 for (c, acc_rc) in acc_r.iter_mut().enumerate() {

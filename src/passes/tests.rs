@@ -318,3 +318,39 @@ fn transform_params_transforms_the_largest_weight_first() {
     let first = |prefix: &str| order.iter().position(|n| n.starts_with(prefix)).unwrap();
     assert!(first("large") < first("small"), "{order:?}");
 }
+
+#[test]
+fn a_long_elementwise_chain_fuses_in_groups_of_at_most_the_cap() {
+    let ops = 2 * oxrelax_dsl::fuse::MAX_FUSED_OPS + 3;
+    let mut text = String::from(
+        "export graph @forward(\n  x: Tensor((1, n, 8), f32),\n) -> Tensor((1, n, 8), f32) \
+         attrs(num_input=1)\n  where n <= 64\n{\n  dataflow {\n    lv0: Tensor((1, n, 8), f32) = add(x, x)\n",
+    );
+    for i in 1..ops {
+        let line = format!("    lv{i}: Tensor((1, n, 8), f32) = add(lv{}, x)\n", i - 1);
+        text.push_str(&line);
+    }
+    let last = ops - 1;
+    text.push_str(&format!(
+        "    output gv: Tensor((1, n, 8), f32) = lv{last}\n  }}\n  return gv\n}}\n"
+    ));
+    let module = oxrelax_dsl::text::parse_module(&text).unwrap();
+    let pipeline = Pipeline::new()
+        .with(Normalize)
+        .with(LegalizeOps)
+        .with(FuseOps);
+    let (out, _) = pipeline.run(module).unwrap();
+    let groups: Vec<usize> = out
+        .prim_funcs
+        .values()
+        .map(|f| oxrelax_dsl::fuse::fused_ops(f).len())
+        .collect();
+    let kernels = out.functions["forward"].bindings().count() - 1;
+    assert_eq!(kernels, 3, "{groups:?}");
+    assert!(
+        groups
+            .iter()
+            .all(|&n| n <= oxrelax_dsl::fuse::MAX_FUSED_OPS),
+        "{groups:?}"
+    );
+}

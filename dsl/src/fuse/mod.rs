@@ -18,7 +18,8 @@
 //!
 //! A fused function keeps the anchor's op identity (`op`: the producer's for an epilogue,
 //! the consumer's when inlining) and lists every op it computes, in order, in
-//! [`FUSED_ATTR`].
+//! [`FUSED_ATTR`]. A fusion that would compute more than [`MAX_FUSED_OPS`] ops is
+//! refused.
 
 mod nest;
 #[cfg(test)]
@@ -39,6 +40,18 @@ pub const FUSED_ATTR: &str = "fused";
 /// The attribute of a function with a windowed epilogue: the width of the last-axis
 /// window the epilogue reads whole (absent: 1, every element alone).
 pub const EPILOGUE_WINDOW_ATTR: &str = "epilogue_window";
+
+/// The most ops one fused function computes (as TVM's `FuseOps` caps a group). Each
+/// fusion rebuilds the fused function and inlining nests the producer's value in the
+/// consumer's, so without a cap a chain of `n` element-wise ops would take time
+/// quadratic in `n` and an expression `n` deep (a stack overflow in any recursive
+/// visitor at ~10^5).
+pub const MAX_FUSED_OPS: usize = 256;
+
+/// Whether fusing `consumer` into `producer` stays within [`MAX_FUSED_OPS`].
+fn within_cap(producer: &PrimFunc, consumer: &PrimFunc) -> bool {
+    fused_ops(producer).len() + fused_ops(consumer).len() <= MAX_FUSED_OPS
+}
 
 /// The fused epilogue of an `out_ewise_fusible` function.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,15 +124,16 @@ pub fn split_epilogue(func: &PrimFunc) -> Option<(&Stmt, Epilogue)> {
 /// `consumer`'s input number `operand`. The fused function's inputs are the producer's,
 /// then the consumer's other inputs; its output is the producer's output buffer. `None`
 /// when the pair cannot fuse: the consumer reads the operand at other elements than the
-/// one it writes, shapes or dtypes differ, or the producer is not element-wise or
-/// `out_ewise_fusible`.
+/// one it writes, shapes or dtypes differ, the producer is not element-wise or
+/// `out_ewise_fusible`, or the pair would compute more than [`MAX_FUSED_OPS`] ops.
 pub fn fuse_elementwise(
     producer: &PrimFunc,
     consumer: &PrimFunc,
     operand: usize,
 ) -> Option<PrimFunc> {
     let ewise = |p| matches!(p, Some(OpPattern::Elemwise | OpPattern::Broadcast));
-    if !ewise(pattern(consumer)) || producer.num_outputs != 1 || consumer.num_outputs != 1 {
+    let one_output = producer.num_outputs == 1 && consumer.num_outputs == 1;
+    if !ewise(pattern(consumer)) || !one_output || !within_cap(producer, consumer) {
         return None;
     }
     let out = producer.outputs()[0].clone();

@@ -2,7 +2,7 @@
 //! (checked with the TIR evaluator on symbolic and odd sizes), and pairs that cannot fuse
 //! are refused.
 
-use super::{fuse_elementwise, fuse_windowed, fused_ops, split_epilogue};
+use super::{fuse_elementwise, fuse_windowed, fused_ops, split_epilogue, MAX_FUSED_OPS};
 use crate::legalize::{legalize_call, OP_ATTR};
 use crate::nn::{RotaryEmbedding, Spec};
 use crate::sym::SymBindings;
@@ -200,4 +200,31 @@ fn windowed_fusion_needs_a_matmul_and_a_split_of_its_last_axis() {
     // An element-wise consumer of the same shape is no window.
     let add = legalized(op::add(&activation(), &activation()).unwrap());
     assert!(fuse_windowed(&matmul(), &add, 0).is_none());
+}
+
+#[test]
+fn a_chain_of_elementwise_ops_fuses_up_to_the_cap() {
+    let add = legalized(op::add(&activation(), &activation()).unwrap());
+    let mut chain = legalized(op::silu(&activation()).unwrap());
+    for ops in 1..MAX_FUSED_OPS {
+        assert_eq!(fused_ops(&chain).len(), ops);
+        chain = fuse_elementwise(&chain, &add, 0).unwrap();
+    }
+    assert_eq!(fused_ops(&chain).len(), MAX_FUSED_OPS);
+    assert!(fuse_elementwise(&chain, &add, 0).is_none());
+    let rope = rotary(3, 16);
+    let mut matmul_chain = matmul_to(48);
+    let add48 = legalized(op::add(&activation_of(48), &activation_of(48)).unwrap());
+    for _ in 2..MAX_FUSED_OPS {
+        matmul_chain = fuse_elementwise(&matmul_chain, &add48, 0).unwrap();
+    }
+    assert_eq!(fused_ops(&matmul_chain).len(), MAX_FUSED_OPS - 1);
+    let full = fuse_windowed(&matmul_chain, &rope, 0).unwrap();
+    assert!(fuse_windowed(
+        &fuse_elementwise(&matmul_chain, &add48, 0).unwrap(),
+        &rope,
+        0
+    )
+    .is_none());
+    assert_eq!(fused_ops(&full).len(), MAX_FUSED_OPS);
 }

@@ -3,8 +3,8 @@
 //! before a reshape split the axis into `[.., heads, window]`.
 
 use super::{
-    assemble, fresh, load, names_in, pattern, rename_consumer, split_epilogue, ElementwiseNest,
-    Epilogue,
+    assemble, fresh, load, names_in, pattern, rename_consumer, split_epilogue, within_cap,
+    ElementwiseNest, Epilogue,
 };
 use crate::legalize::OpPattern;
 use crate::tir::{BinOp, Buffer, PrimExpr, PrimFunc, TVar};
@@ -16,10 +16,12 @@ use crate::DataType;
 /// reading the operand only within the window `w` of the element it writes. The fused
 /// function writes the producer's output shape (the caller reshapes its result); its
 /// inputs are the producer's, then the consumer's other inputs. `None` when the pair does
-/// not fit, or the producer already has a windowed epilogue.
+/// not fit, the producer already has a windowed epilogue, or the pair would compute more
+/// than [`MAX_FUSED_OPS`](super::MAX_FUSED_OPS) ops.
 pub fn fuse_windowed(producer: &PrimFunc, consumer: &PrimFunc, operand: usize) -> Option<PrimFunc> {
     let one_output = producer.num_outputs == 1 && consumer.num_outputs == 1;
-    if pattern(producer) != Some(OpPattern::OutEwiseFusible) || !one_output {
+    let fits = one_output && within_cap(producer, consumer);
+    if pattern(producer) != Some(OpPattern::OutEwiseFusible) || !fits {
         return None;
     }
     let out = producer.outputs()[0].clone();

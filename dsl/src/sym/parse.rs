@@ -29,6 +29,7 @@ impl SymExpr {
             pos: 0,
             lookup,
             depth: 0,
+            operands: 0,
         };
         let expr = parser.expr()?;
         parser.skip_space();
@@ -43,12 +44,19 @@ impl SymExpr {
 /// recurses once per level.
 const MAX_DEPTH: usize = 256;
 
+/// The most operands one expression may have. Each `+`, `-` or `*` canonicalizes the
+/// expression built so far, so parsing takes time quadratic in the operands (a product
+/// of 10^5 factors took ~280 s); printed expressions have a handful.
+const MAX_OPERANDS: usize = 4096;
+
 struct Parser<'a> {
     text: &'a str,
     pos: usize,
     lookup: &'a dyn Fn(&str) -> Option<SymVar>,
     /// Operands being parsed, outermost first.
     depth: usize,
+    /// Operands parsed so far.
+    operands: usize,
 }
 
 impl Parser<'_> {
@@ -108,11 +116,15 @@ impl Parser<'_> {
         Ok(acc)
     }
 
-    /// An operand, at most [`MAX_DEPTH`] deep.
+    /// An operand, at most [`MAX_DEPTH`] deep and at most the [`MAX_OPERANDS`]th.
     fn unary(&mut self) -> Result<SymExpr, ParseSymError> {
         if self.depth == MAX_DEPTH {
             return Err(self.error(&format!("nested more than {MAX_DEPTH} deep")));
         }
+        if self.operands == MAX_OPERANDS {
+            return Err(self.error(&format!("more than {MAX_OPERANDS} operands")));
+        }
+        self.operands += 1;
         self.depth += 1;
         let operand = self.operand();
         self.depth -= 1;

@@ -194,6 +194,21 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 }
 
 #[test]
+fn an_expression_of_over_4096_operands_is_an_error() {
+    let lookup = |name: &str| (name == "n").then(n);
+    let product = |factors: usize| format!("n{}", " * n".repeat(factors - 1));
+    let err = SymExpr::parse(&product(100_000), &lookup).unwrap_err();
+    assert!(
+        err.message.contains("more than 4096 operands"),
+        "{}",
+        err.message
+    );
+    assert!(SymExpr::parse(&product(4096), &lookup).is_ok());
+    let sum = format!("1{}", " + 1".repeat(4096));
+    assert!(SymExpr::parse(&sum, &lookup).is_err());
+}
+
+#[test]
 fn serde_keeps_the_bounds() {
     let e = n().expr() * 4 + m().expr();
     let json = serde_json::to_string(&e).unwrap();

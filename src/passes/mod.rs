@@ -101,12 +101,9 @@ pub enum PassError {
 }
 
 /// Adds `func` under a fresh name derived from `hint`, or returns the name of an
-/// identical function already present. Attributes (the op and its fused ops) and
-/// parameters are compared first, so most candidates are told apart without walking
-/// their bodies.
+/// identical function already present.
 fn intern(prim_funcs: &mut BTreeMap<String, PrimFunc>, hint: &str, func: PrimFunc) -> String {
-    let same = |f: &PrimFunc| f.attrs == func.attrs && f.params == func.params && *f == func;
-    if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| same(f)) {
+    if let Some((name, _)) = prim_funcs.iter().find(|(_, f)| **f == func) {
         return name.clone();
     }
     let name = oxrelax_dsl::names::fresh_name(hint, |n| prim_funcs.contains_key(n));

@@ -44,8 +44,7 @@ pub const EPILOGUE_WINDOW_ATTR: &str = "epilogue_window";
 /// The most ops one fused function computes (as TVM's `FuseOps` caps a group). Each
 /// fusion rebuilds the fused function and inlining nests the producer's value in the
 /// consumer's, so without a cap a chain of `n` element-wise ops would take time
-/// quadratic in `n` and an expression `n` deep (a stack overflow in any recursive
-/// visitor at ~10^5).
+/// quadratic in `n` and build an expression `n` deep.
 pub const MAX_FUSED_OPS: usize = 256;
 
 /// Whether fusing `consumer` into `producer` stays within [`MAX_FUSED_OPS`].

@@ -11,7 +11,7 @@
 //! matrix.
 
 use crate::rule::ScheduleRule;
-use crate::tir_build::{for_loop, index, let_in, min};
+use crate::tir_build::{ceil_div_const, for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelSpec, PrimExpr, PrimFunc,
@@ -111,13 +111,13 @@ impl Split {
         let group = a.heads / a.kv_heads;
         let single_row = a.q.shape[0].as_const() == Some(1);
         let wanted = if single_row {
-            ceil_div(MIN_ROW_CALLS, a.kv_heads).clamp(1, group)
+            ceil_div_const(MIN_ROW_CALLS, a.kv_heads).clamp(1, group)
         } else {
             1
         };
-        let per_call = ceil_div(group, wanted);
+        let per_call = ceil_div_const(group, wanted);
         Split {
-            parts: ceil_div(group, per_call),
+            parts: ceil_div_const(group, per_call),
             per_call,
         }
     }
@@ -126,11 +126,6 @@ impl Split {
     fn uniform(&self, group: i64) -> bool {
         self.parts * self.per_call == group
     }
-}
-
-/// `ceil(a / b)` for positive `a` and `b`.
-fn ceil_div(a: i64, b: i64) -> i64 {
-    (a + b - 1) / b
 }
 
 /// `a * b` for a constant `b` (`a` itself when `b` is 1).

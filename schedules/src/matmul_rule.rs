@@ -23,7 +23,7 @@
 
 use crate::epilogue::epilogue_tile;
 use crate::rule::ScheduleRule;
-use crate::tir_build::{ceil_div, for_loop, index, let_in, min};
+use crate::tir_build::{ceil_div, ceil_div_const, for_loop, index, let_in, min};
 use oxrelax_dsl::fuse::{split_epilogue, Epilogue, FUSED_ATTR};
 use oxrelax_dsl::legalize::OP_ATTR;
 use oxrelax_dsl::op::quant_groups;
@@ -36,6 +36,13 @@ use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
 /// Parallelize a matmul only when it does at least this many multiply-adds (at the
 /// dims' upper bounds): below it, a launch costs more than it saves.
 const PARALLEL_MIN_MACS: i64 = 1 << 16;
+
+/// Calls a parallel decode GEMV makes at least: a matrix no wider than the microkernel's
+/// block (TinyLlama's 256-column k and v projections under the 256-column 4-bit GEMV) is
+/// split into narrower calls, so it does not run on one thread while the others wait. On
+/// 2 cores, a 256 x 2048 q4f16_1 GEMV from memory took 10.0 us in one call, 7.9 in two of
+/// 128 columns and 9.2 in four of 64 (each call rounds the activations again).
+const MIN_GEMV_CALLS: i64 = 2;
 
 /// The parts of a recognized `packed_matmul`.
 struct PackedMatmul<'a> {
@@ -152,7 +159,11 @@ impl ScheduleRule for GemvRule {
             return None;
         }
         let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
-        let width = block_width(kernel, tiles.hp)?;
+        let kind = m.loop_kind(m.depth * m.features);
+        let width = match kind {
+            ForKind::Parallel => m.gemv_width(block_width(kernel, tiles.hp)?),
+            _ => block_width(kernel, tiles.hp)?,
+        };
         // Each task covers `calls` blocks: enough for whole epilogue windows.
         let calls = m.aligned(width) / width;
         let group = width / tiles.hp;
@@ -180,7 +191,6 @@ impl ScheduleRule for GemvRule {
             Some(epilogue) => Stmt::Seq(vec![blocks, epilogue]),
             None => blocks,
         };
-        let kind = m.loop_kind(m.depth * m.features);
         let tasks = PrimExpr::index((m.panels + calls * group - 1) / (calls * group));
         Some(m.with_body(for_loop("g", tasks, kind, body)))
     }
@@ -330,6 +340,15 @@ impl PackedMatmul<'_> {
             rows,
             (cols, first_col, width),
         ))
+    }
+
+    /// The columns of a parallel GEMV's calls: the kernel's block `width`, or narrower
+    /// (whole panels and epilogue windows) when the output would span fewer than
+    /// [`MIN_GEMV_CALLS`] blocks.
+    fn gemv_width(&self, width: i64) -> i64 {
+        let step = self.aligned(self.hp);
+        let share = ceil_div_const(self.features, MIN_GEMV_CALLS);
+        width.min(ceil_div_const(share, step).max(1) * step)
     }
 
     /// The smallest multiple of `width` (a tile's columns) that holds whole epilogue

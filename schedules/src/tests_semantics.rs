@@ -243,8 +243,14 @@ fn the_matmul_rules_compute_what_the_legalized_function_does() {
 fn matmul_rules_match_on(target: &Target) {
     let mut rng = StdRng::seed_from_u64(13);
     let hp = target.matmul_tiles().hp;
-    // (rows: None for the symbolic n, reduction L, output features H)
-    let shapes = [(None, 300, 37), (Some(1), 33, 130), (Some(1), 17, 64)];
+    // (rows: None for the symbolic n, reduction L, output features H); the last GEMV
+    // is parallel and narrower than the 4-bit GEMV's block, so it is split in two calls.
+    let shapes = [
+        (None, 300, 37),
+        (Some(1), 33, 130),
+        (Some(1), 17, 64),
+        (Some(1), 300, 250),
+    ];
     let formats = [
         (DataType::F32, None),
         (DataType::F16, None),
@@ -504,4 +510,32 @@ fn windowed_epilogues_match_on(target: &Target) {
             assert_rule_keeps_results(rule, &fused, target, &mut rng, &what);
         }
     }
+}
+
+#[test]
+fn a_parallel_gemv_narrower_than_its_block_is_split_in_two_calls() {
+    let target = Target::new("x86_64-unknown-linux-gnu", &["avx512f"]);
+    let hp = target.matmul_tiles().hp;
+    let (depth, features) = (2048, 256);
+    let x = tensor("x", vec![1.into(), depth.into()], DataType::F32);
+    let layout = (4, op::QuantLayout::Rows);
+    let (shape, _) = op::packed_quant_layout(features, depth, hp, layout);
+    let packed = tensor(
+        "w",
+        shape.into_iter().map(SymExpr::int).collect(),
+        DataType::U4,
+    );
+    let scales = vec![
+        (features / hp).into(),
+        op::quant_groups(depth).into(),
+        hp.into(),
+    ];
+    let scales = tensor("s", scales, DataType::F16);
+    let product = op::packed_matmul_quant(&x, &packed, &scales, features);
+    let scheduled = GemvRule
+        .apply(&legalized(product.unwrap()), &target)
+        .unwrap();
+    let text = oxrelax_dsl::text::print_prim_func("gemv", &scheduled);
+    assert!(text.contains("parallel(2)"), "{text}");
+    assert!(text.contains("sgemv_1x256_q4f16"), "{text}");
 }

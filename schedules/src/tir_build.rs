@@ -18,6 +18,11 @@ pub(crate) fn ceil_div(a: PrimExpr, b: i64) -> PrimExpr {
     (a + PrimExpr::index(b - 1)).binary(BinOp::FloorDiv, PrimExpr::index(b))
 }
 
+/// `ceil(a / b)` of two positive constants.
+pub(crate) fn ceil_div_const(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
+}
+
 /// `for var in 0..extent { body }` of `kind`.
 pub(crate) fn for_loop(var: &str, extent: PrimExpr, kind: ForKind, body: Stmt) -> Stmt {
     Stmt::For {

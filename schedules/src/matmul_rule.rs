@@ -160,9 +160,11 @@ impl ScheduleRule for GemvRule {
         }
         let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
         let kind = m.loop_kind(m.depth * m.features);
-        let width = match kind {
-            ForKind::Parallel => m.gemv_width(block_width(kernel, tiles.hp)?),
-            _ => block_width(kernel, tiles.hp)?,
+        let block = block_width(kernel, tiles.hp)?;
+        let width = if kind == ForKind::Parallel {
+            m.gemv_width(block)
+        } else {
+            block
         };
         // Each task covers `calls` blocks: enough for whole epilogue windows.
         let calls = m.aligned(width) / width;

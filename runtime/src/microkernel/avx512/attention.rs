@@ -12,6 +12,7 @@
 //! [`PREFETCH_KEYS`] ahead are prefetched: a kv head's rows are strided in the cache.
 
 use super::super::avx2::attention::{self as narrow, exp8, reduce8};
+use super::super::x86_gemm::prefetch_ahead;
 use super::super::RowScales;
 use half::f16;
 use std::arch::x86_64::{
@@ -20,8 +21,7 @@ use std::arch::x86_64::{
     _mm256_setzero_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm512_castps512_ps256, _mm512_castps_pd,
     _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtph_ps, _mm512_extractf64x4_pd,
     _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps,
-    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _mm_loadu_si128, _mm_prefetch, _CMP_GT_OQ,
-    _MM_HINT_T0,
+    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps, _mm_loadu_si128, _CMP_GT_OQ,
 };
 
 /// Keys scored before their exponentials are folded into `out`.
@@ -253,16 +253,9 @@ impl<KV> Call<KV> {
             return;
         }
         let bytes = self.dim * std::mem::size_of::<KV>();
-        // SAFETY: row `j < keys` is lent; a prefetch reads nothing architecturally.
-        unsafe {
-            let (k, v) = (self.key(j).cast::<i8>(), self.value(j).cast::<i8>());
-            let mut at = 0;
-            while at < bytes {
-                _mm_prefetch::<_MM_HINT_T0>(k.add(at));
-                _mm_prefetch::<_MM_HINT_T0>(v.add(at));
-                at += 64;
-            }
-        }
+        // SAFETY: row `j < keys` is lent.
+        let rows = unsafe { [self.key(j), self.value(j)] };
+        prefetch_ahead(&rows, 0, bytes, 0);
     }
 }
 

@@ -2,7 +2,10 @@
 //! function `fn(closure: *const u8, task: i64, env: *const RtEnv) -> i32`; the caller packs
 //! every live variable and buffer pointer into a closure on its stack and calls
 //! `env.parallel_for(body, closure, n_tasks, env)`. Each task runs a contiguous chunk of
-//! iterations; there are at most 4 tasks per thread. With a null `env` (no runtime) the
+//! iterations, the chunks as even as can be and the longer ones first (the pool hands
+//! tasks out in order, so the threads finish together: 22 iterations on 2 threads were 7
+//! tasks of 3 and one of 1, so one thread ran 12 and the other 10; now 6 of 3 and 2 of 2,
+//! 11 each); there are at most 4 tasks per thread. With a null `env` (no runtime) the
 //! caller runs the tasks itself, one after another. Parallel loops nested in a parallel
 //! body run serially.
 
@@ -22,7 +25,7 @@ const TASKS_PER_THREAD: i64 = 4;
 
 /// Slots of the closure after the captured variables and buffers.
 const CLOSURE_EXTENT: usize = 0;
-const CLOSURE_CHUNK: usize = 1;
+const CLOSURE_TASKS: usize = 1;
 
 /// A parallel loop body to compile as its own function.
 pub(crate) struct OutlinedBody {
@@ -116,14 +119,14 @@ impl Lowerer<'_, '_> {
                 .ins()
                 .store(flags, base, closure, 8 * (vars.len() + k) as i32);
         }
-        let (n_tasks, chunk) = self.task_split(extent);
+        let n_tasks = self.task_count(extent);
         let tail = 8 * (vars.len() + buffers.len()) as i32;
         self.b
             .ins()
             .store(flags, extent, closure, tail + 8 * CLOSURE_EXTENT as i32);
         self.b
             .ins()
-            .store(flags, chunk, closure, tail + 8 * CLOSURE_CHUNK as i32);
+            .store(flags, n_tasks, closure, tail + 8 * CLOSURE_TASKS as i32);
         self.launch(func, closure, n_tasks)?;
         self.parallel.bodies.push(OutlinedBody {
             index,
@@ -148,9 +151,8 @@ impl Lowerer<'_, '_> {
         (vars, buffers)
     }
 
-    /// `n_tasks = min(extent, threads * TASKS_PER_THREAD)` (threads = 1 without a runtime)
-    /// and `chunk = ceil(extent / n_tasks)`.
-    fn task_split(&mut self, extent: Value) -> (Value, Value) {
+    /// `n_tasks = min(extent, threads * TASKS_PER_THREAD)` (threads = 1 without a runtime).
+    fn task_count(&mut self, extent: Value) -> Value {
         let one = self.b.ins().iconst(types::I64, 1);
         let null = self.b.ins().icmp_imm_u(IntCC::Equal, self.env, 0);
         let read = self.b.create_block();
@@ -169,12 +171,7 @@ impl Lowerer<'_, '_> {
         let threads = self.b.block_params(known)[0];
         let threads = self.b.ins().smax(threads, one);
         let max_tasks = self.b.ins().imul_imm_s(threads, TASKS_PER_THREAD);
-        let n_tasks = self.b.ins().smin(extent, max_tasks);
-        let divisor = self.b.ins().smax(n_tasks, one);
-        let rounded = self.b.ins().iadd(extent, divisor);
-        let rounded = self.b.ins().iadd_imm_s(rounded, -1);
-        let chunk = self.b.ins().sdiv(rounded, divisor);
-        (n_tasks, chunk)
+        self.b.ins().smin(extent, max_tasks)
     }
 
     /// Runs tasks `0..n_tasks` of `func` on the pool (or inline without a runtime) and
@@ -264,8 +261,9 @@ impl Lowerer<'_, '_> {
     }
 }
 
-/// Builds an outlined body: unpacks the closure, then runs iterations
-/// `task * chunk .. min((task + 1) * chunk, extent)` of the loop.
+/// Builds an outlined body: unpacks the closure, then runs task `task`'s iterations of
+/// the loop: with `extent = q * n_tasks + r`, `q + 1` of them for the first `r` tasks and
+/// `q` for the others, in order.
 pub(crate) fn lower_outlined(
     name: &str,
     outlined: &OutlinedBody,
@@ -291,14 +289,34 @@ pub(crate) fn lower_outlined(
         .b
         .ins()
         .load(types::I64, flags, closure, tail + 8 * CLOSURE_EXTENT as i32);
-    let chunk = lowerer
+    let n_tasks = lowerer
         .b
         .ins()
-        .load(types::I64, flags, closure, tail + 8 * CLOSURE_CHUNK as i32);
-    let start = lowerer.b.ins().imul(task, chunk);
-    let end = lowerer.b.ins().iadd(start, chunk);
-    let end = lowerer.b.ins().smin(end, extent);
+        .load(types::I64, flags, closure, tail + 8 * CLOSURE_TASKS as i32);
+    let (start, end) = task_range(lowerer.b, extent, n_tasks, task);
     lowerer.serial_loop(&outlined.var, start, end, &outlined.body)?;
     lowerer.finish();
     Ok(())
+}
+
+/// Iterations `start..end` of task `task` of `n_tasks` (at least 1) over `0..extent`:
+/// `start = task * q + min(task, r)` and one more than `q` iterations while `task < r`
+/// (`q, r = extent / n_tasks, extent % n_tasks`).
+fn task_range(
+    b: &mut FunctionBuilder<'_>,
+    extent: Value,
+    n_tasks: Value,
+    task: Value,
+) -> (Value, Value) {
+    let one = b.ins().iconst(types::I64, 1);
+    let n_tasks = b.ins().smax(n_tasks, one);
+    let q = b.ins().sdiv(extent, n_tasks);
+    let r = b.ins().srem(extent, n_tasks);
+    let before = b.ins().smin(task, r);
+    let start = b.ins().imul(task, q);
+    let start = b.ins().iadd(start, before);
+    let longer = b.ins().icmp(IntCC::SignedLessThan, task, r);
+    let longer = b.ins().uextend(types::I64, longer);
+    let len = b.ins().iadd(q, longer);
+    (start, b.ins().iadd(start, len))
 }

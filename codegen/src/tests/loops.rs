@@ -279,6 +279,77 @@ fn parallel_loops_run_on_the_pool_and_inline() {
     }
 }
 
+/// The output buffer a [`task_by_task`] launch watches, and how many of its values each
+/// task had filled in when it returned.
+static WATCHED: std::sync::Mutex<(usize, usize, Vec<usize>)> =
+    std::sync::Mutex::new((0, 0, Vec::new()));
+
+/// A `parallel_for` that runs the tasks one by one, in order, and after each counts the
+/// values of the watched output (address, length) that are no longer NaN.
+extern "C" fn task_by_task(
+    body: oxrelax_runtime::abi::ParallelBody,
+    closure: *const u8,
+    n_tasks: i64,
+    env: *const oxrelax_runtime::abi::RtEnv,
+) -> i32 {
+    let mut watched = WATCHED.lock().unwrap();
+    for task in 0..n_tasks {
+        let status = body(closure, task, env);
+        if status != 0 {
+            return status;
+        }
+        let (at, len) = (watched.0 as *const f32, watched.1);
+        // SAFETY: the test lends the watched output for the kernel call.
+        let out = unsafe { std::slice::from_raw_parts(at, len) };
+        let filled = out.iter().filter(|v| !v.is_nan()).count();
+        watched.2.push(filled);
+    }
+    0
+}
+
+#[test]
+fn parallel_tasks_split_the_iterations_evenly_longer_ones_first() {
+    use oxrelax_runtime::abi::{RtEnv, RuntimeEnv};
+    use oxrelax_runtime::pool::ThreadPool;
+    let funcs = [("rows".to_string(), parallel_rows())];
+    let library = JitLibrary::compile(funcs.iter().map(|(n, f)| (n, f))).unwrap();
+    let kernel = library.kernel("rows").unwrap();
+    let pool_env = RuntimeEnv::new(std::sync::Arc::new(ThreadPool::new(2).unwrap()));
+    // SAFETY: every field of the env is a plain pointer or number, and the copy lives
+    // no longer than `pool_env`.
+    let mut env: RtEnv = unsafe { std::ptr::read(pool_env.as_ptr()) };
+    env.parallel_for = task_by_task;
+    // 2 threads: at most 8 tasks; 22 rows are 6 tasks of 3 and 2 of 2 (with chunks of
+    // `ceil(22 / 8)` they were 7 of 3 and 1 of 1, and one thread ran 2 rows more).
+    for (rows, sizes) in [
+        (22usize, vec![3, 3, 3, 3, 3, 3, 2, 2]),
+        (5, vec![1; 5]),
+        (8, vec![1; 8]),
+        (17, vec![3, 2, 2, 2, 2, 2, 2, 2]),
+    ] {
+        let mut x = vec![0f32; rows * 5];
+        let mut out = vec![f32::NAN; rows * 5];
+        *WATCHED.lock().unwrap() = (out.as_ptr() as usize, out.len(), Vec::new());
+        let args = [
+            bytes_of(&mut x).as_mut_ptr(),
+            bytes_of(&mut out).as_mut_ptr(),
+        ];
+        let dims = [rows as i64];
+        // SAFETY: x and out are [rows, 5] f32; env is a copy of a live runtime env.
+        assert_eq!(unsafe { kernel(args.as_ptr(), dims.as_ptr(), &env) }, 0);
+        let filled = std::mem::take(&mut WATCHED.lock().unwrap().2);
+        let got: Vec<usize> = filled
+            .iter()
+            .scan(0, |before, &now| {
+                let rows_done = (now - *before) / 5;
+                *before = now;
+                Some(rows_done)
+            })
+            .collect();
+        assert_eq!(got, sizes, "{rows} rows");
+    }
+}
+
 #[test]
 fn identical_functions_compile_once_per_process() {
     let func = elementwise(F32, |x, y| x * y);

@@ -12,7 +12,7 @@ use crate::qnn::bind::register_npu_graphs;
 use crate::qnn::sim::{SimContext, SimMode};
 use crate::value::Value;
 use crate::vm::{Executable, VirtualMachine};
-use crate::weights::WeightStore;
+use crate::weights::{into_huge_pages, WeightError, WeightStore};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -99,7 +99,9 @@ impl Artifact {
     /// checks that it exports what the manifest records, opens its kernel library
     /// (checking every kernel's recorded signature against the bytecode's calls), picks
     /// the microkernels its CPU features allow, and maps its weights, checked against the
-    /// names, shapes and dtypes the manifest records.
+    /// names, shapes and dtypes the manifest records. Where the OS has transparent huge
+    /// pages, each weight of a huge page or more is then copied into them
+    /// ([`into_huge_pages`]; its mapped pages leave the resident set).
     pub fn open(dir: &Path) -> Result<Artifact, ArtifactError> {
         Artifact::open_with(dir, None)
     }
@@ -135,8 +137,20 @@ impl Artifact {
             .collect();
         let mut vm = vm.with_microkernels(MicrokernelSet::for_features(&features));
         vm.retire(super::WEIGHT_TRANSFORM);
-        let store = WeightStore::open(&dir.join(PARAMS_FILE))?;
-        let weights = store.load_expected(&manifest.weights)?;
+        let params = dir.join(PARAMS_FILE);
+        let store = WeightStore::open(&params)?;
+        let weights = store
+            .load_expected(&manifest.weights)?
+            .into_iter()
+            .zip(&manifest.weights)
+            .map(|(tensor, expected)| {
+                into_huge_pages(tensor).map_err(|source| WeightError::Tensor {
+                    tensor: expected.name.clone(),
+                    file: params.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Artifact {
             dir: dir.to_path_buf(),
             manifest,

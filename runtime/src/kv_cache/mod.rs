@@ -25,7 +25,7 @@ pub use format::{KvFormat, Stream};
 pub use window::{ChunkSchedule, ChunkWindow};
 
 use crate::dtype::DType;
-use crate::tensor::buffer::{Buffer, StorageKind};
+use crate::tensor::buffer::{Buffer, Pages, StorageKind};
 use crate::tensor::{Tensor, TensorError};
 use half::slice::HalfFloatSliceExt;
 use std::borrow::Cow;
@@ -210,7 +210,10 @@ impl KvCache {
             .capacity
             .checked_mul(self.position_bytes(stream))
             .ok_or_else(too_large)?;
-        let buffer = Buffer::zeroed(bytes, StorageKind::Owned).ok_or_else(too_large)?;
+        // Base pages: positions are written one step at a time, and only those written
+        // become resident.
+        let buffer =
+            Buffer::zeroed_in(bytes, StorageKind::Owned, Pages::Base).ok_or_else(too_large)?;
         Ok(Arc::new(buffer))
     }
 

@@ -25,6 +25,40 @@ fn owned_tensors_are_aligned_and_typed() {
     assert_eq!(zeros.as_slice::<i64>().unwrap(), &[0, 0, 0]);
 }
 
+/// Whether the mapping holding `addr` may get transparent huge pages (its `THPeligible`
+/// line in `/proc/self/smaps`); `None` where there is no such file or line.
+fn thp_eligible(addr: usize) -> Option<bool> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let bound = |hex| usize::from_str_radix(hex, 16).unwrap_or(0);
+            inside = (bound(start)..bound(end)).contains(&addr);
+        } else if let (true, Some(flag)) = (inside, line.strip_prefix("THPeligible:")) {
+            return Some(flag.trim() == "1");
+        }
+    }
+    None
+}
+
+#[test]
+fn large_buffers_ask_for_huge_pages_and_kv_cache_buffers_do_not() {
+    use buffer::{huge_pages_available, Buffer, Pages};
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    if !huge_pages_available() {
+        // No transparent huge pages here (not Linux, or switched off): nothing to ask.
+        assert!(!mode.is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]")));
+        return;
+    }
+    let weights = Buffer::zeroed(4 << 20, StorageKind::Owned).unwrap();
+    assert_eq!(thp_eligible(weights.ptr_at(0) as usize), Some(true));
+    let kv = Buffer::zeroed_in(4 << 20, StorageKind::Owned, Pages::Base).unwrap();
+    // In `madvise` mode only mappings that asked get them; in `always` mode every one.
+    let always = mode.unwrap().contains("[always]");
+    assert_eq!(thp_eligible(kv.ptr_at(0) as usize), Some(always));
+}
+
 #[test]
 fn large_tensors_are_zeroed_page_aligned_mappings() {
     let len = 3 << 19; // 1.5 Mi elements: over the mapping threshold

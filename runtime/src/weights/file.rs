@@ -5,7 +5,8 @@ use super::convert::{convert_bytes, Unconvertible};
 use super::header::tensor_problem;
 use super::WeightError;
 use crate::dtype::DType;
-use crate::tensor::Tensor;
+use crate::tensor::buffer::{huge_pages_available, HUGE_PAGE_BYTES};
+use crate::tensor::{Tensor, TensorError};
 use memmap2::{Mmap, UncheckedAdvice};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
@@ -98,6 +99,21 @@ pub fn release_resident_pages(tensor: &Tensor) {
     {
         range.release();
     }
+}
+
+/// `tensor` copied into memory of its own, in huge pages, when it borrows at least a huge
+/// page of a weight file's mapping and the OS has transparent huge pages: every decode
+/// step streams every weight, and from the mapping's 4 KiB pages each 4 KiB is another
+/// TLB miss (TinyLlama decode ~8% faster in huge pages, see the runtime's buffers). The
+/// mapped pages then leave the resident set. Any other tensor is returned as it is.
+pub fn into_huge_pages(tensor: Tensor) -> Result<Tensor, TensorError> {
+    let mapped = tensor
+        .borrowed_owner()
+        .is_some_and(|owner| owner.is::<MappedRange>());
+    if !mapped || tensor.nbytes() < HUGE_PAGE_BYTES || !huge_pages_available() {
+        return Ok(tensor);
+    }
+    tensor.deep_copy()
 }
 
 /// A safetensors file mapped into memory. Tensors loaded from it without conversion borrow

@@ -17,7 +17,7 @@ mod index;
 mod tests;
 
 pub use error::WeightError;
-pub use file::{release_resident_pages, stored_as, SafetensorsFile, StoredTensor};
+pub use file::{into_huge_pages, release_resident_pages, stored_as, SafetensorsFile, StoredTensor};
 
 use crate::dtype::DType;
 use crate::tensor::Tensor;

@@ -383,6 +383,30 @@ fn released_pages_of_a_mapped_weight_read_back_unchanged() {
 }
 
 #[test]
+fn large_mapped_weights_move_into_huge_pages_and_keep_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<f32> = (0..600_000).map(|i| (i % 977) as f32 - 400.0).collect();
+    let small: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+    let entries = [
+        ("big.weight", "F32", vec![big.len()], f32_bytes(&big)),
+        ("small.weight", "F32", vec![small.len()], f32_bytes(&small)),
+    ];
+    write_raw(&dir.path().join(SINGLE_FILE), &entries, Some(248));
+    let store = WeightStore::open(dir.path()).unwrap();
+    let moved = into_huge_pages(store.load("big.weight", DType::F32).unwrap()).unwrap();
+    let kept = into_huge_pages(store.load("small.weight", DType::F32).unwrap()).unwrap();
+    // 2.4 MB is over a huge page: copied where the OS has them, else left mapped.
+    let expected = match crate::tensor::buffer::huge_pages_available() {
+        true => StorageKind::Owned,
+        false => StorageKind::Borrowed,
+    };
+    assert_eq!(moved.storage_kind(), expected);
+    assert_eq!(moved.as_slice::<f32>().unwrap(), big);
+    assert_eq!(kept.storage_kind(), StorageKind::Borrowed);
+    assert_eq!(kept.as_slice::<f32>().unwrap(), small);
+}
+
+#[test]
 fn bytes_in_memory_parse_to_the_table_of_the_file_and_load_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(SINGLE_FILE);

@@ -51,6 +51,20 @@ fn large_buffers_ask_for_huge_pages_and_kv_cache_buffers_do_not() {
         assert!(!mode.is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]")));
         return;
     }
+    // Under emulation (qemu-user runs this suite for aarch64) smaps does not report the
+    // advice; a mapping advised right here tells whether this one does.
+    let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
+    // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
+    unsafe {
+        libc::madvise(
+            advised.as_mut_ptr().cast(),
+            advised.len(),
+            libc::MADV_HUGEPAGE,
+        )
+    };
+    if thp_eligible(advised.as_ptr() as usize) != Some(true) {
+        return;
+    }
     let weights = Buffer::zeroed(4 << 20, StorageKind::Owned).unwrap();
     assert_eq!(thp_eligible(weights.ptr_at(0) as usize), Some(true));
     let kv = Buffer::zeroed_in(4 << 20, StorageKind::Owned, Pages::Base).unwrap();

@@ -43,7 +43,7 @@ fn thp_eligible(addr: usize) -> Option<bool> {
 }
 
 #[test]
-fn large_buffers_ask_for_huge_pages_and_kv_cache_buffers_do_not() {
+fn large_buffers_ask_for_huge_pages_and_base_page_buffers_do_not() {
     use buffer::{huge_pages_available, Buffer, Pages};
     let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
     if !huge_pages_available() {
@@ -52,7 +52,8 @@ fn large_buffers_ask_for_huge_pages_and_kv_cache_buffers_do_not() {
         return;
     }
     // Under emulation (qemu-user runs this suite for aarch64) smaps does not report the
-    // advice; a mapping advised right here tells whether this one does.
+    // advice; a mapping advised right here (not through the code under test, so this
+    // cannot skip the test when that code stops asking) tells whether this one does.
     let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
     // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
     unsafe {

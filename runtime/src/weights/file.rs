@@ -101,11 +101,10 @@ pub fn release_resident_pages(tensor: &Tensor) {
     }
 }
 
-/// `tensor` copied into memory of its own, in huge pages, when it borrows at least a huge
-/// page of a weight file's mapping and the OS has transparent huge pages: every decode
-/// step streams every weight, and from the mapping's 4 KiB pages each 4 KiB is another
-/// TLB miss (TinyLlama decode ~8% faster in huge pages, see the runtime's buffers). The
-/// mapped pages then leave the resident set. Any other tensor is returned as it is.
+/// `tensor` copied into memory of its own, in huge pages (why and by how much: the
+/// runtime buffers' `Pages::Huge`), when it borrows at least a huge page of a weight
+/// file's mapping and the OS has transparent huge pages. The mapped pages then leave the
+/// resident set. Any other tensor is returned as it is.
 pub fn into_huge_pages(tensor: Tensor) -> Result<Tensor, TensorError> {
     let mapped = tensor
         .borrowed_owner()

@@ -250,10 +250,14 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
     }
     if args.profile {
         engine.set_profiling(true);
-        one_run(&mut engine, &prompt, args.gen)?;
+        let profiled = one_run(&mut engine, &prompt, args.gen)?.stats;
         engine.set_profiling(false);
-        for function in ["prefill", "decode"] {
-            print_profile(function, &engine.profile(function).unwrap_or_default());
+        for (function, wall) in [
+            ("prefill", profiled.prefill_time),
+            ("decode", profiled.decode_time),
+        ] {
+            let lines = engine.profile(function).unwrap_or_default();
+            print_profile(function, wall.as_secs_f64(), &lines);
         }
     }
     if args.json {
@@ -265,10 +269,17 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
 /// The kernels printed per function by `--profile`.
 const PROFILE_LINES: usize = 15;
 
-/// The slowest kernels of one function's profiled run, with their share of its kernel time.
-fn print_profile(function: &str, lines: &[KernelProfile]) {
+/// The slowest kernels of one function's profiled run, with their share of its kernel time,
+/// after the time in kernels against the run's `wall` seconds in that function (the rest
+/// is the VM's own work between kernels, builtins and sampling).
+fn print_profile(function: &str, wall: f64, lines: &[KernelProfile]) {
     let total: f64 = lines.iter().map(|l| l.total.as_secs_f64()).sum();
-    println!("profile of {function}: {:.2} ms in kernels", total * 1e3);
+    println!(
+        "profile of {function}: {:.2} ms in kernels of {:.2} ms ({:.1}%)",
+        total * 1e3,
+        wall * 1e3,
+        100.0 * total / wall.max(f64::MIN_POSITIVE)
+    );
     for line in lines.iter().take(PROFILE_LINES) {
         let ms = line.total.as_secs_f64() * 1e3;
         println!(

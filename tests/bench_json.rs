@@ -261,3 +261,44 @@ fn bench_kernel_json_has_a_row_per_kernel_on_tiny_shapes() {
     // 1 MiB over 8 KiB weights.
     assert_eq!(rows[1]["ring"], 128);
 }
+
+/// `bench --profile` puts each function's time in kernels against the profiled run's wall
+/// time in it: both positive, the kernels' the smaller, the percentage their ratio.
+#[test]
+fn bench_profile_reports_kernel_time_against_wall_time() {
+    let model = tiny_llama();
+    let stdout = stdout_of(&[
+        "bench",
+        model.to_str().unwrap(),
+        "--prompt-len",
+        "4",
+        "--gen",
+        "3",
+        "--runs",
+        "1",
+        "--max-context",
+        "16",
+        "--profile",
+    ]);
+    for function in ["prefill", "decode"] {
+        let prefix = format!("profile of {function}: ");
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no profile of {function}: {stdout}"));
+        let figures: Vec<f64> = line
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|word| word.parse().ok())
+            .collect();
+        let [kernels, wall, percent] = figures[..] else {
+            panic!("expected `X ms in kernels of Y ms (Z%)`: {line}");
+        };
+        assert!(0.0 < kernels && kernels <= wall, "{line}");
+        // The times are printed to 0.005 ms, the percentage to 0.05.
+        let rounding = 100.0 * 0.005 * (1.0 / wall + kernels / (wall * wall)) + 0.05;
+        assert!(
+            (percent - 100.0 * kernels / wall).abs() <= rounding,
+            "{line}"
+        );
+    }
+}

@@ -16,7 +16,7 @@
 //! elements are the f32 values the f32 kernel would read, so over f16 keys and values the
 //! kernel computes exactly what the f32 one computes on their widening.
 
-use super::super::x86_gemm::prefetch_ahead;
+use super::super::x86_gemm::prefetch_cached;
 use super::super::{QueryRows, RowScales};
 use half::f16;
 use std::arch::x86_64::{
@@ -268,9 +268,9 @@ fn prefetch_rows<KV>((k, v): (*const KV, *const KV), rows: Rows, first: usize, k
     let bytes = rows.dim * std::mem::size_of::<KV>();
     let row = |base: *const KV, j: usize| base.wrapping_add(j * rows.stride);
     for j in first..first + LANES {
-        prefetch_ahead(&[row(v, j)], 0, bytes, 0);
+        prefetch_cached(&[row(v, j)], bytes);
         if j + PREFETCH_KEYS < keys {
-            prefetch_ahead(&[row(k, j + PREFETCH_KEYS)], 0, bytes, 0);
+            prefetch_cached(&[row(k, j + PREFETCH_KEYS)], bytes);
         }
     }
 }

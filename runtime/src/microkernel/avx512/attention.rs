@@ -12,7 +12,7 @@
 //! [`PREFETCH_KEYS`] ahead are prefetched: a kv head's rows are strided in the cache.
 
 use super::super::avx2::attention::{self as narrow, exp8, reduce8};
-use super::super::x86_gemm::prefetch_ahead;
+use super::super::x86_gemm::prefetch_cached;
 use super::super::RowScales;
 use half::f16;
 use std::arch::x86_64::{
@@ -255,7 +255,7 @@ impl<KV> Call<KV> {
         let bytes = self.dim * std::mem::size_of::<KV>();
         // SAFETY: row `j < keys` is lent.
         let rows = unsafe { [self.key(j), self.value(j)] };
-        prefetch_ahead(&rows, 0, bytes, 0);
+        prefetch_cached(&rows, bytes);
     }
 }
 

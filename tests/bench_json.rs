@@ -29,6 +29,16 @@ fn stdout_of(args: &[&str]) -> String {
     stdout
 }
 
+/// The stdout of a successful `bench` of the tiny model: one measured run of `prompt`
+/// tokens and `gen` generated in a window of `window` positions, then `extra` arguments.
+fn bench_tiny(prompt: &str, gen: &str, window: &str, extra: &[&str]) -> String {
+    let model = tiny_llama();
+    let mut args = vec!["bench", model.to_str().unwrap(), "--prompt-len", prompt];
+    args.extend(["--gen", gen, "--runs", "1", "--max-context", window]);
+    args.extend(extra);
+    stdout_of(&args)
+}
+
 /// The last line of `stdout`, parsed.
 fn last_json(stdout: &str) -> Value {
     let last = stdout.lines().last().expect("some output");
@@ -45,19 +55,7 @@ fn number(json: &Value, key: &str) -> f64 {
 fn bench_json_reports_speed_and_memory_of_the_tiny_model() {
     let model = tiny_llama();
     let model = model.to_str().unwrap();
-    let stdout = stdout_of(&[
-        "bench",
-        model,
-        "--prompt-len",
-        "4",
-        "--gen",
-        "2",
-        "--runs",
-        "1",
-        "--max-context",
-        "64",
-        "--json",
-    ]);
+    let stdout = bench_tiny("4", "2", "64", &["--json"]);
     assert!(stdout.contains("prefill: "), "human report kept: {stdout}");
     let json = last_json(&stdout);
     assert_eq!(json["model"], model);
@@ -97,23 +95,8 @@ fn bench_json_reports_speed_and_memory_of_the_tiny_model() {
 
 #[test]
 fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache_and_quarter_with_q8() {
-    let model = tiny_llama();
     let bench = |kv_dtype: &str| {
-        let stdout = stdout_of(&[
-            "bench",
-            model.to_str().unwrap(),
-            "--prompt-len",
-            "4",
-            "--gen",
-            "2",
-            "--runs",
-            "1",
-            "--max-context",
-            "64",
-            "--kv-dtype",
-            kv_dtype,
-            "--json",
-        ]);
+        let stdout = bench_tiny("4", "2", "64", &["--kv-dtype", kv_dtype, "--json"]);
         last_json(&stdout)["kv_cache_bytes"].as_u64()
     };
     // 2 layers x (K, V) x 64 positions x 2 KV heads x 16, of 4 bytes, of 2, and of 1
@@ -126,22 +109,7 @@ fn bench_json_kv_cache_bytes_halve_with_an_f16_kv_cache_and_quarter_with_q8() {
 
 #[test]
 fn bench_threads_sets_the_pool_size() {
-    let model = tiny_llama();
-    let stdout = stdout_of(&[
-        "bench",
-        model.to_str().unwrap(),
-        "--prompt-len",
-        "2",
-        "--gen",
-        "1",
-        "--runs",
-        "1",
-        "--max-context",
-        "16",
-        "--threads",
-        "3",
-        "--json",
-    ]);
+    let stdout = bench_tiny("2", "1", "16", &["--threads", "3", "--json"]);
     assert_eq!(last_json(&stdout)["threads"], 3);
 }
 
@@ -266,20 +234,7 @@ fn bench_kernel_json_has_a_row_per_kernel_on_tiny_shapes() {
 /// time in it: both positive, the kernels' the smaller, the percentage their ratio.
 #[test]
 fn bench_profile_reports_kernel_time_against_wall_time() {
-    let model = tiny_llama();
-    let stdout = stdout_of(&[
-        "bench",
-        model.to_str().unwrap(),
-        "--prompt-len",
-        "4",
-        "--gen",
-        "3",
-        "--runs",
-        "1",
-        "--max-context",
-        "16",
-        "--profile",
-    ]);
+    let stdout = bench_tiny("4", "3", "16", &["--profile"]);
     for function in ["prefill", "decode"] {
         let prefix = format!("profile of {function}: ");
         let line = stdout

@@ -54,7 +54,10 @@ oxrelax_generate_options oxrelax_default_generate_options(void);
 const char *oxrelax_last_error(void);
 
 /* Opens the artifact folder artifact_dir: checks its format, target triple and CPU
- * features, the SHA-256 of every file and each kernel's signature, then loads it. */
+ * features, the SHA-256 of every file and each kernel's signature, then loads it.
+ * Where the OS has transparent huge pages, weights of 2 MiB or more are copied into
+ * them (a slower open, a faster decode); OXRELAX_HUGE_PAGES=0 in the environment
+ * before the first open keeps them in the file mapping. */
 oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
 
 /* Closes a handle (NULL is ignored). */

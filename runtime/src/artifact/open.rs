@@ -101,7 +101,8 @@ impl Artifact {
     /// the microkernels its CPU features allow, and maps its weights, checked against the
     /// names, shapes and dtypes the manifest records. Where the OS has transparent huge
     /// pages, each weight of a huge page or more is then copied into them
-    /// ([`into_huge_pages`]; its mapped pages leave the resident set).
+    /// ([`into_huge_pages`]; its mapped pages leave the resident set), unless
+    /// [`crate::tensor::HUGE_PAGES_ENV`] turns them off.
     pub fn open(dir: &Path) -> Result<Artifact, ArtifactError> {
         Artifact::open_with(dir, None)
     }

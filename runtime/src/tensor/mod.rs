@@ -9,7 +9,7 @@ mod error;
 mod tests;
 
 pub use arena::Arena;
-pub use buffer::{StorageKind, BUFFER_ALIGN};
+pub use buffer::{StorageKind, BUFFER_ALIGN, HUGE_PAGES_ENV};
 pub use error::TensorError;
 
 use crate::dtype::{DType, Element};

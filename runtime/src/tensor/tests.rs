@@ -44,11 +44,12 @@ fn thp_eligible(addr: usize) -> Option<bool> {
 
 #[test]
 fn large_buffers_ask_for_huge_pages_and_base_page_buffers_do_not() {
-    use buffer::{huge_pages_available, Buffer, Pages};
+    use buffer::{huge_pages_available, huge_pages_wanted, Buffer, Pages, HUGE_PAGES_ENV};
     let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
     if !huge_pages_available() {
         // No transparent huge pages here (not Linux, or switched off): nothing to ask.
-        assert!(!mode.is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]")));
+        let setting = std::env::var(HUGE_PAGES_ENV).ok();
+        assert!(!huge_pages_wanted(setting.as_deref(), mode.as_deref().ok()));
         return;
     }
     // Under emulation (qemu-user runs this suite for aarch64) smaps does not report the
@@ -309,4 +310,24 @@ fn reshaped_views_share_storage_and_keep_the_element_count() {
         t.reshaped(&[-6]),
         Err(TensorError::NegativeExtent { .. })
     ));
+}
+
+#[test]
+fn huge_pages_are_wanted_where_the_os_gives_them_unless_switched_off() {
+    use buffer::huge_pages_wanted;
+    let os = cfg!(any(target_os = "linux", target_os = "android"));
+    for mode in ["always [madvise] never\n", "[always] madvise never\n"] {
+        for setting in [None, Some("1"), Some("on"), Some("")] {
+            assert_eq!(
+                huge_pages_wanted(setting, Some(mode)),
+                os,
+                "{setting:?} {mode}"
+            );
+        }
+        for off in ["0", "off", "false", " FALSE\n", "Off"] {
+            assert!(!huge_pages_wanted(Some(off), Some(mode)), "{off:?} {mode}");
+        }
+    }
+    assert!(!huge_pages_wanted(None, Some("always madvise [never]\n")));
+    assert!(!huge_pages_wanted(None, None));
 }

@@ -103,8 +103,9 @@ pub fn release_resident_pages(tensor: &Tensor) {
 
 /// `tensor` copied into memory of its own, in huge pages (why and by how much: the
 /// runtime buffers' `Pages::Huge`), when it borrows at least a huge page of a weight
-/// file's mapping and the OS has transparent huge pages. The mapped pages then leave the
-/// resident set. Any other tensor is returned as it is.
+/// file's mapping and the OS has transparent huge pages (not turned off by
+/// [`crate::tensor::HUGE_PAGES_ENV`]). The mapped pages then leave the resident set. Any
+/// other tensor is returned as it is.
 pub fn into_huge_pages(tensor: Tensor) -> Result<Tensor, TensorError> {
     let mapped = tensor
         .borrowed_owner()

@@ -54,7 +54,7 @@ pub(crate) enum Pages {
 pub const HUGE_PAGES_ENV: &str = "OXRELAX_HUGE_PAGES";
 
 /// The file whose contents say which transparent huge page mode the OS runs.
-const THP_MODE_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+pub(crate) const THP_MODE_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
 /// Whether large buffers ask for huge pages: [`huge_pages_wanted`] for this process's
 /// [`HUGE_PAGES_ENV`] and OS; decided once.
@@ -151,7 +151,7 @@ impl Buffer {
     /// A zeroed anonymous mapping of `len` bytes (page-aligned); `None` if the OS refuses.
     fn mapped(len: usize, kind: StorageKind, pages: Pages) -> Option<Buffer> {
         let mut map = memmap2::MmapMut::map_anon(len).ok()?;
-        if pages == Pages::Huge && len >= HUGE_PAGE_BYTES {
+        if pages == Pages::Huge && len >= HUGE_PAGE_BYTES && huge_pages_available() {
             advise_huge_pages(&mut map);
         }
         let ptr = NonNull::new(map.as_mut_ptr())?;

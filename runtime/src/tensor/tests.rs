@@ -44,12 +44,15 @@ fn thp_eligible(addr: usize) -> Option<bool> {
 
 #[test]
 fn large_buffers_ask_for_huge_pages_and_base_page_buffers_do_not() {
-    use buffer::{huge_pages_available, huge_pages_wanted, Buffer, Pages, HUGE_PAGES_ENV};
-    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    use buffer::{huge_pages_available, Buffer, Pages, HUGE_PAGES_ENV, THP_MODE_FILE};
+    let mode = std::fs::read_to_string(THP_MODE_FILE);
     if !huge_pages_available() {
         // No transparent huge pages here (not Linux, or switched off): nothing to ask.
-        let setting = std::env::var(HUGE_PAGES_ENV).ok();
-        assert!(!huge_pages_wanted(setting.as_deref(), mode.as_deref().ok()));
+        let switched_off = std::env::var(HUGE_PAGES_ENV)
+            .is_ok_and(|value| !buffer::huge_pages_wanted(Some(&value), Some("[madvise]")));
+        assert!(
+            switched_off || !mode.is_ok_and(|m| m.contains("[always]") || m.contains("[madvise]"))
+        );
         return;
     }
     // Under emulation (qemu-user runs this suite for aarch64) smaps does not report the
@@ -310,6 +313,44 @@ fn reshaped_views_share_storage_and_keep_the_element_count() {
         t.reshaped(&[-6]),
         Err(TensorError::NegativeExtent { .. })
     ));
+}
+
+/// With [`buffer::HUGE_PAGES_ENV`] at `0`, a large buffer does not ask for huge pages.
+/// The switch is read once per process, so the test runs itself in a child process with
+/// it set; it checks only in `madvise` mode (in `always` mode every mapping gets them).
+#[test]
+fn switched_off_huge_pages_leave_large_buffers_in_base_pages() {
+    use buffer::{Buffer, HUGE_PAGES_ENV, THP_MODE_FILE};
+    const CHILD: &str = "tensor::tests::switched_off_huge_pages_leave_large_buffers_in_base_pages";
+    if std::env::var(HUGE_PAGES_ENV).as_deref() != Ok("0") {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", CHILD, "--test-threads", "1"])
+            .env(HUGE_PAGES_ENV, "0")
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "the child run with {HUGE_PAGES_ENV}=0 failed"
+        );
+        return;
+    }
+    let madvise_mode =
+        std::fs::read_to_string(THP_MODE_FILE).is_ok_and(|m| m.contains("[madvise]"));
+    let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
+    // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
+    unsafe {
+        libc::madvise(
+            advised.as_mut_ptr().cast(),
+            advised.len(),
+            libc::MADV_HUGEPAGE,
+        )
+    };
+    // As above: where smaps does not show advice (qemu-user), there is nothing to see.
+    if !madvise_mode || thp_eligible(advised.as_ptr() as usize) != Some(true) {
+        return;
+    }
+    let buffer = Buffer::zeroed(4 << 20, StorageKind::Owned).unwrap();
+    assert_eq!(thp_eligible(buffer.ptr_at(0) as usize), Some(false));
 }
 
 #[test]

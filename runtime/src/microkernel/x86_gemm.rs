@@ -563,7 +563,8 @@ pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
 /// evict what the next kernels read again (activations, norm weights, the KV cache). On
 /// a 2-core Zen 5 (32 MiB L3), alternated runs in the VM's slow memory state: TinyLlama
 /// w4a8 at 512 positions decoded 74.0/75.3/76.9 against 71.0/70.4/71.1 tok/s, q4f16_1 at
-/// 128 positions 80.5-82.1 against 77.4-78.6; in its fast state the same within noise.
+/// 128 positions 77.4-82.1 (median 81.3) against 77.4-78.6 (78.2); in its fast state the
+/// same within noise.
 #[inline(always)]
 pub(super) fn prefetch_ahead<W, const NQ: usize>(
     panels: &[*const W; NQ],

@@ -42,6 +42,23 @@ fn thp_eligible(addr: usize) -> Option<bool> {
     None
 }
 
+/// Whether `/proc/self/smaps` shows a mapping's huge-page advice. Under emulation
+/// (qemu-user runs this suite for aarch64) it does not; a mapping advised right here (not
+/// through the code under test, so a test cannot skip itself when that code stops asking)
+/// tells.
+fn smaps_shows_huge_page_advice() -> bool {
+    let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
+    // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
+    unsafe {
+        libc::madvise(
+            advised.as_mut_ptr().cast(),
+            advised.len(),
+            libc::MADV_HUGEPAGE,
+        )
+    };
+    thp_eligible(advised.as_ptr() as usize) == Some(true)
+}
+
 #[test]
 fn large_buffers_ask_for_huge_pages_and_base_page_buffers_do_not() {
     use buffer::{huge_pages_available, Buffer, Pages, HUGE_PAGES_ENV, THP_MODE_FILE};
@@ -55,19 +72,7 @@ fn large_buffers_ask_for_huge_pages_and_base_page_buffers_do_not() {
         );
         return;
     }
-    // Under emulation (qemu-user runs this suite for aarch64) smaps does not report the
-    // advice; a mapping advised right here (not through the code under test, so this
-    // cannot skip the test when that code stops asking) tells whether this one does.
-    let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
-    // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
-    unsafe {
-        libc::madvise(
-            advised.as_mut_ptr().cast(),
-            advised.len(),
-            libc::MADV_HUGEPAGE,
-        )
-    };
-    if thp_eligible(advised.as_ptr() as usize) != Some(true) {
+    if !smaps_shows_huge_page_advice() {
         return;
     }
     let weights = Buffer::zeroed(4 << 20, StorageKind::Owned).unwrap();
@@ -322,6 +327,11 @@ fn reshaped_views_share_storage_and_keep_the_element_count() {
 fn switched_off_huge_pages_leave_large_buffers_in_base_pages() {
     use buffer::{Buffer, HUGE_PAGES_ENV, THP_MODE_FILE};
     const CHILD: &str = "tensor::tests::switched_off_huge_pages_leave_large_buffers_in_base_pages";
+    let madvise_mode =
+        std::fs::read_to_string(THP_MODE_FILE).is_ok_and(|m| m.contains("[madvise]"));
+    if !madvise_mode || !smaps_shows_huge_page_advice() {
+        return;
+    }
     if std::env::var(HUGE_PAGES_ENV).as_deref() != Ok("0") {
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", CHILD, "--test-threads", "1"])
@@ -332,21 +342,6 @@ fn switched_off_huge_pages_leave_large_buffers_in_base_pages() {
             status.success(),
             "the child run with {HUGE_PAGES_ENV}=0 failed"
         );
-        return;
-    }
-    let madvise_mode =
-        std::fs::read_to_string(THP_MODE_FILE).is_ok_and(|m| m.contains("[madvise]"));
-    let mut advised = memmap2::MmapMut::map_anon(4 << 20).unwrap();
-    // SAFETY: the range is exactly the live mapping; the advice only picks its pages.
-    unsafe {
-        libc::madvise(
-            advised.as_mut_ptr().cast(),
-            advised.len(),
-            libc::MADV_HUGEPAGE,
-        )
-    };
-    // As above: where smaps does not show advice (qemu-user), there is nothing to see.
-    if !madvise_mode || thp_eligible(advised.as_ptr() as usize) != Some(true) {
         return;
     }
     let buffer = Buffer::zeroed(4 << 20, StorageKind::Owned).unwrap();

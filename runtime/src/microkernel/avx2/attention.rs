@@ -342,11 +342,10 @@ unsafe fn dot8<KV: KvElement>(q: *const f32, rows: [*const KV; LANES], n: usize)
     }
 }
 
-/// Lane `r` of the result is the sum of the 8 lanes of `acc[r]` (the AVX-512 attention
-/// reduces its scores with it too).
+/// Lane `r` of the result is the sum of the 8 lanes of `acc[r]`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(in crate::microkernel) fn reduce8(acc: [__m256; LANES]) -> __m256 {
+fn reduce8(acc: [__m256; LANES]) -> __m256 {
     let pairs = [
         _mm256_hadd_ps(acc[0], acc[1]),
         _mm256_hadd_ps(acc[2], acc[3]),

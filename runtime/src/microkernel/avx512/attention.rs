@@ -11,16 +11,15 @@
 //! (16 zmm accumulators), the rescale of `out` folded into loading it. The keys and values
 //! [`PREFETCH_KEYS`] ahead are prefetched: a kv head's rows are strided in the cache.
 
-use super::super::avx2::attention::{self as narrow, exp8, reduce8};
+use super::super::avx2::attention::{self as narrow, exp8};
 use super::super::x86_gemm::prefetch_cached;
 use super::super::RowScales;
 use half::f16;
 use std::arch::x86_64::{
-    __m256, __m512, __mmask16, _mm256_add_ps, _mm256_blendv_ps, _mm256_castpd_ps, _mm256_cmp_ps,
-    _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_ps, _mm256_mul_ps, _mm256_set1_ps,
-    _mm256_setzero_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm512_add_ps, _mm512_castpd_ps,
-    _mm512_castps512_ps256, _mm512_castps_pd, _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32,
-    _mm512_cvtph_ps, _mm512_extractf64x4_pd, _mm512_fmadd_ps, _mm512_loadu_ps,
+    __m256, __m512, __mmask16, _mm256_add_ps, _mm256_blendv_ps, _mm256_cmp_ps, _mm256_loadu_ps,
+    _mm256_loadu_si256, _mm256_max_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
+    _mm256_storeu_ps, _mm256_sub_ps, _mm512_add_ps, _mm512_castpd_ps, _mm512_castps_pd,
+    _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_loadu_ps,
     _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps,
     _mm512_set1_ps, _mm512_setzero_ps, _mm512_shuffle_f32x4, _mm512_storeu_ps, _mm512_unpackhi_pd,
     _mm512_unpackhi_ps, _mm512_unpacklo_pd, _mm512_unpacklo_ps, _mm_loadu_si128, _CMP_GT_OQ,
@@ -375,38 +374,52 @@ unsafe fn score_block<KV: Kv16>(
     let mut pairs = scores.chunks_exact_mut(2);
     let mut j = start;
     for pair in &mut pairs {
-        call.prefetch(j + PREFETCH_KEYS);
-        call.prefetch(j + 1 + PREFETCH_KEYS);
-        // SAFETY: keys `j` and `j + 1` are lent; `q` holds 8 rows.
-        let [first, second] = unsafe { dot_products(q, call, [j, j + 1]) };
-        let mut dots = _mm512_mul_ps(reduce16(first, second), _mm512_set1_ps(call.scale));
-        if let Some(scales) = call.scales {
-            // SAFETY: keys `j` and `j + 1` are lent, with their scales.
-            let [a, b] = unsafe { [scales.key(j), scales.key(j + 1)] };
-            let both = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
-            dots = _mm512_mul_ps(dots, both);
+        // SAFETY: keys `j` and `j + 1` are lent; `q` holds 8 rows; the pair's two rows of
+        // 8 floats are contiguous.
+        unsafe {
+            let dots = scaled_scores::<KV, 2>(q, call, j);
+            _mm512_storeu_ps(pair.as_mut_ptr().cast(), dots);
         }
-        // SAFETY: the pair's two rows of 8 floats are contiguous.
-        unsafe { _mm512_storeu_ps(pair.as_mut_ptr().cast(), dots) };
         j += 2;
     }
     if let [score] = pairs.into_remainder() {
-        call.prefetch(j + PREFETCH_KEYS);
-        // SAFETY: key `j` is lent; `q` holds 8 rows.
-        let [acc] = unsafe { dot_products(q, call, [j]) };
-        let mut halves = [_mm256_setzero_ps(); ROW_BATCH];
-        for (half, &a) in halves.iter_mut().zip(&acc) {
-            let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a));
-            *half = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(high));
+        // SAFETY: key `j` is lent; `q` holds 8 rows; `score` holds the 8 lanes stored.
+        unsafe {
+            let dots = scaled_scores::<KV, 1>(q, call, j);
+            _mm512_mask_storeu_ps(score.as_mut_ptr(), 0x00FF, dots);
         }
-        let mut dots = _mm256_mul_ps(reduce8(halves), _mm256_set1_ps(call.scale));
-        if let Some(scales) = call.scales {
-            // SAFETY: key `j` is lent, with its scale.
-            dots = _mm256_mul_ps(dots, _mm256_set1_ps(unsafe { scales.key(j) }));
-        }
-        // SAFETY: `score` holds 8 floats.
-        unsafe { _mm256_storeu_ps(score.as_mut_ptr(), dots) };
     }
+}
+
+/// The scores of the `N <= 2` keys from `first` (lane `8i + r`: query row `r`, key
+/// `first + i`; zero past the keys), times the call's scale and the keys' row scales;
+/// prefetches the rows [`PREFETCH_KEYS`] ahead of them.
+///
+/// # Safety
+/// `8 * dim` floats at `q`; keys `first..first + N` lent; AVX-512F.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn scaled_scores<KV: Kv16, const N: usize>(
+    q: *const f32,
+    call: &Call<KV>,
+    first: usize,
+) -> __m512 {
+    let keys: [usize; N] = std::array::from_fn(|i| first + i);
+    for j in keys {
+        call.prefetch(j + PREFETCH_KEYS);
+    }
+    // SAFETY: the keys are lent; `q` holds 8 rows (the caller's contract).
+    let acc = unsafe { dot_products(q, call, keys) };
+    let none = [_mm512_setzero_ps(); ROW_BATCH];
+    let sums = reduce16(acc[0], *acc.get(1).unwrap_or(&none));
+    let mut dots = _mm512_mul_ps(sums, _mm512_set1_ps(call.scale));
+    if let Some(scales) = call.scales {
+        // SAFETY: the keys are lent, with their scales.
+        let [a, b] = [0, 1].map(|i| keys.get(i).map_or(0.0, |&j| unsafe { scales.key(j) }));
+        let both = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+        dots = _mm512_mul_ps(dots, both);
+    }
+    dots
 }
 
 /// Per key `keys[i]` and query row `r`: 16 lanes summing to `q_r . k` (unscaled), each

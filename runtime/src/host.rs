@@ -65,3 +65,19 @@ fn probe() -> Vec<(&'static str, bool)> {
 fn probe() -> Vec<(&'static str, bool)> {
     Vec::new()
 }
+
+/// The CPU's vendor as CPUID reports it (`GenuineIntel`, `AuthenticAMD`, ...); empty on
+/// other architectures.
+pub fn cpu_vendor() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let leaf = std::arch::x86_64::__cpuid(0);
+        let bytes: Vec<u8> = [leaf.ebx, leaf.edx, leaf.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    String::new()
+}

@@ -42,6 +42,8 @@ mod tests_qgemm;
 mod x86_gemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_gemv_a16;
+#[cfg(target_arch = "x86_64")]
+mod x86_stream_prefetch;
 
 use attention::QueryRows;
 pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};

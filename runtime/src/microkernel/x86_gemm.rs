@@ -18,6 +18,7 @@
 //! spare); the GEMV (one row) sums a group's products unscaled and scales the partial sums
 //! once per group.
 
+use super::x86_stream_prefetch::{stream_prefetch, StreamPrefetch};
 use super::U4Pair;
 use std::arch::x86_64::{
     __m128i, _mm_and_si128, _mm_loadu_si128, _mm_prefetch, _mm_set1_epi8, _mm_srli_epi16,
@@ -558,13 +559,14 @@ pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
 
 /// Asks for the cache lines of bytes `at + ahead ..` (`bytes` of them) of every panel,
 /// where the GEMV reads bytes `at ..` now (a hint: it never faults, so the lines may lie
-/// past the end of a panel). The hint is non-temporal: a decode step reads each weight
-/// once and streams hundreds of MB of them, which with `T0` fill every cache level and
-/// evict what the next kernels read again (activations, norm weights, the KV cache). On
-/// a 2-core Zen 5 (32 MiB L3), alternated runs in the VM's slow memory state: TinyLlama
-/// w4a8 at 512 positions decoded 74.0/75.3/76.9 against 71.0/70.4/71.1 tok/s, q4f16_1 at
-/// 128 positions 77.4-82.1 (median 81.3) against 77.4-78.6 (78.2); in its fast state the
-/// same within noise.
+/// past the end of a panel), with this CPU's [`stream_prefetch`] hint. A decode step reads
+/// each weight once and streams hundreds of MB of them; on a 2-core Zen 5 (32 MiB L3) the
+/// non-temporal hint keeps them from evicting what the next kernels reread (activations,
+/// norm weights, the KV cache): alternated runs in the VM's slow memory state, TinyLlama
+/// w4a8 at 512 positions decoded 74.0/75.3/76.9 against 71.0/70.4/71.1 tok/s with `T0`,
+/// q4f16_1 at 128 positions 77.4-82.1 (median 81.3) against 77.4-78.6 (78.2); in its fast
+/// state the same within noise. On Intel
+/// Sapphire Rapids it halves decode speed instead (see [`super::x86_stream_prefetch`]).
 #[inline(always)]
 pub(super) fn prefetch_ahead<W, const NQ: usize>(
     panels: &[*const W; NQ],
@@ -572,8 +574,13 @@ pub(super) fn prefetch_ahead<W, const NQ: usize>(
     bytes: usize,
     ahead: usize,
 ) {
+    let hint = stream_prefetch();
     for &panel in panels {
-        prefetch_lines::<_MM_HINT_NTA>(panel.cast::<u8>().wrapping_add(at + ahead), bytes);
+        let start = panel.cast::<u8>().wrapping_add(at + ahead);
+        match hint {
+            StreamPrefetch::NonTemporal => prefetch_lines::<_MM_HINT_NTA>(start, bytes),
+            StreamPrefetch::AllLevels => prefetch_lines::<_MM_HINT_T0>(start, bytes),
+        }
     }
 }
 

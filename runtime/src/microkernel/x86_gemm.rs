@@ -565,8 +565,8 @@ pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
 /// norm weights, the KV cache): alternated runs in the VM's slow memory state, TinyLlama
 /// w4a8 at 512 positions decoded 74.0/75.3/76.9 against 71.0/70.4/71.1 tok/s with `T0`,
 /// q4f16_1 at 128 positions 77.4-82.1 (median 81.3) against 77.4-78.6 (78.2); in its fast
-/// state the same within noise. On Intel
-/// Sapphire Rapids it halves decode speed instead (see [`super::x86_stream_prefetch`]).
+/// state the same within noise. On Intel Sapphire Rapids it halves decode speed instead
+/// (see [`super::x86_stream_prefetch`]).
 #[inline(always)]
 pub(super) fn prefetch_ahead<W, const NQ: usize>(
     panels: &[*const W; NQ],

@@ -29,7 +29,7 @@ const BY_VENDOR: &[(&str, StreamPrefetch)] = &[
 
 /// The environment variable that picks the hint instead of the vendor table: `nta`
 /// ([`StreamPrefetch::NonTemporal`]) or `t0` ([`StreamPrefetch::AllLevels`]); read once.
-pub const STREAM_PREFETCH_ENV: &str = "OXRELAX_STREAM_PREFETCH";
+pub(crate) const STREAM_PREFETCH_ENV: &str = "OXRELAX_STREAM_PREFETCH";
 
 /// The hint of this process: [`stream_prefetch_for`] its CPU's vendor and
 /// [`STREAM_PREFETCH_ENV`], decided once.

@@ -2,7 +2,9 @@
 
 use crate::cli_generate::{kv_dtype_parser, memory_size_parser};
 use indicatif::{ProgressBar, ProgressStyle};
-use oxrelax::artifact::{compile_artifact, staging_dir, CompileOptions, CompileStep, KernelTarget};
+use oxrelax::artifact::{
+    compile_artifact, resolve_output, staging_dir, CompileOptions, CompileStep, KernelTarget,
+};
 use oxrelax::memory::artifact_estimate;
 use oxrelax::model::Quantization;
 use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
@@ -52,7 +54,7 @@ impl NpuCompileArgs {
         let path = self.calibration_text.as_ref().ok_or(
             "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
         )?;
-        let text = std::fs::read_to_string(path)
+        let text = oxrelax_runtime::files::read_text(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Ok(NpuCompile {
             soc: Soc::named(&self.soc)?,
@@ -70,13 +72,11 @@ impl NpuCompileArgs {
 pub struct CompileArgs {
     /// The Hugging Face model folder (config.json, safetensors, tokenizer files).
     model: PathBuf,
-    /// The artifact folder to write: created, or replacing an earlier artifact or an
-    /// empty folder (the new artifact is written beside it and renamed into place).
+    /// The artifact folder to write: created, or replacing an earlier artifact that holds
+    /// nothing but its own files, or an empty folder (the new artifact is written beside
+    /// it and renamed into place); any other folder is refused.
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace an output folder that holds something other than an artifact.
-    #[arg(long)]
-    force: bool,
     /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
     /// or else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
@@ -140,10 +140,11 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         verbose: args.verbose,
         target,
         npu: npu_compile(args)?,
-        replace: args.force,
         max_memory: args.max_memory.unwrap_or(defaults.max_memory),
     };
-    remove_partial_output_on_interrupt(&args.output);
+    // Resolved once: compiling into `.` renames the folder the process started in.
+    let output = resolve_output(&args.output)?;
+    remove_partial_output_on_interrupt(&output);
     let bar = ProgressBar::new(CompileStep::ALL.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed:>4} [{bar:24}] {pos}/{len} {msg}")
@@ -151,7 +152,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
             .progress_chars("=> "),
     );
     let mut started = 0;
-    let result = compile_artifact(&args.model, &args.output, &options, |step| {
+    let result = compile_artifact(&args.model, &output, &options, |step| {
         bar.set_position(started);
         bar.set_message(step.describe());
         started += 1;
@@ -172,12 +173,12 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
             npu.recipe,
             npu.chunk,
             npu.chunk_variants,
-            args.output.join("npu").display()
+            output.join("npu").display()
         );
     }
     println!(
         "wrote {} ({} functions, context {}, prefill chunk {}, kv {}, target {}, kernels {})",
-        args.output.display(),
+        output.display(),
         manifest.functions.len(),
         manifest.context_window,
         manifest.prefill_chunk,
@@ -185,7 +186,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         manifest.target.triple,
         manifest.target.kernels
     );
-    let memory = artifact_estimate(&args.output, &manifest)?;
+    let memory = artifact_estimate(&output, &manifest)?;
     println!("memory estimate: {memory}");
     Ok(())
 }

@@ -42,7 +42,7 @@ struct PerplexityJson {
 
 /// Runs `oxrelax perplexity`.
 pub fn run(args: &PerplexityArgs) -> CliResult<()> {
-    let text = std::fs::read_to_string(&args.text)
+    let text = oxrelax_runtime::files::read_text(&args.text)
         .map_err(|e| format!("cannot read {}: {e}", args.text.display()))?;
     let mut loaded = open_engine(&args.model, &args.load)?;
     let tokenizer = loaded.tokenizer.as_ref().ok_or_else(|| {

@@ -95,7 +95,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             time,
             verify,
         } => {
-            let text = std::fs::read_to_string(&file)
+            let text = oxrelax_runtime::files::read_text(&file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let module = oxrelax_dsl::text::parse_module(&text)
                 .map_err(|e| format!("{}: {e}", file.display()))?;

@@ -15,7 +15,9 @@ use oxrelax_models::{
 };
 use oxrelax_runtime::memory::MemoryEstimate;
 use oxrelax_runtime::vm::{VirtualMachine, VmError};
-use oxrelax_runtime::weights::{release_resident_pages, ExpectedTensor, WeightError, WeightStore};
+use oxrelax_runtime::weights::{
+    detach_from_file, release_resident_pages, ExpectedTensor, WeightError, WeightStore,
+};
 use oxrelax_runtime::{Registry, Value};
 use std::path::{Path, PathBuf};
 
@@ -138,6 +140,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     let built = build_checked(exported.module, instrument, &host, &builtins, check);
     let mut built = built.map_err(Box::new)?;
     let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
+    let weights = detach_weights(weights, &dir.join("model.safetensors"))?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
         config,
@@ -206,6 +209,24 @@ pub fn transform_weights(built: &mut Built, raw: Vec<Value>) -> Result<Vec<Value
         release_resident_pages(tensor);
     }
     Ok(weights)
+}
+
+/// `weights` copied out of the checkpoint's mapping where they borrow it
+/// ([`detach_from_file`]), so a checkpoint rewritten while the model runs changes
+/// nothing; `checkpoint` names the weights in errors.
+fn detach_weights(weights: Vec<Value>, checkpoint: &Path) -> Result<Vec<Value>, LoadError> {
+    let detach = |(index, value): (usize, Value)| match value {
+        Value::Tensor(tensor) => detach_from_file(tensor)
+            .map(Value::Tensor)
+            .map_err(|source| WeightError::Tensor {
+                tensor: format!("compiled weight {index}"),
+                file: checkpoint.to_path_buf(),
+                source,
+            }),
+        other => Ok(other),
+    };
+    let detached = weights.into_iter().enumerate().map(detach);
+    Ok(detached.collect::<Result<_, _>>()?)
 }
 
 /// The weights the compiled functions of `module` take after their inputs (names, shapes

@@ -10,6 +10,7 @@ pub mod chat;
 pub mod cli;
 pub mod dtype;
 pub mod engine;
+pub mod files;
 pub mod host;
 pub mod kv_cache;
 pub mod memory;

@@ -63,14 +63,14 @@ pub enum ArtifactError {
         /// The scheme it names.
         value: String,
     },
-    /// The output folder holds something other than an artifact.
-    #[error(
-        "{}: exists and is not an artifact or an empty folder; not writing over it (--force replaces it)",
-        path.display()
-    )]
+    /// The output folder cannot take an artifact: it holds something other than an
+    /// earlier artifact, or is no folder.
+    #[error("{}: {reason}", path.display())]
     Destination {
         /// The folder.
         path: PathBuf,
+        /// What is in the way.
+        reason: String,
     },
     /// The kernels could not be compiled into an object file or linked.
     #[error("{}: {reason}", path.display())]

@@ -4,6 +4,7 @@
 //! compiled ahead of time for a target triple ([`write_kernels`]); [`load_artifact`] loads
 //! one for the compiler's commands.
 
+mod destination;
 mod error;
 mod ir;
 mod kernels;
@@ -14,6 +15,7 @@ mod recorded;
 mod tests;
 mod write;
 
+pub use destination::resolve_output;
 pub use error::ArtifactError;
 pub use ir::{extract_functions, modules_after_each_pass, modules_after_passes_of, source_module};
 pub use kernels::{write_kernels, KernelTarget};

@@ -1,5 +1,6 @@
 //! `compile_artifact`: a Hugging Face model folder in, an artifact folder out.
 
+use super::destination::{inspect, move_into_place, resolve_output, sibling};
 use super::error::ArtifactError;
 use super::kernels::{write_kernels, KernelTarget};
 use super::npu::{compile_npu_part, npu_builtins, npu_scheme, write_npu_part};
@@ -13,7 +14,7 @@ use crate::npu::compile::NpuCompile;
 use crate::passes::Instrument;
 use oxrelax_models::{ExportOptions, KvDtype, ModelConfig, ModelError};
 use oxrelax_runtime::artifact::{
-    is_artifact, sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
+    sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use oxrelax_runtime::weights::{stored_as, WeightStore};
 use oxrelax_runtime::Registry;
@@ -45,8 +46,6 @@ pub struct CompileOptions {
     /// Partition prefill, prefill_all and decode for an NPU and write its graphs to
     /// `npu/` (the CPU part then runs f32 weights and the NPU's prefill chunk).
     pub npu: Option<NpuCompile>,
-    /// Replace an output folder that holds something other than an artifact.
-    pub replace: bool,
     /// Bytes the compiled model may take when it runs (its memory estimate: weights, KV
     /// cache, arenas); a model beyond it is refused before its weights are converted.
     pub max_memory: u64,
@@ -63,7 +62,6 @@ impl Default for CompileOptions {
             verbose: false,
             target: KernelTarget::host(),
             npu: None,
-            replace: false,
             max_memory: default_limit(),
         }
     }
@@ -109,24 +107,24 @@ impl CompileStep {
 
 /// Compiles the Hugging Face model in `src` into an artifact folder `out`, calling
 /// `progress` as each step starts; returns the manifest written. The artifact is written
-/// into a fresh folder beside `out` and renamed into place when complete (replacing an
-/// earlier artifact or an empty folder; a folder holding anything else is refused), so
-/// a failed or interrupted compile never leaves a folder that loads.
+/// into a fresh folder beside `out` and renamed into place when complete, so a failed or
+/// interrupted compile never leaves a folder that loads. `out` may be absent, an empty
+/// folder or an earlier artifact holding nothing but its listed files (whose files are
+/// then removed); anything else is refused before any work.
 pub fn compile_artifact(
     src: &Path,
     out: &Path,
     options: &CompileOptions,
     progress: impl FnMut(CompileStep),
 ) -> Result<Manifest, LoadError> {
-    if !options.replace {
-        check_destination(out)?;
-    }
-    let staging = staging_dir(out);
+    let out = resolve_output(out)?;
+    let found = inspect(&out)?;
+    let staging = staging_dir(&out);
     let _ = std::fs::remove_dir_all(&staging);
     create_dir(&staging)?;
     match write_artifact(src, &staging, options, progress) {
         Ok(manifest) => {
-            move_into_place(&staging, out)?;
+            move_into_place(&staging, &out, &found)?;
             Ok(manifest)
         }
         Err(err) => {
@@ -136,44 +134,11 @@ pub fn compile_artifact(
     }
 }
 
-/// Refuses an `out` that exists and is neither an artifact nor an empty folder.
-fn check_destination(out: &Path) -> Result<(), ArtifactError> {
-    let Ok(mut entries) = std::fs::read_dir(out) else {
-        return match out.exists() {
-            true => Err(ArtifactError::Destination {
-                path: out.to_path_buf(),
-            }),
-            false => Ok(()),
-        };
-    };
-    if entries.next().is_none() || is_artifact(out) {
-        return Ok(());
-    }
-    Err(ArtifactError::Destination {
-        path: out.to_path_buf(),
-    })
-}
-
-/// The folder an artifact for `out` is written into by this process: a hidden sibling,
-/// so the final rename stays on one file system. An interrupted compile removes it.
+/// The folder an artifact for `out` (as [`resolve_output`] gives it) is written into by
+/// this process: a hidden sibling, so the final rename stays on one file system. An
+/// interrupted compile removes it.
 pub fn staging_dir(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map_or("artifact".into(), |n| n.to_string_lossy());
-    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
-}
-
-/// Replaces `out` (absent, empty, an earlier artifact, or with [`CompileOptions::replace`]
-/// anything) with the complete `staging`.
-fn move_into_place(staging: &Path, out: &Path) -> Result<(), ArtifactError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArtifactError::Io { path, source }
-    };
-    if out.exists() {
-        std::fs::remove_dir_all(out).map_err(io(out))?;
-    }
-    std::fs::rename(staging, out).map_err(io(out))
+    sibling(out, "partial")
 }
 
 /// Writes every file of the artifact into `out` (an empty folder).
@@ -312,7 +277,27 @@ fn write_weights<'a>(
                 .map_err(|e| failed(format!("`{name}`: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    safetensors::serialize_to_file(views, None, path).map_err(|e| failed(e.to_string()))
+    safetensors::serialize_to_file(views, None, path).map_err(|e| failed(e.to_string()))?;
+    give_default_mode(path)
+}
+
+/// Gives the file at `path` the mode a newly created file gets (`0o666` less the umask):
+/// the mode of its freshly created folder less the execute bits. `serialize_to_file`
+/// writes through a private (`0o600`) temporary file, which other users could not read.
+fn give_default_mode(path: &Path) -> Result<(), ArtifactError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let io = |source| ArtifactError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let folder_mode = std::fs::metadata(folder).map_err(io)?.permissions().mode();
+        let mode = std::fs::Permissions::from_mode(folder_mode & 0o666);
+        std::fs::set_permissions(path, mode).map_err(io)?;
+    }
+    Ok(())
 }
 
 /// Copies those of `names` that exist in `src` into `out` (as new writable files, not
@@ -323,7 +308,8 @@ fn copy_present(src: &Path, out: &Path, names: &[&str]) -> Result<Vec<String>, A
         .map(|name| {
             let from = src.join(name);
             let bytes =
-                std::fs::read(&from).map_err(|source| ArtifactError::Io { path: from, source })?;
+                oxrelax_runtime::files::read_capped(&from, oxrelax_runtime::files::TEXT_FILE_LIMIT)
+                    .map_err(|source| ArtifactError::Io { path: from, source })?;
             write_file(&out.join(name), &bytes)?;
             Ok(name.to_string())
         })
@@ -331,7 +317,7 @@ fn copy_present(src: &Path, out: &Path, names: &[&str]) -> Result<Vec<String>, A
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, ArtifactError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Io {
+    let text = oxrelax_runtime::files::read_text(path).map_err(|source| ArtifactError::Io {
         path: path.to_path_buf(),
         source,
     })?;

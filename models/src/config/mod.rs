@@ -176,13 +176,26 @@ pub struct ModelConfig {
     pub mlp_bias: bool,
 }
 
+/// The largest `config.json` read (real ones are a few kilobytes).
+pub const CONFIG_FILE_LIMIT: u64 = 1 << 20;
+
 impl ModelConfig {
-    /// Reads and checks the `config.json` at `path`.
+    /// Reads and checks the `config.json` at `path`: a regular file (never a FIFO or a
+    /// device, which could block or never end) of at most [`CONFIG_FILE_LIMIT`] bytes.
     pub fn from_file(path: &Path) -> Result<ModelConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let io = |source| ConfigError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_file() || meta.len() > CONFIG_FILE_LIMIT {
+            let reason = format!("is not a regular file of at most {CONFIG_FILE_LIMIT} bytes");
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                reason,
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
         ModelConfig::from_json(&text).map_err(|e| ConfigError::InFile {
             path: path.to_path_buf(),
             source: Box::new(e),

@@ -78,14 +78,15 @@ impl SharedKernelLibrary {
         path: &Path,
         decls: &[KernelDecl],
     ) -> Result<SharedKernelLibrary, SharedLibraryError> {
+        // Checked in the file before the loader maps it: a segment past the file's end
+        // would fault (SIGBUS) when touched.
+        let compiled = signature_table(path)?;
         // SAFETY: the caller vouches for the library (see above).
         let library =
             unsafe { libloading::Library::new(path) }.map_err(|e| SharedLibraryError::Open {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
             })?;
-        // SAFETY: the library was written by the compiler (the caller's contract).
-        let compiled = unsafe { signature_table(&library, path) }?;
         let mut kernels = HashMap::new();
         for decl in decls {
             let name = decl.name.as_str();
@@ -122,31 +123,70 @@ unsafe impl KernelLibrary for SharedKernelLibrary {
     }
 }
 
-/// The signatures the library records ([`SIGNATURES_SYMBOL`]).
-///
-/// # Safety
-/// The library was written by the compiler, so the symbol, if present, is a length and
-/// that many readable bytes.
-unsafe fn signature_table(
-    library: &libloading::Library,
-    path: &Path,
-) -> Result<Vec<KernelDecl>, SharedLibraryError> {
+/// The signatures the library file at `path` records ([`SIGNATURES_SYMBOL`]), read from
+/// the file after checking that it is an object file whose loadable segments lie within
+/// it and whose table's length fits its symbol.
+fn signature_table(path: &Path) -> Result<Vec<KernelDecl>, SharedLibraryError> {
+    use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
     let failed = |reason: String| SharedLibraryError::Signatures {
         path: path.to_path_buf(),
         reason,
     };
-    // SAFETY: a data symbol; only its address is taken here.
-    let table = unsafe { library.get::<*const u8>(SIGNATURES_SYMBOL.as_bytes()) }
-        .map_err(|_| failed("is missing".into()))?;
-    let start = *table;
-    // SAFETY: the table is a little-endian u64 length then that many bytes (the caller's
-    // contract); the length is read unaligned.
-    let bytes = unsafe {
-        let len = u64::from_le(start.cast::<u64>().read_unaligned());
-        let len = usize::try_from(len).map_err(|_| failed(format!("claims {len} bytes")))?;
-        std::slice::from_raw_parts(start.add(8), len)
+    let malformed = |reason: String| SharedLibraryError::Open {
+        path: path.to_path_buf(),
+        reason,
     };
-    serde_json::from_slice(bytes).map_err(|e| failed(format!("does not parse: {e}")))
+    let data = std::fs::read(path).map_err(|e| malformed(e.to_string()))?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| malformed(format!("not a complete library (truncated?): {e}")))?;
+    for segment in file.segments() {
+        let (offset, size) = segment.file_range();
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > data.len() as u64)
+        {
+            let len = data.len();
+            return Err(malformed(format!(
+                "a segment spans bytes {offset}..{} of a {len}-byte file (truncated?)",
+                offset.saturating_add(size)
+            )));
+        }
+    }
+    let mut symbols = file.dynamic_symbols().chain(file.symbols());
+    let symbol = symbols
+        .find(|s| {
+            s.name()
+                .is_ok_and(|n| n.trim_start_matches('_') == SIGNATURES_SYMBOL)
+        })
+        .ok_or_else(|| failed("is missing".into()))?;
+    let section = symbol
+        .section_index()
+        .and_then(|i| file.section_by_index(i).ok())
+        .ok_or_else(|| failed("is in no section".into()))?;
+    let bytes = section.data().map_err(|e| failed(e.to_string()))?;
+    let start = symbol.address().wrapping_sub(section.address());
+    let table = usize::try_from(start)
+        .ok()
+        .and_then(|start| bytes.get(start..))
+        .ok_or_else(|| failed("lies outside its section".into()))?;
+    let len = table
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        .ok_or_else(|| failed("is shorter than its length".into()))?;
+    let room = match symbol.size() {
+        0 => table.len() as u64,
+        size => size.min(table.len() as u64),
+    };
+    let json = usize::try_from(len)
+        .ok()
+        .filter(|&len| len as u64 <= room.saturating_sub(8))
+        .and_then(|len| table.get(8..8 + len))
+        .ok_or_else(|| {
+            failed(format!(
+                "claims {len} bytes, more than its {room}-byte symbol holds"
+            ))
+        })?;
+    serde_json::from_slice(json).map_err(|e| failed(format!("does not parse: {e}")))
 }
 
 /// Checks that the executable's `declared` kernel is the `compiled` one.

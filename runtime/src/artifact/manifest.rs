@@ -117,7 +117,7 @@ impl Manifest {
     /// Reads the manifest of the artifact in `dir`, checking its format version first.
     pub fn read(dir: &Path) -> Result<Manifest, ArtifactError> {
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| ArtifactError::Io {
+        let text = crate::files::read_text(&path).map_err(|source| ArtifactError::Io {
             path: path.clone(),
             source,
         })?;

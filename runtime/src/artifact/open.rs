@@ -12,7 +12,7 @@ use crate::qnn::bind::register_npu_graphs;
 use crate::qnn::sim::{SimContext, SimMode};
 use crate::value::Value;
 use crate::vm::{Executable, VirtualMachine};
-use crate::weights::{into_huge_pages, WeightError, WeightStore};
+use crate::weights::{detach_from_file, WeightError, WeightStore};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -99,10 +99,10 @@ impl Artifact {
     /// checks that it exports what the manifest records, opens its kernel library
     /// (checking every kernel's recorded signature against the bytecode's calls), picks
     /// the microkernels its CPU features allow, and maps its weights, checked against the
-    /// names, shapes and dtypes the manifest records. Where the OS has transparent huge
-    /// pages, each weight of a huge page or more is then copied into them
-    /// ([`into_huge_pages`]; its mapped pages leave the resident set), unless
-    /// [`crate::tensor::HUGE_PAGES_ENV`] turns them off.
+    /// names, shapes and dtypes the manifest records. Each weight is then copied out of
+    /// the mapping ([`detach_from_file`]: large ones into huge pages where the OS has
+    /// them), so the open artifact no longer depends on the file, unless
+    /// [`crate::tensor::HUGE_PAGES_ENV`] turns huge pages off.
     pub fn open(dir: &Path) -> Result<Artifact, ArtifactError> {
         Artifact::open_with(dir, None)
     }
@@ -145,7 +145,7 @@ impl Artifact {
             .into_iter()
             .zip(&manifest.weights)
             .map(|(tensor, expected)| {
-                into_huge_pages(tensor).map_err(|source| WeightError::Tensor {
+                detach_from_file(tensor).map_err(|source| WeightError::Tensor {
                     tensor: expected.name.clone(),
                     file: params.clone(),
                     source,

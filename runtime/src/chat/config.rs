@@ -86,7 +86,7 @@ impl TemplateSpec {
 impl TokenizerConfig {
     /// Reads and parses a `tokenizer_config.json`.
     pub fn from_file(path: &Path) -> Result<Self, ChatError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ChatError::Read {
+        let text = crate::files::read_text(path).map_err(|error| ChatError::Read {
             path: path.to_path_buf(),
             error,
         })?;

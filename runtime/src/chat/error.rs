@@ -77,6 +77,15 @@ pub enum ChatError {
         /// minijinja's error, with the line.
         error: minijinja::Error,
     },
+    /// A chat template whose output grew past [`TEMPLATE_OUTPUT_LIMIT`](super::TEMPLATE_OUTPUT_LIMIT)
+    /// bytes: far more than any context window holds.
+    #[error("chat template `{name}` rendered more than {limit} bytes: stopped")]
+    TemplateTooLong {
+        /// The template's name.
+        name: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A chat template that called `raise_exception(message)`, as templates do to reject a
     /// conversation (for example roles that do not alternate).
     #[error("chat template `{name}` rejected the conversation: {message}")]

@@ -18,7 +18,7 @@ pub(crate) fn read_model_json(path: &Path) -> Result<Option<serde_json::Value>, 
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).map_err(|error| ChatError::Read {
+    let text = crate::files::read_text(path).map_err(|error| ChatError::Read {
         path: path.to_path_buf(),
         error,
     })?;

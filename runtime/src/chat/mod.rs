@@ -26,5 +26,5 @@ pub use detokenizer::Detokenizer;
 pub use eos::{eos_ids, eos_token_ids};
 pub use error::ChatError;
 pub use generation::sampling_defaults;
-pub use template::{ChatTemplate, Message, SpecialTokens, TEMPLATE_FUEL};
+pub use template::{ChatTemplate, Message, SpecialTokens, TEMPLATE_FUEL, TEMPLATE_OUTPUT_LIMIT};
 pub use tokenizer::Tokenizer;

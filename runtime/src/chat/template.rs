@@ -11,7 +11,9 @@
 //! list and dict methods (`.strip()`, `.startswith()`, `.title()`, `.items()`, ...) come
 //! from minijinja-contrib's pycompat layer. A render runs at most [`TEMPLATE_FUEL`]
 //! instructions (minijinja also bounds recursion, ranges and repeated strings), so no
-//! template hangs.
+//! template hangs, and writes at most [`TEMPLATE_OUTPUT_LIMIT`] bytes. Values a template
+//! builds and never prints are bounded by the fuel alone: a template is code of the
+//! model's author, shipped in the artifact like its kernels.
 
 use super::error::ChatError;
 use minijinja::syntax::SyntaxConfig;
@@ -101,6 +103,33 @@ fn python_formatter(
 /// templates run a few hundred instructions per message.
 pub const TEMPLATE_FUEL: u64 = 1_000_000;
 
+/// The most bytes one render may write: a template whose output grows past it (by
+/// looping over its input, say) is an error, never a runaway allocation. The longest
+/// context window's text is a few megabytes.
+pub const TEMPLATE_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// A render's output, refusing to grow past [`TEMPLATE_OUTPUT_LIMIT`].
+#[derive(Default)]
+struct BoundedText {
+    bytes: Vec<u8>,
+    overflowed: bool,
+}
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > TEMPLATE_OUTPUT_LIMIT {
+            self.overflowed = true;
+            return Err(std::io::Error::other("chat template output limit"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn transformers_syntax() -> SyntaxConfig {
     let mut builder = SyntaxConfig::builder();
     builder.trim_blocks(true).lstrip_blocks(true);
@@ -148,9 +177,17 @@ impl ChatTemplate {
             .env
             .get_template(&self.name)
             .map_err(|error| self.render_error(error))?;
-        template
-            .render(self.context(messages, add_generation_prompt))
-            .map_err(|error| self.render_error(error))
+        let mut out = BoundedText::default();
+        let context = self.context(messages, add_generation_prompt);
+        match template.render_captured_to(context, &mut out) {
+            // Whole `str` writes only: the bytes are UTF-8.
+            Ok(_) => Ok(String::from_utf8_lossy(&out.bytes).into_owned()),
+            Err(_) if out.overflowed => Err(ChatError::TemplateTooLong {
+                name: self.name.clone(),
+                limit: TEMPLATE_OUTPUT_LIMIT,
+            }),
+            Err(error) => Err(self.render_error(error)),
+        }
     }
 
     fn context(&self, messages: &[Message], add_generation_prompt: bool) -> Value {

@@ -26,9 +26,11 @@ pub struct Tokenizer {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ChatError> {
-    std::fs::read(path).map_err(|error| ChatError::Read {
-        path: path.to_path_buf(),
-        error,
+    crate::files::read_capped(path, crate::files::TEXT_FILE_LIMIT).map_err(|error| {
+        ChatError::Read {
+            path: path.to_path_buf(),
+            error,
+        }
     })
 }
 

@@ -288,8 +288,10 @@ fn dump_logits(path: &Path, generation: &Generation) -> CliResult<()> {
             TensorView::new(Dtype::F32, vec![decode_rows.len(), vocab], &decode)?,
         ),
     ];
-    safetensors::serialize_to_file(tensors, None, path)
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let bytes = safetensors::serialize(tensors, None)?;
+    // Written through `path` as it is (a symlink's target, a device, a FIFO), never
+    // replaced by another file.
+    std::fs::write(path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(())
 }
 

@@ -362,7 +362,7 @@ impl KvCache {
             // SAFETY: positions start..start+n are within capacity (checked above) and no
             // live view covers them (`make_writable`); the cache is borrowed mutably, so
             // nothing else writes meanwhile, and stream storage is never borrowed memory.
-            unsafe { self.layers[layer].streams[stream].write_at(offset, &bytes) };
+            unsafe { self.layers[layer].streams[stream].write_at(offset, &bytes)? };
         }
         self.layers[layer].len = requested;
         Ok(())
@@ -387,7 +387,7 @@ impl KvCache {
             let new = self.alloc_positions(stream)?;
             // SAFETY: the new buffer is unshared; the old one is only read, over its first
             // `keep` bytes (in bounds), which no writer touches while the cache is borrowed.
-            unsafe { new.write_at(0, std::slice::from_raw_parts(old.ptr_at(0), keep)) };
+            unsafe { new.write_at(0, std::slice::from_raw_parts(old.ptr_at(0), keep))? };
             fresh.push(new);
         }
         let entry = &mut self.layers[layer];

@@ -1,5 +1,6 @@
 //! Raw byte regions behind tensors: owned (64-byte aligned), arena, or borrowed.
 
+use super::error::TensorError;
 use std::alloc::{self, Layout};
 use std::any::Any;
 use std::fmt;
@@ -67,17 +68,28 @@ pub(crate) fn huge_pages_available() -> bool {
     })
 }
 
+/// Whether [`HUGE_PAGES_ENV`] turns huge pages off for this process (which also keeps
+/// an artifact's weights in their file mapping); decided once.
+pub(crate) fn huge_pages_turned_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| turns_off(std::env::var(HUGE_PAGES_ENV).ok().as_deref()))
+}
+
+/// Whether the value of [`HUGE_PAGES_ENV`] (if set) turns huge pages off.
+fn turns_off(setting: Option<&str>) -> bool {
+    setting.is_some_and(|value| {
+        ["0", "off", "false"].contains(&value.trim().to_ascii_lowercase().as_str())
+    })
+}
+
 /// Whether to ask for huge pages given the value of [`HUGE_PAGES_ENV`] (if set) and the
 /// contents of [`THP_MODE_FILE`] (if readable): unless turned off, where the OS gives
 /// transparent huge pages to a mapping that asks (Linux and Android in mode `always` or
 /// `madvise`).
 pub(crate) fn huge_pages_wanted(setting: Option<&str>, thp_mode: Option<&str>) -> bool {
-    let off = setting.is_some_and(|value| {
-        ["0", "off", "false"].contains(&value.trim().to_ascii_lowercase().as_str())
-    });
     let given =
         thp_mode.is_some_and(|mode| mode.contains("[always]") || mode.contains("[madvise]"));
-    !off && given && cfg!(any(target_os = "linux", target_os = "android"))
+    !turns_off(setting) && given && cfg!(any(target_os = "linux", target_os = "android"))
 }
 
 /// Asks the OS to back `map` with transparent huge pages (`madvise(MADV_HUGEPAGE)`, before
@@ -206,16 +218,29 @@ impl Buffer {
         unsafe { self.ptr.as_ptr().add(offset) }
     }
 
-    /// Copies `src` to byte `offset`.
+    /// Copies `src` to byte `offset`; a range past the end, or a borrowed buffer, is an
+    /// error and writes nothing.
     ///
     /// # Safety
-    /// `offset + src.len() <= len`, the buffer is not borrowed, and no reference or other
-    /// thread reads or writes these bytes during the copy.
-    pub(crate) unsafe fn write_at(&self, offset: usize, src: &[u8]) {
-        debug_assert!(offset + src.len() <= self.len && self.kind != StorageKind::Borrowed);
-        // SAFETY: the range is in bounds and unaliased (caller's contract); `src` is a
-        // separate allocation or a disjoint region, which `copy` tolerates either way.
-        unsafe { std::ptr::copy(src.as_ptr(), self.ptr_at(offset), src.len()) }
+    /// No reference or other thread reads or writes these bytes during the copy.
+    pub(crate) unsafe fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), TensorError> {
+        let fits = offset
+            .checked_add(src.len())
+            .is_some_and(|end| end <= self.len);
+        let borrowed = self.kind == StorageKind::Borrowed;
+        if !fits || borrowed {
+            return Err(TensorError::WriteOutOfBounds {
+                offset,
+                len: src.len(),
+                capacity: self.len,
+                kind: if borrowed { "borrowed" } else { "owned" },
+            });
+        }
+        // SAFETY: the range is in bounds (checked above) and unaliased (caller's
+        // contract); `src` is a separate allocation or a disjoint region, which `copy`
+        // tolerates either way.
+        unsafe { std::ptr::copy(src.as_ptr(), self.ptr_at(offset), src.len()) };
+        Ok(())
     }
 }
 

@@ -47,6 +47,18 @@ pub enum TensorError {
         /// `"elements"` or `"bytes"`.
         unit: &'static str,
     },
+    /// A write past a buffer's end, or into memory the buffer only borrows.
+    #[error("cannot write {len} bytes at byte {offset} of a {capacity}-byte {kind} buffer")]
+    WriteOutOfBounds {
+        /// Where the write starts.
+        offset: usize,
+        /// Bytes to write.
+        len: usize,
+        /// The buffer's length in bytes.
+        capacity: usize,
+        /// `"owned"` or `"borrowed"`.
+        kind: &'static str,
+    },
     /// A reshape to a shape with another number of elements.
     #[error("cannot view shape {from:?} as {to:?}: the element counts differ")]
     ReshapeCount {

@@ -367,3 +367,22 @@ fn huge_pages_are_wanted_where_the_os_gives_them_unless_switched_off() {
     assert!(!huge_pages_wanted(None, Some("always madvise [never]\n")));
     assert!(!huge_pages_wanted(None, None));
 }
+
+#[test]
+fn writes_past_a_buffer_end_are_errors_that_write_nothing() {
+    let buffer = Buffer::zeroed(64, StorageKind::Owned).unwrap();
+    // SAFETY: the buffer is local and unshared.
+    let past = unsafe { buffer.write_at(60, &[1; 8]) };
+    assert_eq!(
+        past.unwrap_err().to_string(),
+        "cannot write 8 bytes at byte 60 of a 64-byte owned buffer"
+    );
+    // SAFETY: as above.
+    let wrapping = unsafe { buffer.write_at(usize::MAX, &[1]) };
+    assert!(wrapping.is_err());
+    // SAFETY: as above.
+    unsafe { buffer.write_at(56, &[7; 8]).unwrap() };
+    // SAFETY: 64 bytes were allocated; nothing writes meanwhile.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.ptr_at(0), 64) };
+    assert_eq!((bytes[55], bytes[56], bytes[63]), (0, 7, 7));
+}

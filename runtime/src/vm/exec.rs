@@ -132,7 +132,7 @@ impl Executable {
 
     /// Reads and validates JSON from `path`.
     pub fn load(path: &Path) -> Result<Executable, ExecError> {
-        let json = std::fs::read_to_string(path).map_err(|source| ExecError::Io {
+        let json = crate::files::read_text(path).map_err(|source| ExecError::Io {
             path: path.to_path_buf(),
             source,
         })?;

@@ -43,6 +43,17 @@ pub(super) fn function(
             f.num_regs
         ));
     }
+    // Each instruction writes at most one register: more than the parameters and the
+    // instructions can fill is a broken (or hostile) file, not a reason to allocate.
+    let fillable = f.params.len() + f.instrs.len();
+    if f.num_regs as usize > fillable {
+        return fail(format!(
+            "{} registers, but its {} parameters and {} instructions fill at most {fillable}",
+            f.num_regs,
+            f.params.len(),
+            f.instrs.len()
+        ));
+    }
     if let Some(d) = f.dims.iter().find(|d| d.upper_bound.is_some_and(|b| b < 0)) {
         return fail(format!("dim `{}` has a negative upper bound", d.name));
     }

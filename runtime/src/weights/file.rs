@@ -5,7 +5,7 @@ use super::convert::{convert_bytes, Unconvertible};
 use super::header::tensor_problem;
 use super::WeightError;
 use crate::dtype::DType;
-use crate::tensor::buffer::{huge_pages_available, HUGE_PAGE_BYTES};
+use crate::tensor::buffer::huge_pages_turned_off;
 use crate::tensor::{Tensor, TensorError};
 use memmap2::{Mmap, UncheckedAdvice};
 use safetensors::{Dtype, SafeTensors};
@@ -101,16 +101,18 @@ pub fn release_resident_pages(tensor: &Tensor) {
     }
 }
 
-/// `tensor` copied into memory of its own, in huge pages (why and by how much: the
-/// runtime buffers' `Pages::Huge`), when it borrows at least a huge page of a weight
-/// file's mapping and the OS has transparent huge pages (not turned off by
-/// [`crate::tensor::HUGE_PAGES_ENV`]). The mapped pages then leave the resident set. Any
-/// other tensor is returned as it is.
-pub fn into_huge_pages(tensor: Tensor) -> Result<Tensor, TensorError> {
+/// `tensor` copied into memory of its own when it borrows a weight file's mapping (large
+/// ones into huge pages where the OS has them: the runtime buffers' `Pages::Huge`), so
+/// that a file truncated or rewritten while a model runs can neither fault (SIGBUS) nor
+/// change its weights; the mapped pages then leave the resident set. With
+/// [`crate::tensor::HUGE_PAGES_ENV`] turned off the tensor stays mapped (a faster start;
+/// the file must then stay as it is while the model is open). Any other tensor is
+/// returned as it is.
+pub fn detach_from_file(tensor: Tensor) -> Result<Tensor, TensorError> {
     let mapped = tensor
         .borrowed_owner()
         .is_some_and(|owner| owner.is::<MappedRange>());
-    if !mapped || tensor.nbytes() < HUGE_PAGE_BYTES || !huge_pages_available() {
+    if !mapped || huge_pages_turned_off() {
         return Ok(tensor);
     }
     tensor.deep_copy()

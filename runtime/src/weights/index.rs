@@ -22,7 +22,7 @@ pub(crate) struct ShardIndex {
 
 /// Reads and parses the index at `path`.
 pub(crate) fn read_index(path: &Path) -> Result<ShardIndex, WeightError> {
-    let text = std::fs::read_to_string(path).map_err(|source| WeightError::Io {
+    let text = crate::files::read_text(path).map_err(|source| WeightError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -17,7 +17,9 @@ mod index;
 mod tests;
 
 pub use error::WeightError;
-pub use file::{into_huge_pages, release_resident_pages, stored_as, SafetensorsFile, StoredTensor};
+pub use file::{
+    detach_from_file, release_resident_pages, stored_as, SafetensorsFile, StoredTensor,
+};
 
 use crate::dtype::DType;
 use crate::tensor::Tensor;

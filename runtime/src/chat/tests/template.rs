@@ -1,7 +1,7 @@
 //! Chat templates rendered as transformers renders them with Jinja2 (expected strings
 //! produced by Jinja2 3.1 with `trim_blocks`, `lstrip_blocks` and `loopcontrols`).
 
-use crate::chat::{ChatError, ChatTemplate, Message, SpecialTokens};
+use crate::chat::{ChatError, ChatTemplate, Message, SpecialTokens, TEMPLATE_OUTPUT_LIMIT};
 
 /// Block tags on their own indented lines, `set` inside `if`, slicing, `loop` variables,
 /// `~`, and Python string methods.
@@ -129,4 +129,17 @@ fn a_template_that_runs_for_ever_is_a_render_error_not_a_hang() {
     let err = template.render(&[], false).unwrap_err();
     assert!(matches!(err, ChatError::TemplateRender { .. }), "{err}");
     assert!(err.to_string().contains("fuel"), "{err}");
+}
+
+#[test]
+fn a_template_whose_output_runs_away_is_an_error_not_an_allocation() {
+    let source = "{% for i in range(60000) %}{{ messages[0].content }}{% endfor %}";
+    let template = ChatTemplate::new("t", source, tokens(None)).unwrap();
+    let long = [Message::new("user", "x".repeat(1000))];
+    let err = template.render(&long, false).unwrap_err();
+    assert!(
+        matches!(err, ChatError::TemplateTooLong { limit, .. } if limit == TEMPLATE_OUTPUT_LIMIT),
+        "{err}"
+    );
+    assert!(err.to_string().contains("rendered more than"), "{err}");
 }

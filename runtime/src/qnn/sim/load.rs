@@ -37,7 +37,7 @@ pub(crate) fn read_files(npu_dir: &Path) -> Result<(NetFile, BTreeMap<String, Ve
         let path = path.to_path_buf();
         move |source| SimError::Io { path, source }
     };
-    let text = std::fs::read_to_string(&net_path).map_err(io(&net_path))?;
+    let text = crate::files::read_text(&net_path).map_err(io(&net_path))?;
     let net = serde_json::from_str(&text).map_err(|e| SimError::Json {
         path: net_path.clone(),
         message: e.to_string(),

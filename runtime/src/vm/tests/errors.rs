@@ -214,6 +214,10 @@ fn inconsistent_executables_are_refused_at_load() {
     let cases: Vec<(Box<Edit>, &str)> = vec![
         (Box::new(|f| f.num_regs = 2), "instruction 2: register %2 out of range (2 registers)"),
         (Box::new(|f| f.num_regs = 1), "2 parameters but 1 registers"),
+        (
+            Box::new(|f| f.num_regs = u32::MAX),
+            "4294967295 registers, but its 2 parameters and 5 instructions fill at most 7",
+        ),
         (Box::new(|f| f.dims.clear()), "instruction 0: dim register 0 out of range (0 dims)"),
         (Box::new(|f| { f.instrs.pop(); }), "code must end with `ret`"),
         (

@@ -87,10 +87,11 @@ pub fn npu_dir(dir: &Path) -> PathBuf {
 pub fn validate_dir(dir: &Path, options: &ValidateOptions) -> Result<Report, ValidateError> {
     let npu = npu_dir(dir);
     let net_path = npu.join(NET_FILE);
-    let text = std::fs::read_to_string(&net_path).map_err(|source| ValidateError::Read {
-        path: net_path.clone(),
-        source,
-    })?;
+    let text =
+        oxrelax_runtime::files::read_text(&net_path).map_err(|source| ValidateError::Read {
+            path: net_path.clone(),
+            source,
+        })?;
     let net: NetFile = serde_json::from_str(&text).map_err(|source| ValidateError::Json {
         path: net_path,
         source,

@@ -3,6 +3,8 @@
 //! hang or a large allocation. Library-level cases match the error variant; command-line
 //! cases run the `oxrelax` binary under a 4 GB address-space cap and a time limit.
 
+mod data_loss;
+
 use oxrelax::model::{load_hf, LoadError, LoadOptions};
 use oxrelax_models::{ConfigError, ModelConfig};
 use oxrelax_runtime::chat::Tokenizer;
@@ -79,11 +81,18 @@ struct Run {
 
 /// Runs `oxrelax args...` under the address-space cap with `stdin` as its input.
 fn oxrelax_with_input(args: &[&str], stdin: &[u8]) -> Run {
+    oxrelax_in(Path::new("."), args, stdin)
+}
+
+/// Runs `oxrelax args...` in the folder `cwd` under the address-space cap with `stdin`
+/// as its input.
+fn oxrelax_in(cwd: &Path, args: &[&str], stdin: &[u8]) -> Run {
     let script = format!("ulimit -v {ADDRESS_SPACE_KIB}; exec timeout 60 \"$@\"");
     let start = Instant::now();
     let mut child = Command::new("sh")
         .args(["-c", &script, "sh", env!("CARGO_BIN_EXE_oxrelax")])
         .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -130,7 +130,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     let declared = expected_weights(&model);
     let mut memory = declared_estimate(&config, &exported, &declared);
     memory.check(options.max_memory)?;
-    let weights = store.load_expected(&declared)?;
+    let weights = store.load_expected_finite(&declared)?;
     let check = |module: &IRModule, executable: &_| {
         memory = compiled_estimate(memory, module, executable);
         memory.check(options.max_memory)

@@ -189,7 +189,7 @@ fn write_artifact(
 
     progress(CompileStep::Weights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
-    let raw = store.load_expected(&declared)?;
+    let raw = store.load_expected_finite(&declared)?;
     let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
     let expected = compiled_weights(&built.module).unwrap_or_default();
     let tensors = expected.iter().zip(&weights).filter_map(|(e, w)| match w {

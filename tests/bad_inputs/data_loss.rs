@@ -189,14 +189,21 @@ fn a_truncated_or_crafted_kernel_library_is_refused_before_it_is_loaded() {
     );
 }
 
+/// [`rehashed`] with the JSON file `file` edited by `edit`.
+fn rehashed_json(file: &str, edit: impl FnOnce(&mut Value)) -> tempfile::TempDir {
+    let path = artifact().join(file);
+    let mut json: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    edit(&mut json);
+    rehashed(file, json.to_string().as_bytes())
+}
+
 #[test]
 fn a_huge_register_count_is_refused_without_allocating() {
-    let path = artifact().join("vm.json");
-    let mut vm: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    for function in vm["functions"].as_object_mut().unwrap().values_mut() {
-        function["num_regs"] = json!(u32::MAX);
-    }
-    let dir = rehashed("vm.json", vm.to_string().as_bytes());
+    let dir = rehashed_json("vm.json", |vm| {
+        for function in vm["functions"].as_object_mut().unwrap().values_mut() {
+            function["num_regs"] = json!(u32::MAX);
+        }
+    });
     assert_error(
         &generate(dir.path(), &[]),
         &["vm.json", "4294967295 registers"],
@@ -205,11 +212,10 @@ fn a_huge_register_count_is_refused_without_allocating() {
 
 #[test]
 fn a_runaway_chat_template_is_an_error_not_an_abort() {
-    let path = artifact().join("tokenizer_config.json");
-    let mut config: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    config["chat_template"] =
-        json!("{% for i in range(20000) %}{{ messages[0]['content'] * 1000 }}{% endfor %}");
-    let dir = rehashed("tokenizer_config.json", config.to_string().as_bytes());
+    let runaway = "{% for i in range(20000) %}{{ messages[0]['content'] * 1000 }}{% endfor %}";
+    let dir = rehashed_json("tokenizer_config.json", |config| {
+        config["chat_template"] = json!(runaway)
+    });
     let run = oxrelax(&[
         "generate",
         "--model",
@@ -278,4 +284,29 @@ fn weights_truncated_or_rewritten_under_a_running_model_change_nothing() {
         .set_len(8)
         .unwrap();
     assert_eq!(greedy(&mut engine), before, "truncated");
+}
+
+#[test]
+fn a_checkpoint_holding_nan_or_infinity_is_refused_naming_the_element() {
+    for (value, shown) in [(f32::NAN, "NaN"), (f32::NEG_INFINITY, "-inf")] {
+        let model = super::copy_of("tiny-llama");
+        let path = model.path().join("model.safetensors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let (header, _) = super::split_safetensors(&bytes);
+        let info = &header[super::TENSOR];
+        assert_eq!(info["dtype"], "F32");
+        let data_start = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let at = data_start + info["data_offsets"][0].as_u64().unwrap() as usize + 5 * 4;
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let out = model.path().join("out");
+        let run = oxrelax(&[
+            "compile",
+            model.path().to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let element = format!("element 5 is {shown}");
+        assert_error(&run, &["model.safetensors", super::TENSOR, &element]);
+    }
 }

@@ -95,6 +95,18 @@ pub enum WeightError {
         /// The dtype asked for.
         wanted: DType,
     },
+    /// A float weight holding NaN or infinity.
+    #[error("{}: tensor `{tensor}` element {index} is {value}: a checkpoint's weights must be finite", file.display())]
+    NonFinite {
+        /// The tensor.
+        tensor: String,
+        /// The file.
+        file: PathBuf,
+        /// The element's flat index.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
     /// A tensor the model needs that the checkpoint does not have.
     #[error("{}: missing tensor `{tensor}` (expected shape {expected:?}){}", source_name.display(), more_note(*more))]
     Missing {

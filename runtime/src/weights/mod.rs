@@ -166,6 +166,29 @@ impl WeightStore {
             .collect()
     }
 
+    /// [`WeightStore::load_expected`], then every float weight checked for NaN and
+    /// infinity: a checkpoint that holds one is broken, and the model would compute
+    /// garbage from it without a word.
+    pub fn load_expected_finite(
+        &self,
+        expected: &[ExpectedTensor],
+    ) -> Result<Vec<Tensor>, WeightError> {
+        let tensors = self.load_expected(expected)?;
+        for (tensor, e) in tensors.iter().zip(expected) {
+            if let Some((index, value)) = first_non_finite(tensor) {
+                return Err(WeightError::NonFinite {
+                    tensor: e.name.clone(),
+                    file: self
+                        .info(&e.name)
+                        .map_or(self.source.clone(), |(f, _)| f.into()),
+                    index,
+                    value,
+                });
+            }
+        }
+        Ok(tensors)
+    }
+
     /// The both-ways check of [`WeightStore::load_expected`], without loading.
     pub fn check_expected(&self, expected: &[ExpectedTensor]) -> Result<(), WeightError> {
         let missing: Vec<&ExpectedTensor> = expected
@@ -205,5 +228,23 @@ impl WeightStore {
             }
         }
         Ok(())
+    }
+}
+
+/// The flat index and value of the first NaN or infinity of a float `tensor`, if any.
+fn first_non_finite(tensor: &Tensor) -> Option<(usize, f32)> {
+    fn find<T: crate::Element>(tensor: &Tensor, widen: impl Fn(T) -> f32) -> Option<(usize, f32)> {
+        let values = tensor.as_slice::<T>().ok()?;
+        values
+            .iter()
+            .map(|&v| widen(v))
+            .enumerate()
+            .find(|(_, v)| !v.is_finite())
+    }
+    match tensor.dtype() {
+        DType::F32 => find::<f32>(tensor, |v| v),
+        DType::F16 => find::<half::f16>(tensor, half::f16::to_f32),
+        DType::BF16 => find::<half::bf16>(tensor, half::bf16::to_f32),
+        _ => None,
     }
 }

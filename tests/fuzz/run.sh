@@ -4,10 +4,12 @@
 #
 #   tests/fuzz/run.sh [EXECUTIONS] [TARGET...]
 #
-# Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). Each target's
-# corpus (tests/fuzz/corpus/<target>, not committed) is seeded from tests/fuzz/seeds and
-# from small real files of the repository. MAX_TIME (seconds, default 3600) caps each
-# target's run as a safety net; a crash leaves its input in tests/fuzz/artifacts/<target>.
+# Installs cargo-fuzz when it is missing (`cargo install cargo-fuzz --locked`) and builds
+# with the project's toolchain and RUSTC_BOOTSTRAP=1 (libFuzzer's instrumentation and
+# AddressSanitizer take unstable flags; the sanitizer runtimes ship with every channel). Each target's corpus
+# (tests/fuzz/corpus/<target>, not committed) is seeded from tests/fuzz/seeds and from
+# small real files of the repository. MAX_TIME (seconds, default 3600) caps each target's
+# run as a safety net; a crash leaves its input in tests/fuzz/artifacts/<target>.
 set -uo pipefail
 
 fuzz_dir=$(cd "$(dirname "$0")" && pwd)
@@ -59,13 +61,17 @@ seed() {
 
 mkdir -p "$fuzz_dir/logs"
 cd "$root" || exit 1
-cargo +nightly fuzz build --fuzz-dir tests/fuzz || exit 1
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked || exit 1
+fi
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build --fuzz-dir tests/fuzz || exit 1
 status=0
 summary=()
 for target in "${targets[@]}"; do
     seed "$target"
     log=$fuzz_dir/logs/$target.log
-    cargo +nightly fuzz run --fuzz-dir tests/fuzz "$target" -- \
+    cargo fuzz run --fuzz-dir tests/fuzz "$target" -- \
         -runs="$runs" -max_len="$(max_len "$target")" -max_total_time="$max_time" \
         -timeout=10 -print_final_stats=1 > "$log" 2>&1
     code=$?

@@ -20,6 +20,7 @@ use crate::sampler::{Sampler, SamplingConfig};
 use crate::ThreadPool;
 use error::{guard, Failure};
 pub use error::{oxrelax_last_error, oxrelax_status};
+use handles::MODELS;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
@@ -91,7 +92,7 @@ pub unsafe extern "C" fn oxrelax_open(
             .into_engine(ThreadPool::global())
             .map_err(Failure::artifact)?;
         // SAFETY: as above.
-        unsafe { out.write(handles::open(loaded)) };
+        unsafe { out.write(MODELS.open(loaded)) };
         Ok(())
     })
 }
@@ -102,7 +103,7 @@ pub unsafe extern "C" fn oxrelax_open(
 pub extern "C" fn oxrelax_close(model: *mut oxrelax_model) -> oxrelax_status {
     guard(|| match model.is_null() {
         true => Ok(()),
-        false => handles::close(model),
+        false => MODELS.close(model),
     })
 }
 
@@ -138,7 +139,7 @@ pub unsafe extern "C" fn oxrelax_encode(
     n_ids: *mut usize,
 ) -> oxrelax_status {
     guard(|| {
-        handles::with(model, |loaded| {
+        MODELS.with(model, |loaded| {
             // SAFETY: the caller's contract (see above) for each pointer.
             let text = unsafe { utf8(text, "text") }?;
             let n_ids = writable(n_ids, "n_ids")?;
@@ -181,7 +182,7 @@ pub unsafe extern "C" fn oxrelax_generate(
     n_out: *mut usize,
 ) -> oxrelax_status {
     guard(|| {
-        handles::with(model, |loaded| {
+        MODELS.with(model, |loaded| {
             let n_out = writable(n_out, "n_out")?;
             // SAFETY: the caller's contract (see above) for each pointer.
             let out_ids = unsafe { IdBuffer::new(out_ids, capacity, "out_ids") }?;
@@ -212,7 +213,7 @@ pub unsafe extern "C" fn oxrelax_generate(
 #[unsafe(no_mangle)]
 pub extern "C" fn oxrelax_reset(model: *mut oxrelax_model) -> oxrelax_status {
     guard(|| {
-        handles::with(model, |loaded| {
+        MODELS.with(model, |loaded| {
             loaded.engine.reset().map_err(Failure::generation)
         })
     })
@@ -223,7 +224,7 @@ pub extern "C" fn oxrelax_reset(model: *mut oxrelax_model) -> oxrelax_status {
 fn query(model: *const oxrelax_model, read: impl FnOnce(&LoadedEngine) -> usize) -> usize {
     let mut value = 0;
     guard(|| {
-        handles::with(model, |loaded| {
+        MODELS.with(model, |loaded| {
             value = read(loaded);
             Ok(())
         })

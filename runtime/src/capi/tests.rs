@@ -1,3 +1,4 @@
+use super::handles::Handles;
 use super::*;
 use std::ffi::CString;
 use std::ptr::{null, null_mut};
@@ -92,14 +93,17 @@ fn ids_are_copied_only_into_a_buffer_that_holds_them() {
     buffer.ok().unwrap().fill(&[]).ok().unwrap();
 }
 
-/// The message of `span`'s refusal (it must be one).
+/// The status and message of `result`'s failure (it must be one).
+fn failure(result: Result<(), Failure>) -> (oxrelax_status, String) {
+    let failure = result.expect_err("refused");
+    (failure.status, failure.message().to_string())
+}
+
+/// The message of `span`'s refusal as an invalid argument.
 fn refusal(span: Result<(), Failure>) -> String {
-    let failure = span.expect_err("refused");
-    assert_eq!(
-        failure.status,
-        oxrelax_status::OXRELAX_ERROR_INVALID_ARGUMENT
-    );
-    failure.message().to_string()
+    let (status, message) = failure(span);
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INVALID_ARGUMENT);
+    message
 }
 
 #[test]
@@ -176,4 +180,57 @@ fn the_defaults_are_greedy() {
     assert_eq!(options.temperature, 0.0);
     assert_eq!(options.max_new_tokens, 128);
     assert_eq!(options.ignore_eos, 0);
+}
+
+/// The status and message `handles` refuses a call on `handle` with.
+fn refused_with(handles: &Handles<u32>, handle: *mut oxrelax_model) -> (oxrelax_status, String) {
+    failure(handles.with(handle, |_| Ok(())))
+}
+
+#[test]
+fn a_closed_handle_is_refused_and_its_id_never_comes_back() {
+    let handles = Handles::new();
+    let first = handles.open(7u32);
+    assert_eq!(handles.with(first, |v| Ok(*v)).ok(), Some(7));
+    handles.close(first).ok().unwrap();
+    let (status, message) = refused_with(&handles, first);
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INVALID_HANDLE);
+    assert!(message.contains("0x1 is not open"), "{message}");
+    let err = handles.close(first).err().unwrap();
+    assert_eq!(err.status, oxrelax_status::OXRELAX_ERROR_INVALID_HANDLE);
+    let second = handles.open(8u32);
+    assert_ne!(second, first);
+    assert_eq!(handles.with(second, |v| Ok(*v)).ok(), Some(8));
+    let (status, message) = refused_with(&handles, null_mut());
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INVALID_ARGUMENT);
+    assert_eq!(message, "`model` is null");
+}
+
+#[test]
+fn a_handle_in_use_is_refused_and_may_be_closed_under_its_call() {
+    let handles = Handles::new();
+    let handle = handles.open(1u32);
+    let inner = handles.with(handle, |value| {
+        let (status, message) = refused_with(&handles, handle);
+        assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INVALID_ARGUMENT);
+        assert!(message.contains("in use by another call"), "{message}");
+        handles.close(handle)?;
+        *value += 1;
+        Ok(*value)
+    });
+    assert_eq!(inner.ok(), Some(2));
+    let (status, _) = refused_with(&handles, handle);
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INVALID_HANDLE);
+}
+
+#[test]
+fn a_handle_whose_call_panicked_is_refused_until_closed() {
+    let handles = Handles::new();
+    let handle = handles.open(1u32);
+    let status = guard(|| handles.with(handle, |_| panic!("mid-update")));
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INTERNAL);
+    let (status, message) = refused_with(&handles, handle);
+    assert_eq!(status, oxrelax_status::OXRELAX_ERROR_INTERNAL);
+    assert!(message.contains("close it"), "{message}");
+    handles.close(handle).ok().unwrap();
 }

@@ -5,7 +5,9 @@
  *
  * PROMPT_IDS is comma-separated token ids. The text of each token streams to stderr as it
  * is generated; the last line of stdout is the N generated ids, space-separated.
- * Build: cc -Iruntime/include examples/generate.c -Ltarget/release -loxrelax_runtime
+ * Build (from the repository's root, after `cargo build --release -p oxrelax-runtime`):
+ *   cc -O2 -Wall -I runtime/include examples/generate.c -o dist/generate \
+ *      -L target/release -Wl,-rpath,"$PWD/target/release" -loxrelax_runtime -lm
  */
 #include <errno.h>
 #include <stdio.h>

@@ -23,6 +23,8 @@ pub enum oxrelax_status {
     OXRELAX_ERROR_BUFFER_TOO_SMALL = 5,
     /// A bug in oxrelax (a panic, caught at the boundary).
     OXRELAX_ERROR_INTERNAL = 6,
+    /// A model handle that is not open: closed already, or never returned by `oxrelax_open`.
+    OXRELAX_ERROR_INVALID_HANDLE = 7,
 }
 
 thread_local! {
@@ -43,6 +45,12 @@ pub(super) struct Failure {
 }
 
 impl Failure {
+    /// What went wrong.
+    #[cfg(test)]
+    pub(super) fn message(&self) -> &str {
+        &self.message
+    }
+
     fn new(status: oxrelax_status, message: String) -> Failure {
         Failure { status, message }
     }
@@ -50,6 +58,31 @@ impl Failure {
     /// A null pointer for argument `what`.
     pub(super) fn null(what: &str) -> Failure {
         Failure::invalid(format!("`{what}` is null"))
+    }
+
+    /// A model handle `id` that is not open.
+    pub(super) fn closed(id: usize) -> Failure {
+        let message = format!(
+            "model handle {id:#x} is not open: closed already, or never returned by oxrelax_open"
+        );
+        Failure::new(oxrelax_status::OXRELAX_ERROR_INVALID_HANDLE, message)
+    }
+
+    /// A model handle `id` that another call is using.
+    pub(super) fn busy(id: usize) -> Failure {
+        Failure::invalid(format!(
+            "model handle {id:#x} is in use by another call (from another thread or a token \
+             callback): a handle serves one call at a time"
+        ))
+    }
+
+    /// A model handle `id` whose model a panicking call may have left half-updated.
+    pub(super) fn poisoned(id: usize) -> Failure {
+        let message = format!(
+            "model handle {id:#x} is unusable: an earlier call on it failed with an internal \
+             error; close it"
+        );
+        Failure::new(oxrelax_status::OXRELAX_ERROR_INTERNAL, message)
     }
 
     /// An invalid argument.

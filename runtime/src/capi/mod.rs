@@ -1,29 +1,32 @@
 //! The C API (`runtime/include/oxrelax.h`): open an artifact, encode text, generate with
-//! a token callback, reset, close. Handles are opaque, every call returns an
-//! [`oxrelax_status`] and leaves a message for [`oxrelax_last_error`] when it fails,
-//! strings are UTF-8, and a panic never crosses the boundary (it becomes
-//! [`oxrelax_status::OXRELAX_ERROR_INTERNAL`]). No Rust type crosses it either.
+//! a token callback, reset, close. Handles are ids in a table of open models (closing
+//! twice or using a closed handle is an error, never a dangling read), every call returns
+//! an [`oxrelax_status`] and leaves a message for [`oxrelax_last_error`] when it fails,
+//! pointers and lengths are checked before use, strings are UTF-8, and a panic never
+//! crosses the boundary (it becomes [`oxrelax_status::OXRELAX_ERROR_INTERNAL`]). No Rust
+//! type crosses it either.
 
 #![allow(non_camel_case_types)]
 
 mod error;
+mod handles;
 #[cfg(test)]
 mod tests;
 
 use crate::artifact::{Artifact, LoadedEngine};
 use crate::chat::Detokenizer;
-use crate::engine::{GenerateOptions, Step};
+use crate::engine::{EngineError, GenerateOptions, Step, Token};
 use crate::sampler::{Sampler, SamplingConfig};
 use crate::ThreadPool;
 use error::{guard, Failure};
 pub use error::{oxrelax_last_error, oxrelax_status};
+use handles::MODELS;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
-/// An opened model: an artifact's engine (one KV cache) and its tokenizer.
-pub struct oxrelax_model {
-    loaded: LoadedEngine,
-}
+/// An opened model as C sees it: an opaque handle. It is an id in the table of open
+/// models, never an address: nothing is ever read through it.
+pub enum oxrelax_model {}
 
 /// How `oxrelax_generate` samples and when it stops.
 #[repr(C)]
@@ -68,71 +71,64 @@ pub extern "C" fn oxrelax_default_generate_options() -> oxrelax_generate_options
 }
 
 /// Opens the artifact folder `artifact_dir` (UTF-8 path) with every check of
-/// [`Artifact::open`]; on success stores a new handle in `*out`.
+/// [`Artifact::open`]; on success stores a new handle in `*out`, on failure null.
 ///
 /// # Safety
-/// `artifact_dir` is a NUL-terminated string; `out` points to writable storage for a
-/// pointer.
+/// `artifact_dir` is null or a NUL-terminated string; `out` is null or points to
+/// writable storage for a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oxrelax_open(
     artifact_dir: *const c_char,
     out: *mut *mut oxrelax_model,
 ) -> oxrelax_status {
     guard(|| {
+        let out = writable(out, "out")?;
+        // SAFETY: `out` is non-null, aligned and writable (the caller's contract).
+        unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller passes a NUL-terminated string (or null, refused).
         let dir = unsafe { utf8(artifact_dir, "artifact_dir") }?;
-        let out = non_null(out, "out")?;
         let artifact = Artifact::open(Path::new(dir)).map_err(Failure::artifact)?;
         let loaded = artifact
             .into_engine(ThreadPool::global())
             .map_err(Failure::artifact)?;
-        let model = Box::into_raw(Box::new(oxrelax_model { loaded }));
-        // SAFETY: `out` is non-null and writable (the caller's contract).
-        unsafe { out.write(model) };
+        // SAFETY: as above.
+        unsafe { out.write(MODELS.open(loaded)) };
         Ok(())
     })
 }
 
-/// Closes a handle from `oxrelax_open` (null is ignored).
-///
-/// # Safety
-/// `model` came from `oxrelax_open` and is not used afterwards.
+/// Closes a handle from `oxrelax_open`; null is ignored (`OXRELAX_OK`), a handle that is
+/// not open is `OXRELAX_ERROR_INVALID_HANDLE`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn oxrelax_close(model: *mut oxrelax_model) {
-    if !model.is_null() {
-        // SAFETY: `model` came from `Box::into_raw` in `oxrelax_open`, closed once.
-        drop(unsafe { Box::from_raw(model) });
-    }
+pub extern "C" fn oxrelax_close(model: *mut oxrelax_model) -> oxrelax_status {
+    guard(|| match model.is_null() {
+        true => Ok(()),
+        false => MODELS.close(model),
+    })
 }
 
-/// Positions the model's KV cache holds (0 for a null handle).
-///
-/// # Safety
-/// `model` is null or a live handle.
+/// Positions the model's KV cache holds (0 for a null or closed handle, with a message
+/// for [`oxrelax_last_error`]).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn oxrelax_context_window(model: *const oxrelax_model) -> usize {
-    // SAFETY: null or a live handle (the caller's contract).
-    unsafe { model.as_ref() }.map_or(0, |m| m.loaded.engine.config().context_window)
+pub extern "C" fn oxrelax_context_window(model: *const oxrelax_model) -> usize {
+    query(model, |loaded| loaded.engine.config().context_window)
 }
 
-/// Tokens in the model's KV cache: the conversation so far (0 for a null handle).
-///
-/// # Safety
-/// `model` is null or a live handle.
+/// Tokens in the model's KV cache: the conversation so far (0 for a null or closed
+/// handle, with a message for [`oxrelax_last_error`]).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn oxrelax_cached_tokens(model: *const oxrelax_model) -> usize {
-    // SAFETY: null or a live handle (the caller's contract).
-    unsafe { model.as_ref() }.map_or(0, |m| m.loaded.engine.len())
+pub extern "C" fn oxrelax_cached_tokens(model: *const oxrelax_model) -> usize {
+    query(model, |loaded| loaded.engine.len())
 }
 
 /// Encodes UTF-8 `text` with the model's tokenizer (special tokens added as its
 /// post-processor does when `add_special_tokens` is nonzero) into `ids`; `*n_ids` is
 /// set to the number of ids, also when `capacity` is too small
-/// (`OXRELAX_ERROR_BUFFER_TOO_SMALL`).
+/// (`OXRELAX_ERROR_BUFFER_TOO_SMALL`: a null `ids` of capacity 0 asks for the size).
 ///
 /// # Safety
-/// `model` is a live handle, `text` NUL-terminated, `ids` holds `capacity` values (or is
-/// null with `capacity` 0), `n_ids` writable.
+/// `text` is null or NUL-terminated, `ids` is null or holds `capacity` values, `n_ids`
+/// is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oxrelax_encode(
     model: *mut oxrelax_model,
@@ -143,21 +139,22 @@ pub unsafe extern "C" fn oxrelax_encode(
     n_ids: *mut usize,
 ) -> oxrelax_status {
     guard(|| {
-        // SAFETY: the caller's contract (see above) for each pointer.
-        let model = unsafe { model.as_mut() }.ok_or_else(|| Failure::null("model"))?;
-        let text = unsafe { utf8(text, "text") }?;
-        let n_ids = non_null(n_ids, "n_ids")?;
-        let tokenizer = model.loaded.tokenizer.as_ref().ok_or_else(|| {
-            Failure::invalid("the artifact has no tokenizer: pass token ids".into())
-        })?;
-        let encoded = tokenizer
-            .encode(text, add_special_tokens != 0)
-            .map_err(Failure::tokenizer)?;
-        // SAFETY: `n_ids` is non-null and writable; `ids` holds `capacity` values.
-        unsafe {
-            n_ids.write(encoded.len());
-            copy_out(&encoded, ids, capacity)
-        }
+        MODELS.with(model, |loaded| {
+            // SAFETY: the caller's contract (see above) for each pointer.
+            let text = unsafe { utf8(text, "text") }?;
+            let n_ids = writable(n_ids, "n_ids")?;
+            // SAFETY: as above.
+            let ids = unsafe { IdBuffer::new(ids, capacity, "ids") }?;
+            let tokenizer = loaded.tokenizer.as_ref().ok_or_else(|| {
+                Failure::invalid("the artifact has no tokenizer: pass token ids".into())
+            })?;
+            let encoded = tokenizer
+                .encode(text, add_special_tokens != 0)
+                .map_err(Failure::tokenizer)?;
+            // SAFETY: `n_ids` is non-null, aligned and writable.
+            unsafe { n_ids.write(encoded.len()) };
+            ids.fill(&encoded)
+        })
     })
 }
 
@@ -165,12 +162,13 @@ pub unsafe extern "C" fn oxrelax_encode(
 /// after it, calling `callback` (may be null) with each token; the generated ids go to
 /// `out_ids` and their number to `*n_out` (also when `capacity` is too small:
 /// `OXRELAX_ERROR_BUFFER_TOO_SMALL`, the cache then holds them all). `options` null:
-/// [`oxrelax_default_generate_options`].
+/// [`oxrelax_default_generate_options`]. A prompt that does not fit in the context
+/// window with the tokens cached is refused before anything is read or allocated.
 ///
 /// # Safety
-/// `model` is a live handle; `prompt` holds `n_prompt` ids; `options` is null or valid;
-/// `out_ids` holds `capacity` values (or is null with `capacity` 0); `n_out` writable;
-/// `callback` is null or safe to call with `user_data`.
+/// `prompt` is null or holds `n_prompt` ids; `options` is null or valid; `out_ids` is
+/// null or holds `capacity` values; `n_out` is null or writable; `callback` is null or
+/// safe to call with `user_data`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oxrelax_generate(
     model: *mut oxrelax_model,
@@ -184,70 +182,99 @@ pub unsafe extern "C" fn oxrelax_generate(
     n_out: *mut usize,
 ) -> oxrelax_status {
     guard(|| {
-        // SAFETY: the caller's contract (see above) for each pointer.
-        let model = unsafe { model.as_mut() }.ok_or_else(|| Failure::null("model"))?;
-        let prompt = unsafe { slice(prompt, n_prompt, "prompt") }?;
-        let options = unsafe { options.as_ref() }
-            .copied()
-            .unwrap_or_else(|| oxrelax_default_generate_options());
-        let n_out = non_null(n_out, "n_out")?;
-        let LoadedEngine { engine, tokenizer } = &mut model.loaded;
-        let config = SamplingConfig {
-            temperature: options.temperature,
-            top_p: options.top_p,
-            top_k: options.top_k as usize,
-            repetition_penalty: options.repetition_penalty,
-            seed: options.seed,
-        };
-        config
-            .check()
-            .map_err(|e| Failure::invalid(e.to_string()))?;
-        let mut sampler = Sampler::new(config);
-        let run = GenerateOptions {
-            max_new_tokens: options.max_new_tokens as usize,
-            ignore_eos: options.ignore_eos != 0,
-            keep_logits: false,
-        };
-        let mut detokenizer = tokenizer
-            .as_ref()
-            .map(|t| Detokenizer::with_context(t, prompt, true));
-        let generation = engine
-            .generate(prompt, run, &mut sampler, |token| {
-                let Some(callback) = callback else {
-                    return Ok(Step::Continue);
-                };
-                let piece = match detokenizer.as_mut() {
-                    Some(d) if !token.is_eos => d.push(token.id)?.unwrap_or_default(),
-                    _ => String::new(),
-                };
-                let piece = CString::new(piece.replace('\0', "")).unwrap_or_default();
-                // SAFETY: the caller vouches for `callback` with `user_data`.
-                let stop = unsafe { callback(token.id, piece.as_ptr(), user_data) };
-                Ok(if stop != 0 {
-                    Step::Stop
-                } else {
-                    Step::Continue
+        MODELS.with(model, |loaded| {
+            let n_out = writable(n_out, "n_out")?;
+            // SAFETY: the caller's contract (see above) for each pointer.
+            let out_ids = unsafe { IdBuffer::new(out_ids, capacity, "out_ids") }?;
+            // SAFETY: as above.
+            let options = unsafe { optional(options, "options") }?;
+            let (mut sampler, run) = plan(options.unwrap_or(&oxrelax_default_generate_options()))?;
+            let LoadedEngine { engine, tokenizer } = loaded;
+            engine.check_fits(n_prompt).map_err(Failure::generation)?;
+            // SAFETY: as above.
+            let prompt = unsafe { slice(prompt, n_prompt, "prompt") }?;
+            let mut detokenizer = tokenizer
+                .as_ref()
+                .map(|t| Detokenizer::with_context(t, prompt, true));
+            let generation = engine
+                .generate(prompt, run, &mut sampler, |token| {
+                    // SAFETY: the caller vouches for `callback` with `user_data`.
+                    unsafe { emit(callback, user_data, detokenizer.as_mut(), &token) }
                 })
-            })
-            .map_err(Failure::generation)?;
-        // SAFETY: `n_out` is non-null and writable; `out_ids` holds `capacity` values.
-        unsafe {
-            n_out.write(generation.ids.len());
-            copy_out(&generation.ids, out_ids, capacity)
-        }
+                .map_err(Failure::generation)?;
+            // SAFETY: `n_out` is non-null, aligned and writable.
+            unsafe { n_out.write(generation.ids.len()) };
+            out_ids.fill(&generation.ids)
+        })
     })
 }
 
 /// Forgets the conversation: empties the model's KV cache.
+#[unsafe(no_mangle)]
+pub extern "C" fn oxrelax_reset(model: *mut oxrelax_model) -> oxrelax_status {
+    guard(|| {
+        MODELS.with(model, |loaded| {
+            loaded.engine.reset().map_err(Failure::generation)
+        })
+    })
+}
+
+/// `read` of the model of `model`, or 0 when the call fails (its message left for
+/// [`oxrelax_last_error`]).
+fn query(model: *const oxrelax_model, read: impl FnOnce(&LoadedEngine) -> usize) -> usize {
+    let mut value = 0;
+    guard(|| {
+        MODELS.with(model, |loaded| {
+            value = read(loaded);
+            Ok(())
+        })
+    });
+    value
+}
+
+/// The sampler and run options `options` ask for, refused when they cannot work.
+fn plan(options: &oxrelax_generate_options) -> Result<(Sampler, GenerateOptions), Failure> {
+    let config = SamplingConfig {
+        temperature: options.temperature,
+        top_p: options.top_p,
+        top_k: options.top_k as usize,
+        repetition_penalty: options.repetition_penalty,
+        seed: options.seed,
+    };
+    config
+        .check()
+        .map_err(|e| Failure::invalid(e.to_string()))?;
+    let run = GenerateOptions {
+        max_new_tokens: options.max_new_tokens as usize,
+        ignore_eos: options.ignore_eos != 0,
+        keep_logits: false,
+    };
+    Ok((Sampler::new(config), run))
+}
+
+/// Calls `callback` (if any) with `token` and its text; its nonzero answer stops.
 ///
 /// # Safety
-/// `model` is a live handle.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn oxrelax_reset(model: *mut oxrelax_model) -> oxrelax_status {
-    guard(|| {
-        // SAFETY: a live handle (the caller's contract).
-        let model = unsafe { model.as_mut() }.ok_or_else(|| Failure::null("model"))?;
-        model.loaded.engine.reset().map_err(Failure::generation)
+/// `callback` is safe to call with `user_data`.
+unsafe fn emit(
+    callback: oxrelax_token_callback,
+    user_data: *mut c_void,
+    detokenizer: Option<&mut Detokenizer<'_>>,
+    token: &Token<'_>,
+) -> Result<Step, EngineError> {
+    let Some(callback) = callback else {
+        return Ok(Step::Continue);
+    };
+    let piece = match detokenizer {
+        Some(d) if !token.is_eos => d.push(token.id)?.unwrap_or_default(),
+        _ => String::new(),
+    };
+    let piece = CString::new(piece.replace('\0', "")).unwrap_or_default();
+    // SAFETY: the caller vouches for `callback` with `user_data`.
+    let stop = unsafe { callback(token.id, piece.as_ptr(), user_data) };
+    Ok(match stop {
+        0 => Step::Continue,
+        _ => Step::Stop,
     })
 }
 
@@ -266,39 +293,87 @@ unsafe fn utf8<'a>(pointer: *const c_char, what: &str) -> Result<&'a str, Failur
         .map_err(|e| Failure::invalid(format!("`{what}` is not UTF-8: {e}")))
 }
 
+/// Refuses `len` values at `pointer` (`what` names them) that no buffer can hold: null
+/// or misaligned with `len` nonzero, or more bytes than memory has.
+fn check_span<T>(pointer: *const T, len: usize, what: &str) -> Result<(), Failure> {
+    let size = size_of::<T>().max(1);
+    let refusal = if len == 0 {
+        return Ok(());
+    } else if pointer.is_null() {
+        format!("`{what}` is null but its length is {len}")
+    } else if !pointer.is_aligned() {
+        let align = align_of::<T>();
+        format!("`{what}` ({pointer:p}) is not aligned to {align} bytes")
+    } else if len > isize::MAX as usize / size {
+        format!("`{what}` has a length of {len} values of {size} bytes: more than memory holds")
+    } else {
+        return Ok(());
+    };
+    Err(Failure::invalid(refusal))
+}
+
 /// `len` values at `pointer` (null only when `len` is 0).
 ///
 /// # Safety
-/// `pointer` holds `len` initialized values.
+/// `pointer` is null or holds `len` initialized values.
 unsafe fn slice<'a, T>(pointer: *const T, len: usize, what: &str) -> Result<&'a [T], Failure> {
-    match (pointer.is_null(), len) {
-        (_, 0) => Ok(&[]),
-        (true, _) => Err(Failure::null(what)),
-        // SAFETY: non-null with `len` values (the caller's contract).
-        (false, _) => Ok(unsafe { std::slice::from_raw_parts(pointer, len) }),
-    }
+    check_span(pointer, len, what)?;
+    Ok(match len {
+        0 => &[],
+        // SAFETY: non-null, aligned, at most `isize::MAX` bytes (checked), and holding
+        // `len` values (the caller's contract).
+        _ => unsafe { std::slice::from_raw_parts(pointer, len) },
+    })
 }
 
-/// `pointer`, refused when null (`what` names it).
-fn non_null<T>(pointer: *mut T, what: &str) -> Result<*mut T, Failure> {
+/// `pointer` to one value, refused when null or misaligned (`what` names it).
+fn writable<T>(pointer: *mut T, what: &str) -> Result<*mut T, Failure> {
     match pointer.is_null() {
         true => Err(Failure::null(what)),
-        false => Ok(pointer),
+        false => check_span(pointer, 1, what).map(|()| pointer),
     }
 }
 
-/// Copies `values` into `out` (`capacity` values); too small a buffer is
-/// `OXRELAX_ERROR_BUFFER_TOO_SMALL` and nothing is copied.
+/// `pointer` as a reference, `None` when null, refused when misaligned.
 ///
 /// # Safety
-/// `out` holds `capacity` values (null only when `capacity` is 0).
-unsafe fn copy_out(values: &[u32], out: *mut u32, capacity: usize) -> Result<(), Failure> {
-    if values.len() > capacity {
-        return Err(Failure::too_small(values.len(), capacity));
+/// `pointer` is null or points to a valid value.
+unsafe fn optional<'a, T>(pointer: *const T, what: &str) -> Result<Option<&'a T>, Failure> {
+    if pointer.is_null() {
+        return Ok(None);
     }
-    if !values.is_empty() {
-        // SAFETY: `out` holds `capacity` >= `values.len()` values.
-        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
+    check_span(pointer, 1, what)?;
+    // SAFETY: non-null and aligned (checked) and valid (the caller's contract).
+    Ok(Some(unsafe { &*pointer }))
+}
+
+/// A caller's buffer for ids, checked when made and written once, at the end of a call.
+struct IdBuffer {
+    pointer: *mut u32,
+    capacity: usize,
+}
+
+impl IdBuffer {
+    /// Checks `pointer` and `capacity` (`what` names them) before the call does anything.
+    ///
+    /// # Safety
+    /// `pointer` is null or holds `capacity` writable values.
+    unsafe fn new(pointer: *mut u32, capacity: usize, what: &str) -> Result<IdBuffer, Failure> {
+        check_span(pointer, capacity, what)?;
+        Ok(IdBuffer { pointer, capacity })
     }
-    Ok(())
+
+    /// Copies `ids` in; too small a buffer is `OXRELAX_ERROR_BUFFER_TOO_SMALL` and nothing
+    /// is copied.
+    fn fill(self, ids: &[u32]) -> Result<(), Failure> {
+        if ids.len() > self.capacity {
+            return Err(Failure::too_small(ids.len(), self.capacity));
+        }
+        if !ids.is_empty() {
+            // SAFETY: `pointer` is non-null and aligned (checked in `new`, as
+            // `capacity` >= `ids.len()` > 0) and holds `capacity` values.
+            unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), self.pointer, ids.len()) };
+        }
+        Ok(())
+    }
 }

@@ -10,7 +10,7 @@ pub enum EngineError {
     #[error(
         "context window of {window} tokens exceeded: {cached} tokens are in the KV cache \
          and {adding} more were asked for (total {})",
-        cached + adding
+        total(*cached, *adding)
     )]
     ContextOverflow {
         /// Positions the KV cache holds at most.
@@ -83,6 +83,14 @@ impl From<ChatError> for EngineError {
     fn from(error: ChatError) -> Self {
         EngineError::Chat(Box::new(error))
     }
+}
+
+/// `cached + adding` in words, also past `usize::MAX`.
+fn total(cached: usize, adding: usize) -> String {
+    cached.checked_add(adding).map_or_else(
+        || format!("more than {}", usize::MAX),
+        |total| total.to_string(),
+    )
 }
 
 impl EngineError {

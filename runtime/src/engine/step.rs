@@ -216,10 +216,12 @@ impl Engine {
         self.step("decode", &[id])
     }
 
-    /// An error unless `adding` more tokens fit in the context window.
+    /// An error unless `adding` more tokens fit in the context window (any `adding`, up
+    /// to `usize::MAX`, is checked without overflow).
     pub fn check_fits(&self, adding: usize) -> Result<(), EngineError> {
         let window = self.config.context_window;
-        if self.tokens.len() + adding > window {
+        let room = window.saturating_sub(self.tokens.len());
+        if adding > room {
             return Err(EngineError::ContextOverflow {
                 window,
                 cached: self.tokens.len(),

@@ -70,3 +70,19 @@ fn context_overflow_names_the_window_and_lengths() {
         assert!(message.contains(part), "{message}");
     }
 }
+
+#[test]
+fn a_context_overflow_of_any_size_renders_without_overflowing() {
+    let err = EngineError::ContextOverflow {
+        window: 8,
+        cached: 3,
+        adding: usize::MAX,
+    };
+    let message = err.to_string();
+    let max = usize::MAX;
+    assert!(message.contains(&format!("{max} more")), "{message}");
+    assert!(
+        message.contains(&format!("total more than {max}")),
+        "{message}"
+    );
+}

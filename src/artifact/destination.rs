@@ -6,7 +6,7 @@ use super::error::ArtifactError;
 use oxrelax_runtime::artifact::MANIFEST_FILE;
 use oxrelax_runtime::files::TEXT_FILE_LIMIT;
 use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// What an output folder holds before the compile.
 #[derive(Debug)]
@@ -38,9 +38,10 @@ pub fn resolve_output(out: &Path) -> Result<PathBuf, ArtifactError> {
                 path: parent.to_path_buf(),
                 source,
             })?;
+            // A path ending in `..` has no name: `parent` (then canonical) is its folder.
             match name {
-                Some(name) if !name_is_special(&absolute) => parent.join(name),
-                _ => parent,
+                Some(name) => parent.join(name),
+                None => parent,
             }
         }
     };
@@ -51,14 +52,6 @@ pub fn resolve_output(out: &Path) -> Result<PathBuf, ArtifactError> {
             reason: "is the file-system root".into(),
         }),
     }
-}
-
-/// Whether `path` ends in `.` or `..` (which have no file name of their own).
-fn name_is_special(path: &Path) -> bool {
-    matches!(
-        path.components().next_back(),
-        Some(Component::CurDir | Component::ParentDir)
-    )
 }
 
 /// Inspects the resolved output folder `out`: absent, empty, or an earlier artifact

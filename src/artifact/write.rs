@@ -122,16 +122,14 @@ pub fn compile_artifact(
     let staging = staging_dir(&out);
     let _ = std::fs::remove_dir_all(&staging);
     create_dir(&staging)?;
-    match write_artifact(src, &staging, options, progress) {
-        Ok(manifest) => {
-            move_into_place(&staging, &out, &found)?;
-            Ok(manifest)
-        }
-        Err(err) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            Err(err)
-        }
+    let written = write_artifact(src, &staging, options, progress).and_then(|manifest| {
+        move_into_place(&staging, &out, &found)?;
+        Ok(manifest)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
     }
+    written
 }
 
 /// The folder an artifact for `out` (as [`resolve_output`] gives it) is written into by

@@ -28,14 +28,24 @@ pub struct ServeCommand {
     max_body: usize,
     /// Seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; then
     /// they are cancelled.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
-    shutdown_grace: f64,
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
+    shutdown_grace: Duration,
     /// Defaults of the sampling fields a request leaves out (by default the model's
     /// generation_config.json, as transformers reads it).
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
     load: ModelArgs,
+}
+
+/// A flag's value that is not a number of seconds a [`Duration`] can hold.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a number of seconds >= 0 that fits a duration ({reason})")]
+struct InvalidSeconds {
+    /// The value as given.
+    text: String,
+    /// Why not (not a number, negative, NaN, too large).
+    reason: String,
 }
 
 /// The id of the model at `path`: its folder's name.
@@ -47,12 +57,14 @@ fn model_id(path: &Path) -> String {
     )
 }
 
-/// A number of seconds: finite and >= 0.
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => Ok(seconds),
-        _ => Err(format!("`{text}` is not a number of seconds >= 0")),
-    }
+/// A number of seconds: >= 0, not NaN, and small enough for a [`Duration`].
+fn parse_seconds(text: &str) -> Result<Duration, InvalidSeconds> {
+    let invalid = |reason: String| InvalidSeconds {
+        text: text.to_string(),
+        reason,
+    };
+    let seconds: f64 = text.parse().map_err(|e| invalid(format!("{e}")))?;
+    Duration::try_from_secs_f64(seconds).map_err(|e| invalid(e.to_string()))
 }
 
 /// Runs `oxrelax serve`.
@@ -65,8 +77,23 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),
-        shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
+        shutdown_grace: args.shutdown_grace,
     };
     let engine = open_engine(&args.model, &args.load)?;
     Ok(run_server(options, engine)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_must_fit_a_duration() {
+        assert_eq!(parse_seconds("0.25").unwrap(), Duration::from_millis(250));
+        for bad in ["1e20", "-1", "NaN", "inf", "ten"] {
+            let error = parse_seconds(bad).unwrap_err().to_string();
+            assert!(error.contains(bad), "{error}");
+        }
+    }
 }

@@ -369,6 +369,27 @@ fn bad_requests_are_4xx_with_openai_errors() {
 }
 
 #[test]
+fn durations_that_do_not_fit_are_clap_errors() {
+    for flag in ["--shutdown-grace"] {
+        for value in ["1e20", "-1", "NaN", "inf"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+                .arg("serve")
+                .arg(fixture())
+                .arg(format!("{flag}={value}"))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+            assert!(
+                stderr.contains(&format!("invalid value '{value}' for '{flag}")),
+                "{stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
+#[test]
 fn a_full_queue_answers_503() {
     let server = Arc::new(Server::start(&["--queue", "1"]));
     let clients: Vec<_> = (0..6)

@@ -3,7 +3,7 @@
 
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
-use oxrelax::serve::{run as run_server, ServeOptions};
+use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,13 +23,22 @@ pub struct ServeCommand {
     /// Requests that may wait for the engine; more are answered 503 at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     queue: u32,
-    /// The largest request body accepted, in bytes (413 above).
+    /// The largest request body accepted, in bytes (413 above, at once when the
+    /// Content-Length says so).
     #[arg(long, default_value_t = 1 << 20)]
     max_body: usize,
     /// Seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; then
-    /// they are cancelled.
+    /// streams end with an error event and `[DONE]`, and waiting requests get a 503.
     #[arg(long, default_value = "10", value_parser = parse_seconds)]
     shutdown_grace: Duration,
+    /// Seconds a connection may take to send a request's headers, counted from when it
+    /// connects or its previous response ends (so also how long an idle keep-alive
+    /// connection stays open).
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    header_timeout: Duration,
+    /// Seconds a request may take to send its body once its headers are in (408 after).
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    body_timeout: Duration,
     /// Defaults of the sampling fields a request leaves out (by default the model's
     /// generation_config.json, as transformers reads it).
     #[command(flatten)]
@@ -77,7 +86,11 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),
-        shutdown_grace: args.shutdown_grace,
+        timeouts: Timeouts {
+            shutdown_grace: args.shutdown_grace,
+            header: args.header_timeout,
+            body: args.body_timeout,
+        },
     };
     let engine = open_engine(&args.model, &args.load)?;
     Ok(run_server(options, engine)?)

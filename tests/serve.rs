@@ -497,7 +497,14 @@ fn usage_chunks_content_parts_cors_and_model_routes() {
 
 #[test]
 fn slow_and_idle_clients_are_cut_off() {
-    let server = Server::start(&["--header-timeout", "0.5", "--body-timeout", "0.5"]);
+    let server = Server::start(&[
+        "--header-timeout",
+        "0.5",
+        "--body-timeout",
+        "0.5",
+        "--max-body",
+        "8192",
+    ]);
     // Headers a byte at a time, forever.
     let slowloris = raw(&server, b"POST /v1/completions HTTP/1.1\r\n");
     let mut dribble = slowloris.try_clone().unwrap();
@@ -522,6 +529,13 @@ fn slow_and_idle_clients_are_cut_off() {
     assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     assert!(response.contains("\"error\""), "{response}");
     assert!(took < Duration::from_secs(5), "{took:?}");
+    // So is a chunked body once it passes the limit.
+    let mut chunked =
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    chunked
+        .extend_from_slice(format!("{:x}\r\n{}\r\n0\r\n\r\n", 9000, "x".repeat(9000)).as_bytes());
+    let (response, _) = read_until_closed(raw(&server, &chunked));
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     // A body that stalls is a 408.
     let stalled = raw(
         &server,

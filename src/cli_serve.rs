@@ -3,7 +3,7 @@
 
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
-use oxrelax::serve::{run as run_server, ServeOptions};
+use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,19 +23,38 @@ pub struct ServeCommand {
     /// Requests that may wait for the engine; more are answered 503 at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     queue: u32,
-    /// The largest request body accepted, in bytes (413 above).
+    /// The largest request body accepted, in bytes (413 above, at once when the
+    /// Content-Length says so).
     #[arg(long, default_value_t = 1 << 20)]
     max_body: usize,
     /// Seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; then
-    /// they are cancelled.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
-    shutdown_grace: f64,
+    /// streams end with an error event and `[DONE]`, and waiting requests get a 503.
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
+    shutdown_grace: Duration,
+    /// Seconds a connection may take to send a request's headers, counted from when it
+    /// connects or its previous response ends (so also how long an idle keep-alive
+    /// connection stays open).
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    header_timeout: Duration,
+    /// Seconds a request may take to send its body once its headers are in (408 after).
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    body_timeout: Duration,
     /// Defaults of the sampling fields a request leaves out (by default the model's
     /// generation_config.json, as transformers reads it).
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
     load: ModelArgs,
+}
+
+/// A flag's value that is not a number of seconds a [`Duration`] can hold.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a number of seconds >= 0 that fits a duration ({reason})")]
+struct InvalidSeconds {
+    /// The value as given.
+    text: String,
+    /// Why not (not a number, negative, NaN, too large).
+    reason: String,
 }
 
 /// The id of the model at `path`: its folder's name.
@@ -47,12 +66,14 @@ fn model_id(path: &Path) -> String {
     )
 }
 
-/// A number of seconds: finite and >= 0.
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => Ok(seconds),
-        _ => Err(format!("`{text}` is not a number of seconds >= 0")),
-    }
+/// A number of seconds: >= 0, not NaN, and small enough for a [`Duration`].
+fn parse_seconds(text: &str) -> Result<Duration, InvalidSeconds> {
+    let invalid = |reason: String| InvalidSeconds {
+        text: text.to_string(),
+        reason,
+    };
+    let seconds: f64 = text.parse().map_err(|e| invalid(format!("{e}")))?;
+    Duration::try_from_secs_f64(seconds).map_err(|e| invalid(e.to_string()))
 }
 
 /// Runs `oxrelax serve`.
@@ -65,8 +86,27 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),
-        shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
+        timeouts: Timeouts {
+            shutdown_grace: args.shutdown_grace,
+            header: args.header_timeout,
+            body: args.body_timeout,
+        },
     };
     let engine = open_engine(&args.model, &args.load)?;
     Ok(run_server(options, engine)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_must_fit_a_duration() {
+        assert_eq!(parse_seconds("0.25").unwrap(), Duration::from_millis(250));
+        for bad in ["1e20", "-1", "NaN", "inf", "ten"] {
+            let error = parse_seconds(bad).unwrap_err().to_string();
+            assert!(error.contains(bad), "{error}");
+        }
+    }
 }

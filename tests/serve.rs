@@ -2,7 +2,9 @@
 //! completions equal `oxrelax generate`'s text, streamed or not; chat completions; every
 //! bad request is a 4xx with OpenAI's error JSON; a full queue is a 503; a client that
 //! drops its stream (or gives up waiting) cancels the generation; SIGTERM lets the
-//! request in flight finish.
+//! request in flight finish, and after the grace period ends streams with an error event
+//! and `[DONE]` and answers waiting requests 503; slow clients are cut off by the header
+//! and body timeouts; OpenAI fields not served are refused by name.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -163,6 +165,36 @@ fn into_text(result: Result<ureq::Response, ureq::Error>) -> (u16, String) {
         Err(error) => panic!("request failed: {error}"),
     };
     (response.status(), response.into_string().unwrap())
+}
+
+/// Opens a raw connection to `server` and sends `bytes`.
+fn raw(server: &Server, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+}
+
+/// Everything the server sends on `stream` until it closes the connection, and how long
+/// that took; panics if it does not close it within the read timeout.
+fn read_until_closed(mut stream: TcpStream) -> (String, Duration) {
+    let start = Instant::now();
+    let mut received = Vec::new();
+    let mut buffer = [0; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the server kept the connection open: {e}"),
+        }
+    }
+    (
+        String::from_utf8_lossy(&received).into_owned(),
+        start.elapsed(),
+    )
 }
 
 /// The data of the next server-sent event (`None` at the end of the stream).
@@ -363,9 +395,182 @@ fn bad_requests_are_4xx_with_openai_errors() {
     );
     let (status, json) = server.get("/v1/completions");
     assert_eq!(status, 405, "{json}");
+    // OpenAI fields not served, or unknown, or values out of range, are named.
+    let refused = [
+        (json!({"logprobs": 2}), "logprobs"),
+        (json!({"logit_bias": {"1": 1e39}}), "logit_bias"),
+        (json!({"temprature": 1}), "temprature"),
+        (json!({"presence_penalty": 1e39}), "presence_penalty"),
+        (json!({"frequency_penalty": 1}), "frequency_penalty"),
+        (json!({"top_p": 1e39}), "top_p"),
+    ];
+    for (fields, param) in refused {
+        let (status, json) = server.complete(fields.clone());
+        assert_eq!(
+            (status, json["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{fields}: {json}"
+        );
+    }
+    let (status, json) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": "tiny-llama", "tools": [{"type": "function"}],
+            "messages": [{"role": "user", "content": "x"}]})
+        .to_string(),
+    );
+    assert_eq!(
+        (status, json["error"]["param"].as_str()),
+        (400, Some("tools")),
+        "{json}"
+    );
+    let image = json!([{"type": "image_url", "image_url": {"url": "http://x"}}]);
+    let (status, json) = server.post(
+        "/v1/chat/completions",
+        &json!({"model": "tiny-llama", "messages": [{"role": "user", "content": image}]})
+            .to_string(),
+    );
+    assert_eq!(
+        (status, json["error"]["param"].as_str()),
+        (400, Some("messages")),
+        "{json}"
+    );
     // The server is still well.
     let (status, _) = server.complete(json!({"max_tokens": 2}));
     assert_eq!(status, 200);
+}
+
+#[test]
+fn usage_chunks_content_parts_cors_and_model_routes() {
+    let server = Server::start(&[]);
+    let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 5,
+        "stream": true, "stream_options": {"include_usage": true}});
+    let events = all_events(server.stream("/v1/completions", body));
+    let last = events.last().unwrap();
+    assert_eq!(last["choices"], json!([]), "{last}");
+    assert_eq!(last["usage"]["completion_tokens"], 5, "{last}");
+    assert!(events[..events.len() - 1]
+        .iter()
+        .all(|e| e.get("usage").is_none()));
+
+    let text = json!([{"role": "user", "content": "Hello\nthere"}]);
+    let parts = json!([{"role": "user", "content": [{"type": "text", "text": "Hello"},
+        {"type": "text", "text": "there"}]}]);
+    let replies: Vec<Value> = [text, parts]
+        .into_iter()
+        .map(|messages| {
+            let request = json!({"model": "tiny-llama", "messages": messages, "max_tokens": 6,
+                "temperature": 0});
+            let (status, body) = server.post("/v1/chat/completions", &request.to_string());
+            assert_eq!(status, 200, "{body}");
+            body["choices"][0]["message"].clone()
+        })
+        .collect();
+    assert_eq!(replies[0], replies[1]);
+
+    let preflight = ureq::request("OPTIONS", &server.url("/v1/chat/completions"))
+        .set("Origin", "http://example.com")
+        .set("Access-Control-Request-Method", "POST")
+        .set(
+            "Access-Control-Request-Headers",
+            "content-type, authorization",
+        )
+        .call()
+        .expect("the preflight is answered");
+    assert_eq!(preflight.header("access-control-allow-origin"), Some("*"));
+    let methods = preflight.header("access-control-allow-methods").unwrap();
+    assert!(methods.contains("POST"), "{methods}");
+    assert!(preflight.header("access-control-allow-headers").is_some());
+
+    let (status, card) = server.get("/v1/models/tiny-llama");
+    assert_eq!(
+        (status, card["id"].as_str()),
+        (200, Some("tiny-llama")),
+        "{card}"
+    );
+    let (status, error) = server.get("/v1/models/gpt-4");
+    assert_eq!(
+        (status, error["error"]["code"].as_str()),
+        (404, Some("model_not_found")),
+        "{error}"
+    );
+}
+
+#[test]
+fn slow_and_idle_clients_are_cut_off() {
+    let server = Server::start(&[
+        "--header-timeout",
+        "0.5",
+        "--body-timeout",
+        "0.5",
+        "--max-body",
+        "8192",
+    ]);
+    // Headers a byte at a time, forever.
+    let slowloris = raw(&server, b"POST /v1/completions HTTP/1.1\r\n");
+    let mut dribble = slowloris.try_clone().unwrap();
+    std::thread::spawn(move || {
+        while dribble.write_all(b"X").is_ok() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let (_, took) = read_until_closed(slowloris);
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // An idle keep-alive connection is closed after its response.
+    let idle = raw(&server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (response, took) = read_until_closed(idle);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // A Content-Length over the limit is refused before any body is read.
+    let huge = raw(
+        &server,
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n{\"model\"",
+    );
+    let (response, took) = read_until_closed(huge);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("\"error\""), "{response}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // So is a chunked body once it passes the limit.
+    let mut chunked =
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    chunked
+        .extend_from_slice(format!("{:x}\r\n{}\r\n0\r\n\r\n", 9000, "x".repeat(9000)).as_bytes());
+    let (response, _) = read_until_closed(raw(&server, &chunked));
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    // A body that stalls is a 408.
+    let stalled = raw(
+        &server,
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"model\"",
+    );
+    let (response, took) = read_until_closed(stalled);
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(
+        response.contains("did not arrive within 0.5 s"),
+        "{response}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // The server is still well.
+    assert_eq!(server.get("/health").0, 200);
+}
+
+#[test]
+fn durations_that_do_not_fit_are_clap_errors() {
+    for flag in ["--shutdown-grace", "--header-timeout", "--body-timeout"] {
+        for value in ["1e20", "-1", "NaN", "inf"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+                .arg("serve")
+                .arg(fixture())
+                .arg(format!("{flag}={value}"))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+            assert!(
+                stderr.contains(&format!("invalid value '{value}' for '{flag}")),
+                "{stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
 }
 
 #[test]
@@ -454,7 +659,7 @@ fn sigterm_lets_the_request_in_flight_finish() {
 
 #[test]
 fn after_the_shutdown_grace_what_is_left_is_cancelled() {
-    let mut server = Server::start(&["--shutdown-grace", "0.02"]);
+    let mut server = Server::start(&["--shutdown-grace", "0.3"]);
     // A client that never finishes its request, and a generation longer than the grace.
     let mut stuck = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
     stuck
@@ -464,8 +669,26 @@ fn after_the_shutdown_grace_what_is_left_is_cancelled() {
         "temperature": 0, "stream": true});
     let mut reader = server.stream("/v1/completions", body);
     assert!(next_event(&mut reader).is_some());
+    // A request waiting behind it.
+    let waiting = {
+        let url = server.url("/v1/completions");
+        std::thread::spawn(move || {
+            let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 4});
+            into_text(ureq::post(&url).send_string(&body.to_string()))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
     let status = server.terminate();
     assert!(status.success(), "{status}");
+    // The stream ends with an error event, then [DONE].
+    let events = all_events(reader);
+    let last = events.last().unwrap();
+    assert_eq!(last["error"]["type"], "server_error", "{last}");
+    // The waiting request is a 503.
+    let (status, text) = waiting.join().unwrap();
+    assert_eq!(status, 503, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert!(error["error"]["message"].is_string(), "{error}");
     let line = server.wait_for_log(|l| l.starts_with("cmpl-"));
     assert!(line.ends_with("cancelled"), "{line}");
     server.wait_for_log(|l| l.ends_with("stopped"));

@@ -1,7 +1,6 @@
-//! The OpenAI API's bodies, as far as this server reads and writes them. Unknown request
-//! fields are ignored.
+//! The OpenAI API's bodies, as far as this server reads and writes them. Which fields a
+//! request may have is checked before (`fields`).
 
-use oxrelax_runtime::chat::Message;
 use serde::{Deserialize, Serialize};
 
 /// `prompt` of a completion request.
@@ -49,6 +48,53 @@ pub struct GenerationParams {
     pub seed: Option<i64>,
     /// Answer with server-sent events.
     pub stream: Option<bool>,
+    /// Options of a stream.
+    pub stream_options: Option<StreamOptions>,
+    /// OpenAI's presence penalty, in -2 to 2: only 0 is served.
+    pub presence_penalty: Option<f32>,
+    /// OpenAI's frequency penalty, in -2 to 2: only 0 is served.
+    pub frequency_penalty: Option<f32>,
+}
+
+/// `stream_options` of a request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    /// Send a last chunk with the usage (and no choices) before `[DONE]`.
+    pub include_usage: Option<bool>,
+}
+
+/// A chat message as a request gives it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text, or parts of it.
+    pub content: MessageContent,
+}
+
+/// `content` of a chat message.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`content` must be a string or an array of parts with a `type`"
+)]
+pub enum MessageContent {
+    /// The text.
+    Text(String),
+    /// Parts: the text ones are joined; others are refused.
+    Parts(Vec<ContentPart>),
+}
+
+/// A part of a message's content: `{"type": "text", "text": ...}` (other types carry
+/// other fields, which are not read).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ContentPart {
+    /// `text`, `image_url`, `input_audio`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` part.
+    pub text: Option<String>,
 }
 
 /// `POST /v1/completions`.
@@ -64,8 +110,8 @@ pub struct CompletionRequest {
 /// `POST /v1/chat/completions`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ChatRequest {
-    /// The conversation (`role`: system, user or assistant; `content`: a string).
-    pub messages: Vec<Message>,
+    /// The conversation (`role`: system, user or assistant; `content`: a string or parts).
+    pub messages: Vec<ChatMessage>,
     /// Model and sampling.
     #[serde(flatten)]
     pub params: GenerationParams,
@@ -106,7 +152,7 @@ pub struct Envelope<C> {
     pub model: String,
     /// The single choice.
     pub choices: Vec<C>,
-    /// Token counts (not in chunks).
+    /// Token counts (not in chunks but the usage chunk).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
@@ -188,7 +234,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_parse_with_their_variants_and_ignore_unknown_fields() {
+    fn requests_parse_with_their_variants() {
         let request: CompletionRequest = serde_json::from_str(
             r#"{"model":"m","prompt":[1,2],"stop":"x","max_tokens":3,"logprobs":null,"user":"u"}"#,
         )
@@ -200,7 +246,7 @@ mod tests {
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":2,"temperature":0}"#,
         )
         .unwrap();
-        assert_eq!(chat.messages, [Message::new("user", "hi")]);
+        assert_eq!(chat.messages[0].content, MessageContent::Text("hi".into()));
         assert_eq!(chat.params.max_tokens, Some(2));
         assert_eq!(chat.params.temperature, Some(0.0));
         let wrong = serde_json::from_str::<CompletionRequest>(r#"{"model":1,"prompt":"x"}"#);

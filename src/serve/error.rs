@@ -24,6 +24,20 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The body did not arrive within `--body-timeout`.
+    #[error("the request body did not arrive within {seconds} s")]
+    BodyTimeout {
+        /// The timeout in seconds.
+        seconds: f64,
+    },
+    /// The body has a field this endpoint does not know.
+    #[error("unknown field `{field}` (this endpoint reads {known})")]
+    UnknownField {
+        /// The field.
+        field: String,
+        /// The fields the endpoint reads, listed.
+        known: String,
+    },
     /// A field's value is out of range or unsupported.
     #[error("`{param}`: {message}")]
     Invalid {
@@ -77,7 +91,7 @@ struct ErrorDetail {
     message: String,
     #[serde(rename = "type")]
     kind: &'static str,
-    param: Option<&'static str>,
+    param: Option<String>,
     code: Option<&'static str>,
 }
 
@@ -86,6 +100,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::ModelNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::QueueFull { .. } | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -113,8 +128,9 @@ impl ApiError {
             _ => ("invalid_request_error", None),
         };
         let param = match self {
-            ApiError::Invalid { param, .. } => Some(*param),
-            ApiError::ModelNotFound(_) => Some("model"),
+            ApiError::Invalid { param, .. } => Some(param.to_string()),
+            ApiError::UnknownField { field, .. } => Some(field.clone()),
+            ApiError::ModelNotFound(_) => Some("model".to_string()),
             _ => None,
         };
         ErrorDetail {

@@ -4,12 +4,18 @@
 //! queue ([`worker`]); a full queue is a 503 at once. Handlers ([`routes`]) check each
 //! request ([`request`]), queue it, and answer with one JSON body or server-sent events
 //! ([`reply`]); errors are OpenAI's error JSON ([`error`]). A client that disconnects
-//! drops its job's receiver, which stops the generation. SIGTERM or Ctrl-C stops
-//! accepting connections and lets the requests in flight finish for up to a grace period;
-//! then what is left is cancelled and [`run`] returns.
+//! drops its job's receiver, which stops the generation. A connection must send each
+//! request's headers within the header timeout (which also closes idle keep-alive
+//! connections) and its body within the body timeout ([`connection`]). SIGTERM or Ctrl-C
+//! stops accepting connections and lets the requests in flight finish for up to a grace
+//! period; then streams end with an error event and `[DONE]`, waiting requests get a
+//! 503, and [`run`] returns.
 
 pub mod api;
+pub mod body;
+pub mod connection;
 pub mod error;
+pub mod fields;
 pub mod reply;
 pub mod request;
 pub mod routes;
@@ -25,8 +31,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+use tokio::sync::watch;
 use worker::Model;
+
+/// How long connections may take to send what is left to them (error events, 503s) once
+/// the grace period is over.
+const FLUSH_AFTER_CANCEL: Duration = Duration::from_secs(2);
 
 /// How to serve.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,8 +53,20 @@ pub struct ServeOptions {
     pub sampling: SamplingConfig,
     /// The id of the model in requests and `GET /v1/models`.
     pub model_id: String,
+    /// How long clients and the shutdown may take.
+    pub timeouts: Timeouts,
+}
+
+/// How long each stage may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
     /// How long the requests in flight may take to finish after SIGTERM or Ctrl-C.
     pub shutdown_grace: Duration,
+    /// How long a connection may take to send a request's headers, from when it connects
+    /// or its previous response ends.
+    pub header: Duration,
+    /// How long a request may take to send its body once its headers are in.
+    pub body: Duration,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -90,18 +112,21 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
         template,
     };
     let (queue, worker) = worker::spawn(model, options.queue, stats.clone())?;
+    let (cancel, cancelled) = watch::channel(false);
     let state = AppState {
         queue,
         model: Arc::new(info),
         defaults: Arc::new(options.sampling.clone()),
         stats,
         max_body: options.max_body,
+        body_timeout: options.timeouts.body,
         next_id: Arc::new(AtomicU64::new(0)),
+        cancelled,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let served = runtime.block_on(serve(&options, state));
+    let served = runtime.block_on(serve(&options, state, cancel));
     // Dropping the runtime drops the connections left after the grace period, and with
     // them every queue handle: the worker skips their jobs and ends.
     drop(runtime);
@@ -111,7 +136,11 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
     served
 }
 
-async fn serve(options: &ServeOptions, state: AppState) -> Result<(), ServeError> {
+async fn serve(
+    options: &ServeOptions,
+    state: AppState,
+    cancel: watch::Sender<bool>,
+) -> Result<(), ServeError> {
     let address = format!("{}:{}", options.host, options.port);
     let listener = TcpListener::bind(&address)
         .await
@@ -124,25 +153,24 @@ async fn serve(options: &ServeOptions, state: AppState) -> Result<(), ServeError
         "oxrelax serve: model `{}` listening on http://{bound} (queue {}, body limit {} bytes)",
         options.model_id, options.queue, options.max_body
     );
-    let signalled = Arc::new(Notify::new());
-    let signal = {
-        let signalled = signalled.clone();
-        async move {
-            shutdown_signal().await;
-            signalled.notify_one();
+    let connections = connection::accept_until(
+        listener,
+        router(state),
+        options.timeouts.header,
+        shutdown_signal(),
+    )
+    .await;
+    let grace = options.timeouts.shutdown_grace;
+    let mut drained = std::pin::pin!(connections.shutdown());
+    if tokio::time::timeout(grace, &mut drained).await.is_err() {
+        eprintln!("oxrelax serve: requests still open after {grace:?} are cancelled");
+        cancel.send_replace(true);
+        if tokio::time::timeout(FLUSH_AFTER_CANCEL, drained)
+            .await
+            .is_err()
+        {
+            eprintln!("oxrelax serve: connections still open are closed");
         }
-    };
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal);
-    let grace_over = async {
-        signalled.notified().await;
-        tokio::time::sleep(options.shutdown_grace).await;
-    };
-    tokio::select! {
-        served = server => served?,
-        () = grace_over => eprintln!(
-            "oxrelax serve: requests still open after {:?} are cancelled",
-            options.shutdown_grace
-        ),
     }
     eprintln!("oxrelax serve: stopped");
     Ok(())

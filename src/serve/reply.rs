@@ -1,7 +1,8 @@
 //! Turning a job's events into an OpenAI response: one JSON body, or server-sent events
-//! (a chunk per piece of text, a last chunk with the finish reason, then `[DONE]`).
-//! Dropping a [`Reply`] (the client went away) drops the job's receiver, which stops its
-//! generation.
+//! (a chunk per piece of text, a last chunk with the finish reason, a chunk with the
+//! usage if asked, then `[DONE]`; an error is an `{"error": ...}` event, then `[DONE]`).
+//! Dropping a [`Reply`] (the client went away, or the shutdown's grace period is over)
+//! drops the job's receiver, which stops its generation.
 
 use super::api::{ChatChoice, ChatChunkChoice, ChatDelta, Envelope, TextChoice, Usage};
 use super::error::ApiError;
@@ -13,6 +14,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Serialize;
 use std::convert::Infallible;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 /// Which endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,10 @@ pub struct Reply {
     pub model: String,
     /// The job's events, after [`Event::Accepted`].
     pub events: UnboundedReceiver<Event>,
+    /// Becomes true when the shutdown's grace period is over: the reply ends with a 503.
+    pub cancelled: watch::Receiver<bool>,
+    /// A stream sends a chunk with the usage before `[DONE]`.
+    pub include_usage: bool,
 }
 
 /// What a streamed chunk carries.
@@ -83,6 +89,7 @@ impl Piece {
 /// What the stream sends next.
 enum Phase {
     Generating,
+    Usage(Usage),
     Finished,
     Closed,
 }
@@ -91,10 +98,19 @@ impl Reply {
     /// Waits for the worker to accept the job: a request it refuses (a prompt too long
     /// for the context) is an error before any response is started.
     pub async fn accepted(mut self) -> Result<Reply, ApiError> {
-        match self.events.recv().await {
-            Some(Event::Accepted) => Ok(self),
-            Some(Event::Failed(error)) => Err(error),
+        match self.next().await? {
+            Event::Accepted => Ok(self),
+            Event::Failed(error) => Err(error),
             _ => Err(worker_stopped()),
+        }
+    }
+
+    /// The job's next event; a worker that stopped, or the end of the shutdown's grace
+    /// period, is an error.
+    async fn next(&mut self) -> Result<Event, ApiError> {
+        tokio::select! {
+            event = self.events.recv() => event.ok_or_else(worker_stopped),
+            _ = self.cancelled.wait_for(|&cancelled| cancelled) => Err(ApiError::Unavailable),
         }
     }
 
@@ -102,15 +118,14 @@ impl Reply {
     pub async fn into_json(mut self) -> Result<Response, ApiError> {
         let mut text = String::new();
         loop {
-            match self.events.recv().await {
-                Some(Event::Text(piece)) => text.push_str(&piece),
-                Some(Event::Done {
+            match self.next().await? {
+                Event::Text(piece) => text.push_str(&piece),
+                Event::Done {
                     finish_reason,
                     usage,
-                }) => return Ok(self.body(text, finish_reason, usage)),
-                Some(Event::Failed(error)) => return Err(error),
-                Some(Event::Accepted) => {}
-                None => return Err(worker_stopped()),
+                } => return Ok(self.body(text, finish_reason, usage)),
+                Event::Failed(error) => return Err(error),
+                Event::Accepted => {}
             }
         }
     }
@@ -126,6 +141,7 @@ impl Reply {
             let (event, next) = match phase {
                 Phase::Closed => return None,
                 Phase::Finished => (sse::Event::default().data("[DONE]"), Phase::Closed),
+                Phase::Usage(usage) => (reply.usage_chunk(usage), Phase::Finished),
                 Phase::Generating => reply.next_event().await,
             };
             Some((event, (reply, next)))
@@ -138,18 +154,43 @@ impl Reply {
     /// The event after the next text piece or the end of generation.
     async fn next_event(&mut self) -> (sse::Event, Phase) {
         loop {
-            match self.events.recv().await {
-                Some(Event::Text(piece)) => {
+            match self.next().await {
+                Ok(Event::Text(piece)) => {
                     return (self.chunk(Piece::Text(piece), None), Phase::Generating)
                 }
-                Some(Event::Done { finish_reason, .. }) => {
-                    return (self.chunk(Piece::End, Some(finish_reason)), Phase::Finished)
+                Ok(Event::Done {
+                    finish_reason,
+                    usage,
+                }) => {
+                    let next = if self.include_usage {
+                        Phase::Usage(usage)
+                    } else {
+                        Phase::Finished
+                    };
+                    return (self.chunk(Piece::End, Some(finish_reason)), next);
                 }
-                Some(Event::Failed(error)) => return (json_event(&error.body()), Phase::Closed),
-                Some(Event::Accepted) => {}
-                None => return (json_event(&worker_stopped().body()), Phase::Closed),
+                Ok(Event::Failed(error)) | Err(error) => {
+                    return (json_event(&error.body()), Phase::Finished)
+                }
+                Ok(Event::Accepted) => {}
             }
         }
+    }
+
+    /// The chunk with no choices and the usage (`stream_options.include_usage`).
+    fn usage_chunk(&self, usage: Usage) -> sse::Event {
+        let object = match self.kind {
+            Kind::Completion => "text_completion",
+            Kind::Chat => "chat.completion.chunk",
+        };
+        json_event(&Envelope::<TextChoice> {
+            id: self.id.clone(),
+            object,
+            created: self.created,
+            model: self.model.clone(),
+            choices: Vec::new(),
+            usage: Some(usage),
+        })
     }
 
     fn envelope<C>(&self, object: &'static str, choice: C, usage: Option<Usage>) -> Envelope<C> {

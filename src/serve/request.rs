@@ -1,7 +1,10 @@
 //! Checking a request's fields against the model and OpenAI's ranges, and turning it into
 //! what the worker runs ([`GenerationRequest`]).
 
-use super::api::{ChatRequest, CompletionRequest, GenerationParams, PromptInput, StopInput};
+use super::api::{
+    ChatMessage, ChatRequest, CompletionRequest, GenerationParams, MessageContent, PromptInput,
+    StopInput,
+};
 use super::error::ApiError;
 use oxrelax_runtime::chat::Message;
 use oxrelax_runtime::sampler::SamplingConfig;
@@ -48,7 +51,13 @@ pub struct GenerationRequest {
     pub stop: Vec<String>,
     /// The sampler's settings (checked).
     pub sampling: SamplingConfig,
+    /// A stream ends with a chunk of the usage (`stream_options.include_usage`).
+    pub include_usage: bool,
 }
+
+/// An OpenAI number field's name, its value if given, the test it must pass, and what
+/// it must be.
+type FieldRule = (&'static str, Option<f32>, fn(f32) -> bool, &'static str);
 
 /// A completion request checked against `model`; absent sampling fields take `defaults`.
 pub fn completion(
@@ -76,11 +85,24 @@ pub fn chat(
     if request.messages.is_empty() {
         return Err(ApiError::invalid("messages", "must not be empty"));
     }
-    if let Some(message) = request
+    let messages = request
         .messages
-        .iter()
-        .find(|m| !ROLES.contains(&m.role.as_str()))
-    {
+        .into_iter()
+        .map(message)
+        .collect::<Result<_, _>>()?;
+    let prompt = Prompt::Chat(messages);
+    checked(
+        prompt,
+        &request.params,
+        model,
+        defaults,
+        model.context_window,
+    )
+}
+
+/// A message with a known role, its content's text parts joined by newlines.
+fn message(message: ChatMessage) -> Result<Message, ApiError> {
+    if !ROLES.contains(&message.role.as_str()) {
         return Err(ApiError::invalid(
             "messages",
             format!(
@@ -90,14 +112,25 @@ pub fn chat(
             ),
         ));
     }
-    let prompt = Prompt::Chat(request.messages);
-    checked(
-        prompt,
-        &request.params,
-        model,
-        defaults,
-        model.context_window,
-    )
+    let content = match message.content {
+        MessageContent::Text(text) => text,
+        MessageContent::Parts(parts) => {
+            let texts = parts
+                .into_iter()
+                .map(|part| match (part.kind.as_str(), part.text) {
+                    ("text", Some(text)) => Ok(text),
+                    ("text", None) => {
+                        Err(ApiError::invalid("messages", "a text part has no `text`"))
+                    }
+                    (kind, _) => Err(ApiError::invalid(
+                        "messages",
+                        format!("content parts of type `{kind}` are not supported (only `text`)"),
+                    )),
+                });
+            texts.collect::<Result<Vec<_>, _>>()?.join("\n")
+        }
+    };
+    Ok(Message::new(message.role, content))
 }
 
 fn completion_prompt(prompt: PromptInput, model: &ModelInfo) -> Result<Prompt, ApiError> {
@@ -146,6 +179,11 @@ fn checked(
         max_tokens: max_tokens(params.max_tokens, model, default_max_tokens)?,
         stop: stop_strings(params.stop.clone())?,
         sampling: sampling(params, defaults)?,
+        include_usage: params
+            .stream_options
+            .as_ref()
+            .and_then(|options| options.include_usage)
+            .unwrap_or(false),
     })
 }
 
@@ -175,16 +213,46 @@ fn stop_strings(stop: Option<StopInput>) -> Result<Vec<String>, ApiError> {
     }
 }
 
-/// The sampler's settings: OpenAI's ranges (temperature 0 to 2, top_p in (0, 1]), then the
-/// sampler's own check. A negative seed is taken as its two's-complement bits.
+/// The sampler's settings: OpenAI's ranges (temperature 0 to 2, top_p in (0, 1], the
+/// penalties only 0), then the sampler's own check. A negative seed is taken as its
+/// two's-complement bits.
 fn sampling(
     params: &GenerationParams,
     defaults: &SamplingConfig,
 ) -> Result<SamplingConfig, ApiError> {
-    if let Some(t) = params.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
-        return Err(ApiError::invalid(
+    let rules: [FieldRule; 4] = [
+        (
             "temperature",
-            format!("{t} is not in 0 to 2"),
+            params.temperature,
+            |t| (0.0..=2.0).contains(&t),
+            "a number in 0 to 2",
+        ),
+        (
+            "top_p",
+            params.top_p,
+            |p| p > 0.0 && p <= 1.0,
+            "a number in (0, 1]",
+        ),
+        (
+            "presence_penalty",
+            params.presence_penalty,
+            |p| p == 0.0,
+            "0 (other penalties are not supported)",
+        ),
+        (
+            "frequency_penalty",
+            params.frequency_penalty,
+            |p| p == 0.0,
+            "0 (other penalties are not supported)",
+        ),
+    ];
+    let broken = rules.into_iter().find_map(|(field, value, ok, expected)| {
+        value.filter(|v| !ok(*v)).map(|v| (field, v, expected))
+    });
+    if let Some((field, value, expected)) = broken {
+        return Err(ApiError::invalid(
+            field,
+            format!("{value} is not {expected}"),
         ));
     }
     let config = SamplingConfig {
@@ -250,6 +318,20 @@ mod tests {
                 "temperature",
             ),
             (r#"{"model":"m","prompt":"x","top_p":0}"#, "top_p"),
+            // Finite in JSON, infinite as an f32.
+            (r#"{"model":"m","prompt":"x","top_p":1e39}"#, "top_p"),
+            (
+                r#"{"model":"m","prompt":"x","temperature":-1e39}"#,
+                "temperature",
+            ),
+            (
+                r#"{"model":"m","prompt":"x","presence_penalty":1e39}"#,
+                "presence_penalty",
+            ),
+            (
+                r#"{"model":"m","prompt":"x","frequency_penalty":0.5}"#,
+                "frequency_penalty",
+            ),
             (
                 r#"{"model":"m","prompt":"x","stop":["1","2","3","4","5"]}"#,
                 "stop",
@@ -277,5 +359,24 @@ mod tests {
         assert_eq!(ok.max_tokens, 64);
         assert!(of(r#"{"model":"m","messages":[]}"#).is_err());
         assert!(of(r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#).is_err());
+        let parts = of(r#"{"model":"m","messages":[{"role":"user","content":[
+            {"type":"text","text":"a"},{"type":"text","text":"b"}]}]}"#)
+        .unwrap();
+        assert_eq!(
+            parts.prompt,
+            Prompt::Chat(vec![Message::new("user", "a\nb")])
+        );
+        let image = of(r#"{"model":"m","messages":[{"role":"user","content":[
+            {"type":"image_url","image_url":{"url":"x"}}]}]}"#);
+        assert!(
+            matches!(
+                image,
+                Err(ApiError::Invalid {
+                    param: "messages",
+                    ..
+                })
+            ),
+            "{image:?}"
+        );
     }
 }

@@ -1,7 +1,8 @@
 """The `openai` Python client against a running `oxrelax serve`.
 
 Checks greedy completions (streamed and not) against the text `oxrelax generate` printed,
-a chat completion (streamed and not), OpenAI-style errors, then runs a bounded load test
+a chat completion (streamed and not), a stream's usage chunk (`stream_options`), content
+given as text parts, `models.retrieve`, OpenAI-style errors, then runs a bounded load test
 (CLIENTS threads x REQUESTS sampled completions) and prints latency percentiles, tokens/s,
 errors and the server's resident memory before and after. Exits non-zero on any failure.
 
@@ -57,6 +58,39 @@ def check_chat(client, model):
     )
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
     assert streamed == content, (streamed, content)
+
+
+def check_openai_extras(client, model):
+    chunks = list(
+        client.completions.create(
+            model=model, prompt=PROMPT, max_tokens=5, stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5, chunks[-1]
+    text = [{"role": "user", "content": "Hello"}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]
+    chunks = list(
+        client.chat.completions.create(
+            model=model, messages=parts, max_tokens=8, temperature=0, stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0, chunks[-1]
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    m = client.chat.completions.create(model=model, messages=text, max_tokens=8, temperature=0)
+    assert streamed == m.choices[0].message.content, (streamed, m.choices[0].message.content)
+    assert client.models.retrieve(model).id == model
+    try:
+        client.models.retrieve("gpt-4")
+        raise SystemExit("retrieved gpt-4")
+    except openai.NotFoundError:
+        pass
+    try:
+        client.chat.completions.create(model=model, messages=text, logprobs=True)
+        raise SystemExit("accepted logprobs=True")
+    except openai.BadRequestError as e:
+        assert e.body["param"] == "logprobs", e.body
 
 
 def check_errors(client, base_url, model):
@@ -125,11 +159,12 @@ def main():
     model = client.models.list().data[0].id
     check_completions(client, model, want)
     check_chat(client, model)
+    check_openai_extras(client, model)
     check_errors(client, base_url, model)
     # Warm up the allocator at the load's request size before measuring memory.
     client.completions.create(model=model, prompt="Speak", max_tokens=16, temperature=0.7)
     load_test(client, model, pid)
-    print("openai client: completions, streaming, chat, errors and load all passed")
+    print("openai client: completions, streaming, chat, usage chunks, content parts, models, errors and load all passed")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,18 @@ fn compile_into(cwd: &Path, out: &str) -> Run {
     oxrelax_in(cwd, &["compile", src.to_str().unwrap(), "-o", out], b"")
 }
 
+/// `compile model -o model/out`.
+fn compile_beside(model: &Path) -> Run {
+    let out = model.join("out");
+    let args = [
+        "compile",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    oxrelax(&args)
+}
+
 #[test]
 fn compile_never_writes_over_a_folder_that_is_not_only_an_artifact() {
     let tmp = tempfile::tempdir().unwrap();
@@ -237,13 +249,7 @@ fn devices_and_fifos_are_refused_as_configs_and_texts() {
         .status()
         .unwrap();
     assert!(status.success());
-    let out = model.path().join("out");
-    let run = oxrelax(&[
-        "compile",
-        model.path().to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let run = compile_beside(model.path());
     assert_error(&run, &["config.json", "not a regular file"]);
     let run = oxrelax(&[
         "perplexity",
@@ -299,13 +305,7 @@ fn a_checkpoint_holding_nan_or_infinity_is_refused_naming_the_element() {
         let at = data_start + info["data_offsets"][0].as_u64().unwrap() as usize + 5 * 4;
         bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
         std::fs::write(&path, bytes).unwrap();
-        let out = model.path().join("out");
-        let run = oxrelax(&[
-            "compile",
-            model.path().to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
+        let run = compile_beside(model.path());
         let element = format!("element 5 is {shown}");
         assert_error(&run, &["model.safetensors", super::TENSOR, &element]);
     }

@@ -76,43 +76,50 @@ pub fn inspect(out: &Path) -> Result<Destination, ArtifactError> {
     if !meta.is_dir() {
         return Err(refuse("exists and is not a folder".into()));
     }
-    let present = files_under(out)?;
-    if present.is_empty() {
+    let mut entries = std::fs::read_dir(out).map_err(|source| ArtifactError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    if entries.next().is_none() {
         return Ok(Destination::Empty);
     }
+    // Checked before walking the folder, which may be any folder of the user's.
     let Some(listed) = artifact_files(out) else {
         return Err(refuse("is not an artifact or an empty folder".into()));
     };
-    match present.iter().find(|file| !listed.contains(*file)) {
-        Some(other) => Err(refuse(format!(
-            "holds {}, which is not part of the artifact there; not writing over it",
-            other.display()
-        ))),
-        None => Ok(Destination::Artifact(present)),
-    }
+    listed_files_under(out, &listed).map(Destination::Artifact)
 }
 
-/// The files (not folders) under `dir`, relative to it; a symlink counts as a file.
-fn files_under(dir: &Path) -> Result<BTreeSet<PathBuf>, ArtifactError> {
+/// The files (not folders; a symlink counts as a file) under the artifact folder `dir`,
+/// relative to it; the first that `listed` does not hold is refused, naming it.
+fn listed_files_under(
+    dir: &Path,
+    listed: &BTreeSet<PathBuf>,
+) -> Result<BTreeSet<PathBuf>, ArtifactError> {
     let mut found = BTreeSet::new();
     let mut pending = vec![PathBuf::new()];
     while let Some(relative) = pending.pop() {
         let path = dir.join(&relative);
-        let entries = std::fs::read_dir(&path).map_err(|source| ArtifactError::Io {
+        let io = |source| ArtifactError::Io {
             path: path.clone(),
             source,
-        })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| ArtifactError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        };
+        for entry in std::fs::read_dir(&path).map_err(io)? {
+            let entry = entry.map_err(io)?;
             let child = relative.join(entry.file_name());
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => pending.push(child),
-                _ => {
-                    found.insert(child);
-                }
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push(child);
+            } else if listed.contains(&child) {
+                found.insert(child);
+            } else {
+                let reason = format!(
+                    "holds {}, which is not part of the artifact there; not writing over it",
+                    child.display()
+                );
+                return Err(ArtifactError::Destination {
+                    path: dir.to_path_buf(),
+                    reason,
+                });
             }
         }
     }

@@ -72,10 +72,11 @@ const char *oxrelax_last_error(void);
 /* Opens the artifact folder artifact_dir: checks its format, target triple and CPU
  * features, the SHA-256 of every file and each kernel's signature, then loads it.
  * The weights are copied out of the file (those of 2 MiB or more into transparent huge
- * pages where the OS has them), so files changed while the model is open change
- * nothing; OXRELAX_HUGE_PAGES=0 in the environment before the first open keeps them in
- * the file mapping (a faster open; the files must then stay as they are). *out is set
- * to the new handle, or to NULL when the open fails. */
+ * pages where the OS has them), so a weights file changed while the model is open
+ * changes nothing (kernels.so stays mapped: leave it as it is); OXRELAX_HUGE_PAGES=0
+ * in the environment before the first open keeps the weights in the file mapping (a
+ * faster open; the file must then stay as it is). *out is set to the new handle, or to
+ * NULL when the open fails. */
 oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
 
 /* Closes a handle: OXRELAX_OK, also for NULL (ignored); OXRELAX_ERROR_INVALID_HANDLE for

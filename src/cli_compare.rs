@@ -141,8 +141,8 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         )
         .into());
     }
-    if let Some(mode) = args.load.npu.mode() {
-        return crate::cli_compare_npu::run(args, &args.npu, mode);
+    if let Some(backend) = args.load.npu.backend() {
+        return crate::cli_compare_npu::run(args, &args.npu, &backend);
     }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,

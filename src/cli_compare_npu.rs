@@ -13,6 +13,7 @@ use oxrelax::npu::load::{partition_model, Partitioned};
 use oxrelax::npu::qnn::emit::float_parts;
 use oxrelax::npu::{PartitionNpu, QNN_HTP};
 use oxrelax_runtime::engine::Engine;
+use oxrelax_runtime::qnn::bind::NpuBackend;
 use oxrelax_runtime::qnn::bind::TensorObserver;
 use oxrelax_runtime::qnn::sim::{SimMode, TensorGap};
 use serde::Serialize;
@@ -44,10 +45,10 @@ fn recording_engine(
     partitioned: &Partitioned,
     net: oxrelax_runtime::qnn::NetFile,
     bin: BTreeMap<String, Vec<u8>>,
-    mode: SimMode,
+    backend: &NpuBackend,
 ) -> CliResult<(Engine, Recording)> {
     let recording = Recording::default();
-    let engine = partitioned.engine(net, bin, mode, Some(recorder(recording.clone())))?;
+    let engine = partitioned.engine(net, bin, backend, Some(recorder(recording.clone())))?;
     Ok((engine, recording))
 }
 
@@ -71,9 +72,9 @@ struct TensorJson {
     cosine: f64,
 }
 
-/// Runs `oxrelax compare MODEL --npu sim|sim-integer`.
-pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, mode: SimMode) -> CliResult<()> {
-    let compile = npu.npu_compile()?;
+/// Runs `oxrelax compare MODEL --npu htp|sim|sim-integer`.
+pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, backend: &NpuBackend) -> CliResult<()> {
+    let compile = npu.npu_compile(args.load.npu.qnn_lib.as_deref())?;
     let load = LoadOptions {
         max_context: args
             .load
@@ -92,13 +93,14 @@ pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, mode: SimMode) -> CliResult
     let prompt = tokenizer.encode(&args.prompt, true)?;
 
     let (net, bin) = float_parts(&partitioned.net);
-    let (mut reference, float_values) = recording_engine(&partitioned, net, bin, SimMode::Float)?;
+    let (mut reference, float_values) =
+        recording_engine(&partitioned, net, bin, &NpuBackend::Sim(SimMode::Float))?;
     let generation = greedy_with_logits(&mut reference, &prompt, args.max_new_tokens)?;
     drop(reference);
 
     let statics = graphs.quantized.statics.clone();
     let (mut quantized, quantized_values) =
-        recording_engine(&partitioned, graphs.net, statics, mode)?;
+        recording_engine(&partitioned, graphs.net, statics, backend)?;
     let drift = teacher_forced_drift(&mut quantized, &prompt, &generation)?;
     drop(quantized);
 

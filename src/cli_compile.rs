@@ -11,6 +11,7 @@ use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
 use oxrelax::npu::qnn::recipe::RecipeChoice;
 use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
+use oxrelax_runtime::qnn::htp::LIB_DIR_ENV;
 use std::path::{Path, PathBuf};
 
 /// How to make a model's NPU graphs (`compile --npu qnn`, `compare --npu sim`).
@@ -49,8 +50,12 @@ impl NpuCompileArgs {
         }
     }
 
-    /// The NPU compile these options describe (the calibration text read).
-    pub fn npu_compile(&self) -> Result<NpuCompile, Box<dyn std::error::Error>> {
+    /// The NPU compile these options describe (the calibration text read), with
+    /// Qualcomm's libraries in `qnn_lib` (else OXRELAX_QNN_LIB_DIR's, else none).
+    pub fn npu_compile(
+        &self,
+        qnn_lib: Option<&Path>,
+    ) -> Result<NpuCompile, Box<dyn std::error::Error>> {
         let path = self.calibration_text.as_ref().ok_or(
             "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
         )?;
@@ -63,6 +68,8 @@ impl NpuCompileArgs {
             recipe: RecipeChoice::named(&self.npu_recipe)?,
             calibration_text: text,
             calibration_tokens: CALIBRATION_TOKENS,
+            qnn_lib: (qnn_lib.map(Path::to_path_buf))
+                .or_else(|| std::env::var_os(LIB_DIR_ENV).map(PathBuf::from)),
         })
     }
 }
@@ -117,6 +124,11 @@ pub struct CompileArgs {
     npu: Option<String>,
     #[command(flatten)]
     npu_options: NpuCompileArgs,
+    /// The folder holding Qualcomm's libQnnHtp.so, to build the NPU graphs with it and
+    /// store the SoC's context binary (default: OXRELAX_QNN_LIB_DIR; with neither, no
+    /// context binary is written) (with --npu).
+    #[arg(long, value_name = "DIR", requires = "npu")]
+    qnn_lib: Option<PathBuf>,
     /// The most memory the compiled model may take when it runs, in bytes or with a K,
     /// M, G or T suffix (8G, 512M): a model whose estimate (weights + KV cache + arenas)
     /// exceeds it is refused. Default: the physical memory (or `ulimit -v` when lower).
@@ -166,6 +178,13 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
                 share * 100.0
             );
         }
+        match &npu.context_binary {
+            Some(binary) => println!("npu: context binary for {} in {}", npu.soc, output.join(binary).display()),
+            None => println!(
+                "npu: no context binary (set OXRELAX_QNN_LIB_DIR or --qnn-lib to the folder holding \
+                 Qualcomm's libQnnHtp.so to build one; `--npu sim` runs the artifact without it)"
+            ),
+        }
         println!(
             "npu: {} graphs for {} ({} recipe, chunks of {}, variants for {:?}) in {}",
             npu.backend,
@@ -205,7 +224,10 @@ fn remove_partial_output_on_interrupt(output: &Path) {
 /// The NPU part asked for by `--npu`, if any.
 fn npu_compile(args: &CompileArgs) -> Result<Option<NpuCompile>, Box<dyn std::error::Error>> {
     match args.npu {
-        Some(_) => args.npu_options.npu_compile().map(Some),
+        Some(_) => args
+            .npu_options
+            .npu_compile(args.qnn_lib.as_deref())
+            .map(Some),
         None => Ok(None),
     }
 }

@@ -147,13 +147,13 @@ pub fn open_engine_on(
     };
     if is_artifact(dir) {
         args.check_applies_to_artifact(dir)?;
-        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu.mode())?;
+        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu.backend().as_ref())?;
         let memory = manifest_estimate(dir, artifact.manifest(), artifact.executable())?;
         memory.check(options.max_memory)?;
         return Ok((artifact.into_engine(pool)?, memory));
     }
     if args.npu.npu.is_some() {
-        let message = "--npu sim runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
+        let message = "--npu runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
         return Err(format!("{}: {message}", dir.display()).into());
     }
     let model = load_hf(dir, &options)?;

@@ -107,7 +107,7 @@ fn invalid_options_are_errors_naming_them() {
         (&["--top-p", "2"], "top_p = 2"),
         (&["--top-p", "0"], "top_p = 0"),
         (&["--repetition-penalty", "-2"], "repetition_penalty = -2"),
-        (&["--npu", "sim"], "--npu sim runs an artifact's NPU graphs"),
+        (&["--npu", "sim"], "--npu runs an artifact's NPU graphs"),
     ];
     for (extra, expected) in cases {
         let mut args = vec![

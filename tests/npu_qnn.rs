@@ -12,6 +12,7 @@ use oxrelax::npu::qnn::emit::{float_parts, net_file, write_npu_dir, NPU_FILES};
 use oxrelax::npu::qnn::recipe::{quantize, QuantizedNet, Recipe, RecipeChoice, RECIPES};
 use oxrelax::npu::qnn::validate::{validate, validate_dir, ValidateOptions};
 use oxrelax::npu::{PartitionNpu, Soc, QNN_HTP};
+use oxrelax_runtime::qnn::bind::NpuBackend;
 use oxrelax_runtime::qnn::sim::SimMode;
 use oxrelax_runtime::qnn::{NetFile, QnnDataType};
 use oxrelax_runtime::trace::Timeline;
@@ -120,7 +121,9 @@ fn npu_graphs_on_the_reference_backend_follow_transformers() {
             .collect();
         let float_engine = || {
             let (net, bin) = float_parts(&model.net);
-            model.engine(net, bin, SimMode::Float, None).unwrap()
+            model
+                .engine(net, bin, &NpuBackend::Sim(SimMode::Float), None)
+                .unwrap()
         };
         for (ids, want) in &prompts {
             assert_eq!(
@@ -145,7 +148,12 @@ fn npu_graphs_on_the_reference_backend_follow_transformers() {
             );
             let engine = |mode| {
                 model
-                    .engine(net.clone(), quantized.statics.clone(), mode, None)
+                    .engine(
+                        net.clone(),
+                        quantized.statics.clone(),
+                        &NpuBackend::Sim(mode),
+                        None,
+                    )
                     .unwrap()
             };
             let (mut vs_weights, mut vs_hf) = (0, 0);
@@ -201,6 +209,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
             recipe: RecipeChoice::Named(W4A16),
             calibration_text: text(),
             calibration_tokens: 256,
+            qnn_lib: None,
         }),
         ..CompileOptions::default()
     };
@@ -220,8 +229,14 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
         .unwrap()
         .to_string();
     assert!(err.contains("--npu sim"), "{err}");
+    let htp = NpuBackend::Htp { lib_dir: None };
+    let err = open_artifact_with(&artifact, None, Some(&htp))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("has no context binary for SM8650"), "{err}");
     let engine = |mode| {
-        let opened = open_artifact_with(&artifact, None, Some(mode)).unwrap();
+        let opened = open_artifact_with(&artifact, None, Some(&NpuBackend::Sim(mode))).unwrap();
         opened
             .into_engine(oxrelax_runtime::ThreadPool::global())
             .unwrap()
@@ -235,7 +250,12 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
     ];
     let in_memory = greedy(
         model
-            .engine(net, quantized.statics, SimMode::Spec, None)
+            .engine(
+                net,
+                quantized.statics,
+                &NpuBackend::Sim(SimMode::Spec),
+                None,
+            )
             .unwrap(),
         &prompt,
         8,
@@ -247,7 +267,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
     let mut text = std::fs::read_to_string(&net_path).unwrap();
     text = text.replacen("\"scale\": ", "\"scale\": 1", 1);
     std::fs::write(&net_path, text).unwrap();
-    let err = open_artifact_with(&artifact, None, Some(SimMode::Spec))
+    let err = open_artifact_with(&artifact, None, Some(&NpuBackend::Sim(SimMode::Spec)))
         .err()
         .unwrap()
         .to_string();
@@ -325,7 +345,7 @@ fn per_graph_sqnr_of_the_quantized_modes() {
         .engine(
             net.clone(),
             quantized.statics.clone(),
-            SimMode::Float,
+            &NpuBackend::Sim(SimMode::Float),
             Some(observer),
         )
         .unwrap();
@@ -433,7 +453,14 @@ fn one_layer_npu_files_snapshots() {
     let quantized = quantize(&partitioned.net, &ranges, W4A16).unwrap();
     let net = net_file(&partitioned.net, &quantized.graph, "snapshot");
     let out = tempfile::tempdir().unwrap();
-    write_npu_dir(out.path(), &net, &quantized, &Soc::named("SM8650").unwrap()).unwrap();
+    write_npu_dir(
+        out.path(),
+        &net,
+        &quantized,
+        &Soc::named("SM8650").unwrap(),
+        None,
+    )
+    .unwrap();
     let written = validate_dir(out.path(), &ValidateOptions::default()).unwrap();
     assert!(written.is_clean(), "{written:?}");
     for file in NPU_FILES.iter().filter(|f| !f.ends_with(".bin")) {
@@ -513,7 +540,9 @@ fn a_short_chunk_runs_the_variant_with_the_least_padding() {
     let prompt: Vec<u32> = (0..40).map(|i| 100 + i * 7).collect();
     let logits = |model: &Partitioned, timeline: Option<Arc<Timeline>>| {
         let (net, bin) = float_parts(&model.net);
-        let mut engine = model.engine(net, bin, SimMode::Float, None).unwrap();
+        let mut engine = model
+            .engine(net, bin, &NpuBackend::Sim(SimMode::Float), None)
+            .unwrap();
         engine.set_timeline(timeline);
         engine.prefill_all(&prompt).unwrap()
     };

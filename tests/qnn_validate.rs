@@ -81,7 +81,7 @@ fn add_weights(graph: &mut NetGraph, bin: &mut BTreeMap<String, Vec<u8>>) {
     let tensors = [
         (
             "w",
-            tensor(tensor_type::STATIC, SFixed4, quant, &[1, 1, CIN, COUT]),
+            tensor(tensor_type::STATIC, SFixed8, quant, &[1, 1, CIN, COUT]),
         ),
         (
             "b",
@@ -372,8 +372,35 @@ fn block_scales_outside_1_to_16_are_refused() {
 }
 
 #[test]
-fn an_int4_value_of_9_is_refused() {
-    breaks_only("int4-values", |n| n.bin.get_mut("w").unwrap()[7] = 9);
+fn an_lpbq_code_of_9_is_refused() {
+    breaks_only("lpbq-codes", |n| n.bin.get_mut("w").unwrap()[7] = 9);
+}
+
+#[test]
+fn lpbq_codes_declared_sfixed_point_4_are_refused() {
+    let report = breaks("lpbq", |n| tensor_mut(n, "w").data_type = SFixed4.code());
+    assert_eq!(
+        rules(&report),
+        BTreeSet::from(["lpbq", "encoding"]),
+        "{}",
+        listing(&report)
+    );
+}
+
+#[test]
+fn lpbq_block_scales_of_8_bits_are_refused() {
+    breaks_only("lpbq", |n| lpbq_mut(n).block_scale_bitwidth = 8);
+}
+
+#[test]
+fn lpbq_blocks_of_8_are_refused() {
+    // A consistent layout that HTP accepts and computes wrong values for.
+    breaks_only("lpbq", |n| {
+        let lpbq = lpbq_mut(n);
+        lpbq.block_size = 8;
+        lpbq.num_blocks_per_axis = CIN / 8;
+        lpbq.block_scales = (0..COUT * CIN / 8).map(|i| (i % 16 + 1) as u16).collect();
+    });
 }
 
 #[test]

@@ -5,10 +5,11 @@ use super::error::ArtifactError;
 use super::write::CompileOptions;
 use crate::model::{LoadError, LoadOptions, Quantization};
 use crate::npu::compile::{npu_parts, NpuCompile, NpuParts};
-use crate::npu::qnn::emit::{write_npu_dir, NPU_FILES};
+use crate::npu::qnn::emit::write_npu_dir;
 use crate::npu::QNN_HTP;
 use oxrelax_runtime::artifact::{NpuRecord, NPU_DIR};
-use oxrelax_runtime::qnn::bind::register_npu_graphs;
+use oxrelax_runtime::qnn::bind::{register_npu_graphs, SimRunner};
+use oxrelax_runtime::qnn::htp::stored::binary_file;
 use oxrelax_runtime::qnn::sim::{SimContext, SimMode};
 use oxrelax_runtime::Registry;
 use std::path::Path;
@@ -66,9 +67,12 @@ pub fn npu_builtins(parts: &NpuParts) -> Result<Registry, LoadError> {
         parts.graphs.quantized.statics.clone(),
     )
     .map_err(|e| npu(Box::new(e)))?;
+    let runner = Arc::new(SimRunner {
+        sim,
+        mode: SimMode::Spec,
+    });
     let mut builtins = Registry::with_builtins();
-    register_npu_graphs(&mut builtins, Arc::new(sim), SimMode::Spec, None)
-        .map_err(|e| npu(Box::new(e)))?;
+    register_npu_graphs(&mut builtins, runner, None).map_err(|e| npu(Box::new(e)))?;
     Ok(builtins)
 }
 
@@ -79,11 +83,12 @@ pub fn write_npu_part(
     parts: &NpuParts,
     npu: &NpuCompile,
 ) -> Result<NpuRecord, LoadError> {
-    write_npu_dir(
+    let written = write_npu_dir(
         &out.join(NPU_DIR),
         &parts.graphs.net,
         &parts.graphs.quantized,
         &npu.soc,
+        npu.qnn_lib.as_deref(),
     )
     .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
     Ok(NpuRecord {
@@ -95,6 +100,9 @@ pub fn write_npu_part(
         recipe_agreement: (parts.graphs.agreement.iter())
             .map(|(name, share)| (name.to_string(), *share))
             .collect(),
-        files: NPU_FILES.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),
+        context_binary: (written.iter())
+            .find(|f| **f == binary_file(npu.soc.name))
+            .map(|f| format!("{NPU_DIR}/{f}")),
+        files: written.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),
     })
 }

@@ -6,7 +6,7 @@ use crate::memory::manifest_estimate;
 use crate::model::{LoadError, LoadedModel};
 use oxrelax_models::{KvDtype, ModelError};
 use oxrelax_runtime::artifact::{Artifact, Manifest};
-use oxrelax_runtime::qnn::sim::SimMode;
+use oxrelax_runtime::qnn::bind::NpuBackend;
 use std::path::Path;
 
 /// Opens the artifact in `dir` with the runtime ([`Artifact::open`], every check
@@ -16,12 +16,11 @@ pub fn open_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<Artifact, 
     open_artifact_with(dir, kv_dtype, None)
 }
 
-/// [`open_artifact`] with its NPU graphs (which it then must have) run by the host
-/// reference backend in mode `npu`.
+/// [`open_artifact`] with its NPU graphs (which it then must have) run by backend `npu`.
 pub fn open_artifact_with(
     dir: &Path,
     kv_dtype: Option<KvDtype>,
-    npu: Option<SimMode>,
+    npu: Option<&NpuBackend>,
 ) -> Result<Artifact, LoadError> {
     check_kv_dtype(&Manifest::read(dir)?, dir, kv_dtype)?;
     Ok(Artifact::open_with(dir, npu)?)

@@ -13,7 +13,7 @@ use crate::model::LoadOptions;
 use oxrelax_dsl::IRModule;
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::SimMode;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Tokens of the calibration text run, by default (half through prefill, half through
 /// decode).
@@ -35,6 +35,10 @@ pub struct NpuCompile {
     pub calibration_text: String,
     /// How many of its tokens to run.
     pub calibration_tokens: usize,
+    /// The folder holding Qualcomm's libQnnHtp.so, to build the graphs with it and store
+    /// the SoC's context binary; without it the artifact has no context binary
+    /// (`--npu htp` refuses it; `--npu sim` runs it).
+    pub qnn_lib: Option<PathBuf>,
 }
 
 /// A model's NPU part: the partitioned module (its CPU part calls `npu.<graph>`) and the

@@ -17,7 +17,12 @@ use oxrelax_dsl::{IRModule, Target};
 use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
 use oxrelax_runtime::packed::BuiltinError;
-use oxrelax_runtime::qnn::bind::{range_observer, register_npu_graphs, TensorObserver};
+use oxrelax_runtime::qnn::bind::{
+    range_observer, register_npu_graphs, GraphRunner, NpuBackend, SimRunner, TensorObserver,
+};
+use oxrelax_runtime::qnn::htp::{
+    library_dir, HtpBackend, HtpContext, HtpError, QnnLibrary, ValidateOps,
+};
 use oxrelax_runtime::qnn::net::NetFile;
 use oxrelax_runtime::qnn::sim::{SimContext, SimError, SimMode};
 use oxrelax_runtime::sampler::argmax;
@@ -43,6 +48,9 @@ pub enum NpuError {
     /// The host reference backend.
     #[error(transparent)]
     Sim(#[from] SimError),
+    /// Qualcomm's HTP backend.
+    #[error(transparent)]
+    Htp(#[from] HtpError),
     /// Registering the NPU graphs.
     #[error(transparent)]
     Builtin(#[from] BuiltinError),
@@ -71,6 +79,7 @@ pub struct Partitioned {
     weights: Vec<ExpectedTensor>,
     sizes: EngineConfig,
     instrument: Instrument,
+    soc: super::Soc,
 }
 
 /// Partitions the model in `dir` (f32 weights; prefill chunks of the partition's chunk)
@@ -134,23 +143,24 @@ pub fn partition_model(
         store,
         sizes,
         instrument: options.instrument.clone(),
+        soc: partition.soc,
     })
 }
 
 impl Partitioned {
     /// An engine running the CPU part on the host and the NPU graphs of `net` (with
-    /// static data `bin`) on the reference backend in `mode`, showing `observer` every
-    /// tensor the graphs compute when given.
+    /// static data `bin`) on `backend` (HTP: built for the partition's SoC), showing
+    /// `observer` every tensor the graphs compute that the backend exposes.
     pub fn engine(
         &self,
         net: NetFile,
         bin: BTreeMap<String, Vec<u8>>,
-        mode: SimMode,
+        backend: &NpuBackend,
         observer: Option<TensorObserver>,
     ) -> Result<Engine, NpuError> {
-        let sim = Arc::new(SimContext::from_parts(net, bin)?);
+        let runner = graph_runner(net, &bin, backend, &self.soc)?;
         let mut builtins = Registry::with_builtins();
-        register_npu_graphs(&mut builtins, sim, mode, observer)?;
+        register_npu_graphs(&mut builtins, runner, observer)?;
         let target = Target::host();
         let mut built = build_with_builtins(
             self.module.clone(),
@@ -213,7 +223,7 @@ impl Partitioned {
         mode: SimMode,
         ids: &[u32],
     ) -> Result<Vec<u32>, NpuError> {
-        let mut engine = self.engine(net, bin, mode, None)?;
+        let mut engine = self.engine(net, bin, &NpuBackend::Sim(mode), None)?;
         let rows = engine.prefill_all(ids)?;
         Ok(rows.iter().map(|row| argmax(row)).collect())
     }
@@ -228,7 +238,7 @@ impl Partitioned {
     ) -> Result<Ranges, NpuError> {
         let ranges = Arc::new(Mutex::new(Ranges::new()));
         let observer = range_observer(ranges.clone());
-        let mut engine = self.engine(net, bin, SimMode::Float, Some(observer))?;
+        let mut engine = self.engine(net, bin, &NpuBackend::Sim(SimMode::Float), Some(observer))?;
         let ids = &ids[..ids.len().min(engine.config().context_window)];
         let (prompt, rest) = ids.split_at(ids.len().div_ceil(2));
         engine.prefill_all(prompt)?;
@@ -240,4 +250,25 @@ impl Partitioned {
         let ranges = ranges.lock().map(|r| r.clone()).unwrap_or_default();
         Ok(ranges)
     }
+}
+
+/// The graphs of `net` (static data `bin`) ready to run on `backend`: loaded into the host
+/// reference backend, or built through Qualcomm's HTP library for `soc`.
+pub fn graph_runner(
+    net: NetFile,
+    bin: &BTreeMap<String, Vec<u8>>,
+    backend: &NpuBackend,
+    soc: &super::Soc,
+) -> Result<Arc<dyn GraphRunner>, NpuError> {
+    Ok(match backend {
+        NpuBackend::Sim(mode) => Arc::new(SimRunner {
+            sim: SimContext::from_parts(net, bin.clone())?,
+            mode: *mode,
+        }),
+        NpuBackend::Htp { lib_dir } => {
+            let library = QnnLibrary::load_htp(&library_dir(lib_dir.as_deref())?)?;
+            let htp = HtpBackend::open(library, soc.name, soc.soc_model)?;
+            Arc::new(HtpContext::build(htp, Arc::new(net), bin, ValidateOps::No)?)
+        }
+    })
 }

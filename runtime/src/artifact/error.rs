@@ -146,7 +146,7 @@ pub enum ArtifactError {
     #[error(transparent)]
     Engine(#[from] Box<EngineError>),
     /// The artifact's functions call NPU graphs, and no NPU backend was asked for.
-    #[error("{}: its prefill and decode call NPU graphs ({soc}, {backend}): load it with an NPU backend (`--npu sim`: the host reference backend)", path.display())]
+    #[error("{}: its prefill and decode call NPU graphs ({soc}, {backend}): load it with an NPU backend (`--npu htp`: Qualcomm's HTP library; `--npu sim`: the host reference backend)", path.display())]
     NeedsNpu {
         /// The artifact folder.
         path: PathBuf,
@@ -154,6 +154,14 @@ pub enum ArtifactError {
         soc: String,
         /// Their backend.
         backend: String,
+    },
+    /// `--npu htp` was asked for an artifact compiled without Qualcomm's library.
+    #[error("{}: has no context binary for {soc} (it was compiled without Qualcomm's QNN library: set OXRELAX_QNN_LIB_DIR and compile again, or run it with `--npu sim`)", path.display())]
+    NoContextBinary {
+        /// The artifact's `npu/` folder.
+        path: PathBuf,
+        /// The SoC its graphs are for.
+        soc: String,
     },
     /// An NPU backend was asked for an artifact without NPU graphs.
     #[error("{}: has no NPU graphs (compile it with `--npu qnn` to run it with `--npu sim`)", path.display())]

@@ -8,8 +8,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::microkernel::MicrokernelSet;
 use crate::packed::Registry;
 use crate::pool::ThreadPool;
-use crate::qnn::bind::register_npu_graphs;
-use crate::qnn::sim::{SimContext, SimMode};
+use crate::qnn::bind::{open_runner, register_npu_graphs, NpuBackend};
 use crate::value::Value;
 use crate::vm::{Executable, VirtualMachine};
 use crate::weights::{detach_from_file, WeightError, WeightStore};
@@ -37,14 +36,14 @@ pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
 }
 
 /// The runtime's builtins, and `npu.<graph>` for each NPU graph of the artifact run by
-/// the host reference backend in mode `npu` (both or neither).
+/// backend `npu` (both or neither).
 fn npu_builtins(
     dir: &Path,
     manifest: &Manifest,
-    npu: Option<SimMode>,
+    npu: Option<&NpuBackend>,
 ) -> Result<Registry, ArtifactError> {
     let mut builtins = Registry::with_builtins();
-    let mode = match (&manifest.npu, npu) {
+    let (record, backend) = match (&manifest.npu, npu) {
         (None, None) => return Ok(builtins),
         (None, Some(_)) => {
             return Err(ArtifactError::NoNpu {
@@ -58,16 +57,21 @@ fn npu_builtins(
                 backend: record.backend.clone(),
             })
         }
-        (Some(_), Some(mode)) => mode,
+        (Some(record), Some(backend)) => (record, backend),
     };
     let path = dir.join(NPU_DIR);
     let failed = |source: Box<dyn std::error::Error + Send + Sync>| ArtifactError::Npu {
         path: path.clone(),
         source,
     };
-    let sim = SimContext::load(&path).map_err(|e| failed(Box::new(e)))?;
-    register_npu_graphs(&mut builtins, Arc::new(sim), mode, None)
-        .map_err(|e| failed(Box::new(e)))?;
+    if matches!(backend, NpuBackend::Htp { .. }) && record.context_binary.is_none() {
+        return Err(ArtifactError::NoContextBinary {
+            path: path.clone(),
+            soc: record.soc.clone(),
+        });
+    }
+    let runner = open_runner(&path, &record.soc, backend).map_err(failed)?;
+    register_npu_graphs(&mut builtins, runner, None).map_err(|e| failed(Box::new(e)))?;
     Ok(builtins)
 }
 
@@ -108,8 +112,8 @@ impl Artifact {
     }
 
     /// [`Artifact::open`] with its NPU graphs (if it has them, which then is required)
-    /// run by the host reference backend in `npu` mode.
-    pub fn open_with(dir: &Path, npu: Option<SimMode>) -> Result<Artifact, ArtifactError> {
+    /// run by backend `npu`.
+    pub fn open_with(dir: &Path, npu: Option<&NpuBackend>) -> Result<Artifact, ArtifactError> {
         let manifest = verify_artifact(dir)?;
         let builtins = npu_builtins(dir, &manifest, npu)?;
         let vm_path = dir.join(VM_FILE);

@@ -56,5 +56,5 @@ fn run(cli: Cli) -> CliResult<()> {
 /// Opens the artifact in `dir` (every check of [`Artifact::open`], its NPU graphs on the
 /// backend `npu` asks for) into an engine on the process-wide thread pool.
 fn open(dir: &Path, npu: &NpuArgs) -> CliResult<LoadedEngine> {
-    Ok(Artifact::open_with(dir, npu.mode())?.into_engine(ThreadPool::global())?)
+    Ok(Artifact::open_with(dir, npu.backend().as_ref())?.into_engine(ThreadPool::global())?)
 }

@@ -68,6 +68,9 @@ pub enum BuiltinFailure {
     /// The NPU host reference backend failed.
     #[error(transparent)]
     Npu(#[from] crate::qnn::sim::SimError),
+    /// Qualcomm's HTP backend failed.
+    #[error(transparent)]
+    Htp(#[from] crate::qnn::htp::HtpError),
     /// The NPU device's thread is gone.
     #[error(transparent)]
     NpuDevice(#[from] crate::qnn::device::DeviceGone),

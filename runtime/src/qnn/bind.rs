@@ -1,14 +1,16 @@
-//! A partitioned model's NPU graphs run on the host: each graph of an `npu/` folder is
-//! registered as the packed function `npu.<graph>` the compiled CPU part calls on the
-//! graph's activations, executed by the host reference backend ([`super::sim`]). A
+//! A partitioned model's NPU graphs as packed functions: each graph of an `npu/` folder
+//! is registered as `npu.<graph>`, which the compiled CPU part calls on the graph's
+//! activations, executed by a [`GraphRunner`]: the host reference backend
+//! ([`super::sim`]) or Qualcomm's HTP library ([`super::htp`]). A
 //! prefill graph runs full chunks: a shorter call runs the graph's variant with the
 //! fewest tokens that holds it (graph selection), its rows padded with zeros along the
 //! token axis and its outputs cut back (every NPU op works row by row, so padding changes
 //! no real row).
 
 use super::device::NpuDevice;
+use super::htp::HtpContext;
 use super::net::{GraphSpec, NetFile};
-use super::sim::{SimContext, SimMode};
+use super::sim::{Observer, SimContext, SimMode};
 use crate::packed::{Args, BuiltinError, BuiltinFailure};
 use crate::{Registry, Tensor, Value, ValueKind};
 use std::collections::BTreeMap;
@@ -35,17 +37,113 @@ pub fn range_observer(ranges: Arc<Mutex<Ranges>>) -> TensorObserver {
     })
 }
 
-/// Registers `npu.<graph>` for every graph of `sim` in `registry`, taking the graph's
+/// Which backend runs an artifact's NPU graphs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NpuBackend {
+    /// The host reference backend in this mode.
+    Sim(SimMode),
+    /// Qualcomm's HTP library (from this folder, else [`super::htp::LIB_DIR_ENV`]'s),
+    /// running the artifact's context binary.
+    Htp {
+        /// The folder holding `libQnnHtp.so`.
+        lib_dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// The runner of the graphs in the `npu/` folder `npu_dir` (compiled for `soc`) on
+/// `backend`.
+pub fn open_runner(
+    npu_dir: &std::path::Path,
+    soc: &str,
+    backend: &NpuBackend,
+) -> Result<Arc<dyn GraphRunner>, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(match backend {
+        NpuBackend::Sim(mode) => Arc::new(SimRunner {
+            sim: SimContext::load(npu_dir)?,
+            mode: *mode,
+        }),
+        NpuBackend::Htp { lib_dir } => Arc::new(super::htp::stored::open_context_binary(
+            npu_dir,
+            soc,
+            lib_dir.as_deref(),
+        )?),
+    })
+}
+
+/// What executes a net's graphs on real values.
+pub trait GraphRunner: Send + Sync {
+    /// The net whose graphs it runs.
+    fn net(&self) -> &NetFile;
+
+    /// Runs `graph` on `inputs` (its app-written tensors in order) and returns its
+    /// app-read tensors in order, showing `observer` every tensor it computes that the
+    /// backend exposes.
+    fn run_graph(
+        &self,
+        graph: &str,
+        inputs: &[&[f32]],
+        observer: &mut Observer,
+    ) -> Result<Vec<Vec<f32>>, BuiltinFailure>;
+}
+
+/// The host reference backend in one of its modes.
+pub struct SimRunner {
+    /// The loaded net.
+    pub sim: SimContext,
+    /// How it computes.
+    pub mode: SimMode,
+}
+
+impl GraphRunner for SimRunner {
+    fn net(&self) -> &NetFile {
+        self.sim.net()
+    }
+
+    fn run_graph(
+        &self,
+        graph: &str,
+        inputs: &[&[f32]],
+        observer: &mut Observer,
+    ) -> Result<Vec<Vec<f32>>, BuiltinFailure> {
+        Ok(self.sim.run_observed(graph, inputs, self.mode, observer)?)
+    }
+}
+
+impl GraphRunner for HtpContext {
+    fn net(&self) -> &NetFile {
+        HtpContext::net(self)
+    }
+
+    /// HTP exposes only the graph's inputs and outputs, which `observer` is shown.
+    fn run_graph(
+        &self,
+        graph: &str,
+        inputs: &[&[f32]],
+        observer: &mut Observer,
+    ) -> Result<Vec<Vec<f32>>, BuiltinFailure> {
+        let outputs = self.run(graph, inputs)?;
+        if let Some(spec) = self.net().graphs.iter().find(|g| g.name == graph) {
+            for (name, values) in spec.inputs.iter().zip(inputs) {
+                observer(name, values);
+            }
+            for (name, values) in spec.outputs.iter().zip(&outputs) {
+                observer(name, values);
+            }
+        }
+        Ok(outputs)
+    }
+}
+
+/// Registers `npu.<graph>` for every graph of `runner` in `registry`, taking the graph's
 /// activations (its weights are its static tensors). The calls run on one [`NpuDevice`],
 /// one at a time whichever thread makes them. With `observer`, every tensor each call
 /// computes is shown to it.
 pub fn register_npu_graphs(
     registry: &mut Registry,
-    sim: Arc<SimContext>,
-    mode: SimMode,
+    runner: Arc<dyn GraphRunner>,
     observer: Option<TensorObserver>,
 ) -> Result<(), BuiltinError> {
-    let net: &NetFile = sim.net();
+    let net: &NetFile = runner.net();
     let device = NpuDevice::new();
     let mut calls: BTreeMap<&str, Vec<Arc<GraphSpec>>> = BTreeMap::new();
     for graph in &net.graphs {
@@ -60,9 +158,8 @@ pub fn register_npu_graphs(
             .map(|_| ("activation", ValueKind::Tensor))
             .collect();
         let call = GraphCall {
-            sim: sim.clone(),
+            runner: runner.clone(),
             variants,
-            mode,
             observer: observer.clone(),
             device: device.clone(),
         };
@@ -73,10 +170,9 @@ pub fn register_npu_graphs(
 
 /// What an `npu.<graph>` function runs, and where.
 struct GraphCall {
-    sim: Arc<SimContext>,
+    runner: Arc<dyn GraphRunner>,
     /// The graph and its variants over fewer tokens, fewest tokens first.
     variants: Vec<Arc<GraphSpec>>,
-    mode: SimMode,
     observer: Option<TensorObserver>,
     device: Arc<NpuDevice>,
 }
@@ -87,7 +183,7 @@ impl GraphCall {
     fn run(&self, args: &Args<'_>) -> Result<Value, BuiltinError> {
         let spec = self.variant_for(args);
         let (inputs, rows) = self.padded_inputs(args, spec)?;
-        let (sim, graph, mode) = (self.sim.clone(), spec.clone(), self.mode);
+        let (runner, graph) = (self.runner.clone(), spec.clone());
         let observer = self.observer.clone();
         let outputs = self
             .device
@@ -98,10 +194,10 @@ impl GraphCall {
                         observer(&graph.name, tensor, values);
                     }
                 };
-                sim.run_observed(&graph.name, &refs, mode, &mut observe)
+                runner.run_graph(&graph.name, &refs, &mut observe)
             })
             .map_err(|e| args.fail(e))?
-            .map_err(|e| args.fail(BuiltinFailure::from(e)))?;
+            .map_err(|e| args.fail(e))?;
         self.output_values(args, spec, outputs, rows)
     }
 
@@ -118,7 +214,7 @@ impl GraphCall {
     }
 
     fn axis_of(&self, name: &str) -> Option<usize> {
-        self.sim.net().token_axes.get(name).map(|&a| a as usize)
+        self.runner.net().token_axes.get(name).map(|&a| a as usize)
     }
 
     /// Every input checked against the graph's and padded to its tokens; the call's rows.
@@ -127,7 +223,7 @@ impl GraphCall {
         args: &Args<'_>,
         spec: &GraphSpec,
     ) -> Result<(Vec<Vec<f32>>, i64), BuiltinError> {
-        let tensors = &self.sim.net().graph.tensors;
+        let tensors = &self.runner.net().graph.tensors;
         let mut rows = spec.tokens as i64;
         let mut inputs = Vec::with_capacity(spec.inputs.len());
         for (i, name) in spec.inputs.iter().enumerate() {
@@ -160,7 +256,7 @@ impl GraphCall {
         outputs: Vec<Vec<f32>>,
         rows: i64,
     ) -> Result<Value, BuiltinError> {
-        let tensors = &self.sim.net().graph.tensors;
+        let tensors = &self.runner.net().graph.tensors;
         let mut values = Vec::with_capacity(outputs.len());
         for (name, data) in spec.outputs.iter().zip(outputs) {
             let dims = &tensors[name].dims;

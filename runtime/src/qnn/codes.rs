@@ -16,7 +16,9 @@ pub enum QnnDataType {
     Float16,
     /// `QNN_DATATYPE_FLOAT_32` (0x0232).
     Float32,
-    /// `QNN_DATATYPE_SFIXED_POINT_4` (0x0304): int4 weights (stored one per byte here).
+    /// `QNN_DATATYPE_SFIXED_POINT_4` (0x0304): two 4-bit codes per byte. Never emitted: the
+    /// validator refuses it (HTP rejects it for weights; LPBQ codes are declared
+    /// [`QnnDataType::SFixed8`] within [-8, 7]).
     SFixed4,
     /// `QNN_DATATYPE_SFIXED_POINT_8` (0x0308).
     SFixed8,

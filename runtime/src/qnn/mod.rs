@@ -7,6 +7,7 @@ pub mod bin;
 pub mod bind;
 pub mod codes;
 pub mod device;
+pub mod htp;
 pub mod net;
 pub mod sim;
 #[cfg(test)]

@@ -231,6 +231,21 @@ pub struct BlockwiseExpansion {
     pub block_scales: Vec<u16>,
 }
 
+impl BlockwiseExpansion {
+    /// Whether Qualcomm's HTP backend computes this block layout correctly: one block per
+    /// channel, blocks of a multiple of 32 elements, or an even number of blocks of 16.
+    /// (Measured against libQnnHtp.so: blocks of 8 or 48, and odd counts of blocks of 16,
+    /// are accepted and compute garbage.)
+    pub fn htp_computes(&self) -> bool {
+        htp_computes_blocks(self.block_size, self.num_blocks_per_axis)
+    }
+}
+
+/// [`BlockwiseExpansion::htp_computes`] for `blocks` blocks of `block_size` elements.
+pub fn htp_computes_blocks(block_size: u32, blocks: u32) -> bool {
+    blocks == 1 || block_size.is_multiple_of(32) || (block_size == 16 && blocks.is_multiple_of(2))
+}
+
 /// A node, as the converter writes one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NetNode {

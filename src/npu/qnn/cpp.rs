@@ -50,6 +50,8 @@ fn prelude(out: &mut String, net: &NetFile) {
         "// The NPU graphs of this artifact, composed with the QNN SDK's QnnModel helper.\n\
          // Build with ./build.sh (needs QNN_SDK_ROOT).\n\n\
          #include \"QnnModel.hpp\"\n#include \"QnnOpDef.h\"\n\n\
+         // QnnModel::initialize's flag: validate every node with the backend as it is added.\n\
+         #ifndef DO_GRAPH_NODE_VALIDATIONS\n#define DO_GRAPH_NODE_VALIDATIONS true\n#endif\n\n\
          using namespace qnn_wrapper_api;\n\n\
          // model.bin's <name>.raw entries, linked in as binary objects by the model-lib generator.\n\
          #define STATIC_DATA(NAME) ({ extern uint8_t _binary_obj_binary_##NAME##_raw_start[]; (void *)_binary_obj_binary_##NAME##_raw_start; })\n\
@@ -70,6 +72,13 @@ fn prelude(out: &mut String, net: &NetFile) {
          \x20 q.encodingDefinition = QNN_DEFINITION_DEFINED;\n\
          \x20 q.quantizationEncoding = QNN_QUANTIZATION_ENCODING_SCALE_OFFSET;\n\
          \x20 q.scaleOffsetEncoding.scale = scale;\n  q.scaleOffsetEncoding.offset = offset;\n  return q;\n}\n\n\
+         static Qnn_QuantizeParams_t axis_scale_offset(int32_t axis, uint32_t count, Qnn_ScaleOffset_t *scales) {\n\
+         \x20 Qnn_QuantizeParams_t q = QNN_QUANTIZE_PARAMS_INIT;\n\
+         \x20 q.encodingDefinition = QNN_DEFINITION_DEFINED;\n\
+         \x20 q.quantizationEncoding = QNN_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET;\n\
+         \x20 q.axisScaleOffsetEncoding.axis = axis;\n\
+         \x20 q.axisScaleOffsetEncoding.numScaleOffsets = count;\n\
+         \x20 q.axisScaleOffsetEncoding.scaleOffset = scales;\n  return q;\n}\n\n\
          static Qnn_QuantizeParams_t lpbq(Qnn_BlockwiseExpansion_t *expansion) {\n\
          \x20 Qnn_QuantizeParams_t q = QNN_QUANTIZE_PARAMS_INIT;\n\
          \x20 q.encodingDefinition = QNN_DEFINITION_DEFINED;\n\
@@ -88,6 +97,22 @@ fn quant_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
                 offset: 0,
             });
             format!("scale_offset({:e}f, {})", so.scale, so.offset)
+        }
+        encoding::AXIS_SCALE_OFFSET => {
+            let Some(axis) = &q.axis_scale_offset else {
+                return "no_encoding()".into();
+            };
+            let scales: Vec<String> = axis
+                .scale_offsets
+                .iter()
+                .map(|s| format!("{{{:e}f, {}}}", s.scale, s.offset))
+                .collect();
+            c_array(out, "Qnn_ScaleOffset_t", &format!("{name}_scales"), &scales);
+            format!(
+                "axis_scale_offset({}, {}, {name}_scales)",
+                axis.axis,
+                scales.len()
+            )
         }
         encoding::BLOCKWISE_EXPANSION => {
             let Some(e) = &q.blockwise_expansion else {
@@ -219,6 +244,8 @@ fn add_node(out: &mut String, net: &NetFile, name: &str) {
     );
 }
 
+/// `QnnModel_composeGraphs`: every graph composed, none finalized (the SDK's tools
+/// finalize each graph once all are composed; HTP refuses a second finalize).
 fn compose_all(out: &mut String, net: &NetFile) {
     let n = net.graphs.len();
     out.push_str(
@@ -239,7 +266,7 @@ fn compose_all(out: &mut String, net: &NetFile) {
         );
         let _ = writeln!(out, "    VALIDATE(getQnnGraphConfigFromInfo(\"{name}\", graphsConfigInfo, numGraphsConfigInfo, configs), err);");
         let _ = writeln!(out, "    VALIDATE(models[{g}].initialize(backendHandle, interface, contextHandle, \"{name}\", debug, DO_GRAPH_NODE_VALIDATIONS, configs), err);");
-        let _ = writeln!(out, "    VALIDATE(compose_{g}(models[{g}]), err);\n    VALIDATE(models[{g}].finalize(), err);\n  }}");
+        let _ = writeln!(out, "    VALIDATE(compose_{g}(models[{g}]), err);\n  }}");
     }
     let _ = writeln!(out, "  VALIDATE(getGraphInfoFromModels(models, {n}, graphsInfo), err);\n  *numGraphsInfo = {n};\n  return err;\n}}");
     out.push_str(

@@ -10,6 +10,7 @@ use super::recipe::QuantizedNet;
 use crate::npu::{Soc, QNN_HTP};
 use oxrelax_runtime::artifact::sha256_file;
 use oxrelax_runtime::qnn::bin::{write_bin, BIN_FILE};
+use oxrelax_runtime::qnn::htp::stored::write_context_binary;
 use oxrelax_runtime::qnn::net::{GraphSpec, NetFile, NetGraph, NET_FILE};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,7 +63,8 @@ pub fn float_parts(net: &FloatNet) -> (NetFile, BTreeMap<String, Vec<u8>>) {
     (net_file(net, &net.graph, "calibration"), bin)
 }
 
-/// The files [`write_npu_dir`] writes, by name inside the folder.
+/// The files [`write_npu_dir`] always writes, by name inside the folder, the manifest
+/// last.
 pub const NPU_FILES: [&str; 8] = [
     NET_FILE,
     BIN_FILE,
@@ -74,13 +76,16 @@ pub const NPU_FILES: [&str; 8] = [
     MANIFEST_FILE,
 ];
 
-/// Writes the folder `dir` (created) for `net` on `soc`.
+/// Writes the folder `dir` (created) for `net` on `soc`, with the SoC's context binary
+/// built by Qualcomm's library in `qnn_lib` when given. Returns the names of the files
+/// written, the manifest's last.
 pub fn write_npu_dir(
     dir: &Path,
     net: &NetFile,
     quantized: &QuantizedNet,
     soc: &Soc,
-) -> Result<(), QnnError> {
+    qnn_lib: Option<&Path>,
+) -> Result<Vec<String>, QnnError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| QnnError::Io { path, source }
@@ -103,13 +108,28 @@ pub fn write_npu_dir(
     write(HTP_CONFIG_FILE, &pretty(&htp_config(net, soc)))?;
     write(BUILD_FILE, build_script(soc).as_bytes())?;
     set_executable(&dir.join(BUILD_FILE)).map_err(io(&dir.join(BUILD_FILE)))?;
+    let mut written: Vec<String> = NPU_FILES[..NPU_FILES.len() - 1]
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    if let Some(lib) = qnn_lib {
+        let binary = write_context_binary(
+            dir,
+            soc.name,
+            soc.soc_model,
+            net,
+            &quantized.statics,
+            Some(lib),
+        )?;
+        written.extend(binary);
+    }
     let mut files = serde_json::Map::new();
-    for &name in NPU_FILES.iter().filter(|&&f| f != MANIFEST_FILE) {
+    for name in &written {
         let hash = sha256_file(&dir.join(name)).map_err(|e| QnnError::Io {
             path: dir.join(name),
             source: std::io::Error::other(e.to_string()),
         })?;
-        files.insert(name.into(), json!(hash));
+        files.insert(name.clone(), json!(hash));
     }
     let manifest = json!({
         "backend": QNN_HTP.name,
@@ -119,7 +139,9 @@ pub fn write_npu_dir(
         "graphs": net.graphs.iter().map(|g| &g.name).collect::<Vec<_>>(),
         "files": files,
     });
-    write(MANIFEST_FILE, &pretty(&manifest))
+    write(MANIFEST_FILE, &pretty(&manifest))?;
+    written.push(MANIFEST_FILE.into());
+    Ok(written)
 }
 
 fn pretty(value: &impl serde::Serialize) -> Vec<u8> {

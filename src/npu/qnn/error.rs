@@ -59,4 +59,7 @@ pub enum QnnError {
         #[source]
         source: std::io::Error,
     },
+    /// Building the graphs with Qualcomm's HTP library failed.
+    #[error("building the NPU graphs with Qualcomm's HTP library")]
+    Htp(#[from] oxrelax_runtime::qnn::htp::HtpError),
 }

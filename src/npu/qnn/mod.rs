@@ -6,6 +6,8 @@
 pub mod cpp;
 pub mod emit;
 pub mod error;
+#[cfg(test)]
+mod htp_tests;
 pub mod lower;
 pub mod names;
 pub mod recipe;

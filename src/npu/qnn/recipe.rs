@@ -10,7 +10,7 @@ use super::lower::FloatNet;
 use super::variants::encoded_like;
 use oxrelax_runtime::qnn::codes::{tensor_type, QnnDataType};
 use oxrelax_runtime::qnn::net::{
-    quantize_real, BlockwiseExpansion, NetGraph, QuantParams, ScaleOffset,
+    htp_computes_blocks, quantize_real, BlockwiseExpansion, NetGraph, QuantParams, ScaleOffset,
 };
 use std::collections::BTreeMap;
 
@@ -20,7 +20,8 @@ pub const MIN_RANGE: f32 = 1e-4;
 /// spare (2x costs one of 16), and a prompt unlike the calibration text must not saturate.
 pub const RANGE_HEADROOM: f32 = 2.0;
 /// Block sizes of LPBQ weights along the input channels, preferred first; a row length
-/// neither divides gets one block per channel.
+/// none of them divides into a layout HTP computes
+/// ([`oxrelax_runtime::qnn::net::htp_computes_blocks`]) gets one block per channel.
 pub const LPBQ_BLOCKS: &[u32] = &[16, 32];
 /// The bits of an LPBQ block scale.
 pub const BLOCK_SCALE_BITS: u32 = 4;
@@ -139,7 +140,7 @@ pub fn quantize(net: &FloatNet, ranges: &Ranges, recipe: Recipe) -> Result<Quant
         if tensor.kind == tensor_type::STATIC {
             let values = &net.statics[name];
             let (dtype, params, bytes) = if filters.contains(&name.as_str()) {
-                lpbq(values, &tensor.dims, recipe.weight_bits)
+                filter_codes(values, &tensor.dims, recipe.weight_bits)
             } else {
                 let encoding = uint16_encoding(range_of(values));
                 (
@@ -211,19 +212,61 @@ fn encode_u16(values: &[f32], encoding: ScaleOffset) -> Vec<u8> {
         .collect()
 }
 
-/// An HWIO filter (`[1, 1, in, out]`) as LPBQ int4: per output channel `c` a float scale
-/// `s_c`, per block `b` of the input channels an integer scale `k_cb` in `[1, 16]`, so
-/// that the block's step is `s_c * k_cb`. `s_c` is searched among [`CHANNEL_SCALES`]
-/// fractions of the widest block's step over 16, and each `k_cb` among the two around the
-/// block's own step, for the least squared error. Codes are stored one signed byte each.
-fn lpbq(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, Vec<u8>) {
+/// An HWIO filter (`[1, 1, in, out]`) as `bits`-bit codes: 8-bit per output channel
+/// ([`per_channel`]), 4-bit as LPBQ ([`lpbq`]).
+fn filter_codes(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, Vec<u8>) {
+    match bits {
+        4 => lpbq(values, dims, bits, lpbq_block(dims[2] as usize)),
+        _ => per_channel(values, dims, bits),
+    }
+}
+
+/// Symmetric codes of `bits` bits with one scale per output channel (`axis` 3, offset
+/// 0), the widest value of each channel on the largest code: QNN's
+/// `AXIS_SCALE_OFFSET` in `SFIXED_POINT_8`, which HTP takes for 8-bit weights.
+pub(crate) fn per_channel(
+    values: &[f32],
+    dims: &[u32],
+    bits: u32,
+) -> (QnnDataType, QuantParams, Vec<u8>) {
+    let codes_max = ((1i32 << (bits - 1)) - 1) as f32;
+    let cout = dims[3] as usize;
+    let mut widest = vec![0.0f32; cout];
+    for (i, &v) in values.iter().enumerate() {
+        let c = i % cout;
+        widest[c] = widest[c].max(v.abs());
+    }
+    let scale_offsets: Vec<ScaleOffset> = widest
+        .iter()
+        .map(|&w| ScaleOffset {
+            scale: if w > 0.0 { w / codes_max } else { 1.0 },
+            offset: 0,
+        })
+        .collect();
+    let codes = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| code(v, scale_offsets[i % cout].scale as f64, codes_max) as u8)
+        .collect();
+    let params = QuantParams::axis_scale_offset(3, scale_offsets);
+    (QnnDataType::SFixed8, params, codes)
+}
+
+/// An HWIO filter (`[1, 1, in, out]`) as LPBQ codes of `bits` bits: per output channel
+/// `c` a float scale `s_c`, per block `b` of the input channels an integer scale `k_cb`
+/// in `[1, 16]`, so that the block's step is `s_c * k_cb`. `s_c` is searched among
+/// [`CHANNEL_SCALES`] fractions of the widest block's step over 16, and each `k_cb` among
+/// the two around the block's own step, for the least squared error. The codes are
+/// declared `SFIXED_POINT_8` (one per byte, within the 4-bit range), as Qualcomm's own
+/// converters declare LPBQ weights; `SFIXED_POINT_4` would mean two per byte.
+pub(crate) fn lpbq(
+    values: &[f32],
+    dims: &[u32],
+    bits: u32,
+    block: usize,
+) -> (QnnDataType, QuantParams, Vec<u8>) {
     let codes_max = ((1i32 << (bits - 1)) - 1) as f32;
     let (cin, cout) = (dims[2] as usize, dims[3] as usize);
-    let block = LPBQ_BLOCKS
-        .iter()
-        .map(|&b| b as usize)
-        .find(|b| cin.is_multiple_of(*b))
-        .unwrap_or(cin);
     let blocks = cin / block;
     let mut codes = vec![0u8; values.len()];
     let mut scale_offsets = Vec::with_capacity(cout);
@@ -255,12 +298,19 @@ fn lpbq(values: &[f32], dims: &[u32], bits: u32) -> (QnnDataType, QuantParams, V
         scale_offsets,
         block_scales,
     });
-    let dtype = if bits == 4 {
-        QnnDataType::SFixed4
-    } else {
-        QnnDataType::SFixed8
-    };
-    (dtype, params, codes)
+    (QnnDataType::SFixed8, params, codes)
+}
+
+/// The LPBQ block size for `cin` input channels: the first of [`LPBQ_BLOCKS`] dividing
+/// it into a layout HTP computes, else the whole row.
+fn lpbq_block(cin: usize) -> usize {
+    let fits =
+        |b: &usize| cin.is_multiple_of(*b) && htp_computes_blocks(*b as u32, (cin / *b) as u32);
+    LPBQ_BLOCKS
+        .iter()
+        .map(|&b| b as usize)
+        .find(fits)
+        .unwrap_or(cin)
 }
 
 /// Fractions of the widest block's step over 16 tried as a channel's scale.

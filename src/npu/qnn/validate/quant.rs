@@ -1,5 +1,5 @@
-//! The quantization rules: data type and encoding pairs, LPBQ consistency, int4 value
-//! ranges and Conv2d bias scales.
+//! The quantization rules: data type and encoding pairs, LPBQ consistency (and the
+//! layouts Qualcomm's HTP backend computes), LPBQ code ranges and Conv2d bias scales.
 
 use super::context::{Ctx, Findings};
 use oxrelax_runtime::qnn::codes::{definition, encoding as enc, tensor_type};
@@ -29,6 +29,11 @@ pub(crate) fn encoding(ctx: &Ctx, f: &mut Findings) {
                     "data_type {:#06x} is not a known QnnDataType",
                     tensor.data_type
                 ),
+            ),
+            Some(QnnDataType::SFixed4) => f.push(
+                &at,
+                "SFIXED_POINT_4 means two codes per byte, which HTP rejects at graph build: \
+                 declare 4-bit codes as SFIXED_POINT_8 holding values in [-8, 7]",
             ),
             Some(dtype) if dtype.is_fixed_point() => fixed_point(tensor, dtype, &at, f),
             Some(dtype) => {
@@ -126,8 +131,10 @@ fn fixed_point(tensor: &NetTensor, dtype: QnnDataType, at: &str, f: &mut Finding
     }
 }
 
-/// Rule `lpbq`: a blockwise-expansion encoding agrees with the dims, its block scales
-/// fit their bit width, its channel scales are finite, positive, offset 0.
+/// Rule `lpbq`: a blockwise-expansion encoding is declared SFIXED_POINT_8 (4-bit codes,
+/// one per byte: HTP computes LPBQ for no other weights), agrees with the dims, has
+/// 4-bit block scales within their range and a block layout HTP computes correctly, and
+/// channel scales finite, positive, offset 0.
 pub(crate) fn lpbq(ctx: &Ctx, f: &mut Findings) {
     for (name, tensor) in &ctx.net.graph.tensors {
         let q = &tensor.quant_params;
@@ -135,14 +142,11 @@ pub(crate) fn lpbq(ctx: &Ctx, f: &mut Findings) {
             continue;
         }
         let at = format!("tensor {name}");
-        if !matches!(
-            tensor.dtype(),
-            Some(QnnDataType::SFixed4 | QnnDataType::SFixed8)
-        ) {
+        if tensor.dtype() != Some(QnnDataType::SFixed8) {
             f.push(
                 &at,
                 format!(
-                    "data_type {:#06x}: LPBQ needs SFIXED_POINT_4 or 8",
+                    "data_type {:#06x}: HTP takes LPBQ codes declared SFIXED_POINT_8",
                     tensor.data_type
                 ),
             );
@@ -197,6 +201,26 @@ fn blockwise(dims: &[u32], lpbq: &BlockwiseExpansion, at: &str, f: &mut Findings
             ),
         );
     }
+    if lpbq.block_scale_bitwidth != LPBQ_BLOCK_SCALE_BITS {
+        f.push(
+            at,
+            format!(
+                "block scales of {} bits: HTP supports LPBQ with {LPBQ_BLOCK_SCALE_BITS}-bit block scales only",
+                lpbq.block_scale_bitwidth
+            ),
+        );
+    }
+    if !lpbq.htp_computes() {
+        f.push(
+            at,
+            format!(
+                "{blocks} blocks of {}: HTP computes LPBQ blocks of a multiple of 32, an even \
+                 number of blocks of 16, or one block per channel (it accepts this layout and \
+                 computes wrong values)",
+                lpbq.block_size
+            ),
+        );
+    }
     let max = 1u64 << lpbq.block_scale_bitwidth.min(32);
     if let Some((i, s)) = lpbq
         .block_scales
@@ -228,15 +252,15 @@ fn blockwise(dims: &[u32], lpbq: &BlockwiseExpansion, at: &str, f: &mut Findings
     }
 }
 
-/// Rule `int4-values`: every stored SFIXED_POINT_4 value (a signed byte each) is in
-/// [-8, 7].
-pub(crate) fn int4_values(ctx: &Ctx, f: &mut Findings) {
+/// The bits of an LPBQ block scale HTP supports.
+const LPBQ_BLOCK_SCALE_BITS: u32 = 4;
+
+/// Rule `lpbq-codes`: every stored code of an LPBQ tensor (a signed byte each) is in the
+/// 4-bit range [-8, 7].
+pub(crate) fn lpbq_codes(ctx: &Ctx, f: &mut Findings) {
     for (name, tensor, _) in ctx.static_tensors() {
-        let Some(bytes) = ctx
-            .bin
-            .get(name)
-            .filter(|_| tensor.dtype() == Some(QnnDataType::SFixed4))
-        else {
+        let lpbq = tensor.quant_params.encoding == enc::BLOCKWISE_EXPANSION;
+        let Some(bytes) = ctx.bin.get(name).filter(|_| lpbq) else {
             continue;
         };
         let outside = |b: &u8| !(-8..=7).contains(&(*b as i8));

@@ -55,13 +55,13 @@ pub const RULES: &[Rule] = &[
     ),
     rule(
         "lpbq",
-        "blockwise-expansion encodings consistent with the dims",
+        "blockwise-expansion encodings consistent with the dims, in a layout HTP computes",
         quant::lpbq,
     ),
     rule(
-        "int4-values",
-        "stored SFIXED_POINT_4 values within [-8, 7]",
-        quant::int4_values,
+        "lpbq-codes",
+        "stored LPBQ codes within the 4-bit range [-8, 7]",
+        quant::lpbq_codes,
     ),
     rule(
         "bias-scale",

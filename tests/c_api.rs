@@ -117,6 +117,13 @@ const ABUSE: &[(&str, i32, &str)] = &[
         "`artifact_dir` is not UTF-8",
     ),
     ("open_missing_dir", ARTIFACT, "oxrelax-model.json"),
+    ("open_npu_null_backend", INVALID_ARGUMENT, "`npu` is null"),
+    (
+        "open_npu_unknown_backend",
+        INVALID_ARGUMENT,
+        "`npu` is `gpu`",
+    ),
+    ("open_npu_without_npu_graphs", ARTIFACT, "has no NPU graphs"),
     ("open_failure_nulls_out", OK, ""),
     ("open", OK, ""),
     ("encode_null_model", INVALID_ARGUMENT, "`model` is null"),

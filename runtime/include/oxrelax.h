@@ -79,6 +79,14 @@ const char *oxrelax_last_error(void);
  * NULL when the open fails. */
 oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
 
+/* oxrelax_open for an artifact compiled with --npu qnn, its NPU graphs run by npu:
+ * "htp" (Qualcomm's libQnnHtp.so from the folder qnn_lib_dir, or from the folder
+ * OXRELAX_QNN_LIB_DIR names when qnn_lib_dir is NULL, on the artifact's context
+ * binary; on a phone, the device's library), "sim" or "sim-integer" (the host reference
+ * backend). */
+oxrelax_status oxrelax_open_npu(const char *artifact_dir, const char *npu, const char *qnn_lib_dir,
+                                oxrelax_model **out);
+
 /* Closes a handle: OXRELAX_OK, also for NULL (ignored); OXRELAX_ERROR_INVALID_HANDLE for
  * a handle that is not open (closed already). */
 oxrelax_status oxrelax_close(oxrelax_model *model);

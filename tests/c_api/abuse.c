@@ -40,6 +40,9 @@ static void abuse_open(const char *artifact) {
     report("open_null_out", oxrelax_open(artifact, NULL));
     report("open_invalid_utf8", oxrelax_open("\xff\xfe", &model));
     report("open_missing_dir", oxrelax_open("/nonexistent/oxrelax", &model));
+    report("open_npu_null_backend", oxrelax_open_npu(artifact, NULL, NULL, &model));
+    report("open_npu_unknown_backend", oxrelax_open_npu(artifact, "gpu", NULL, &model));
+    report("open_npu_without_npu_graphs", oxrelax_open_npu(artifact, "sim", NULL, &model));
     report("open_failure_nulls_out", model == NULL ? OXRELAX_OK : OXRELAX_ERROR_INTERNAL);
 }
 

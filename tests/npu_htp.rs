@@ -5,6 +5,9 @@
 //! outputs) is compared with the reference backend's spec mode; an artifact compiled with
 //! the library runs from its context binary.
 
+mod common;
+
+use common::{eval_text, fixture};
 use oxrelax::artifact::{compile_artifact, open_artifact_with, CompileOptions};
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::NpuCompile;
@@ -17,7 +20,7 @@ use oxrelax_runtime::qnn::codes::tensor_type;
 use oxrelax_runtime::qnn::htp::{library_dir, HtpBackend, HtpContext, QnnLibrary, ValidateOps};
 use oxrelax_runtime::qnn::sim::{SimContext, SimMode};
 use oxrelax_runtime::qnn::NetFile;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The largest difference from the reference a tensor may show, in its LSBs (of 65536):
@@ -27,18 +30,6 @@ const MAX_LSB: f32 = 16.0;
 
 /// The tests here run one at a time: a process opens one HTP backend at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/models")
-        .join(name)
-}
-
-fn text() -> String {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/text/shakespeare-eval.txt");
-    std::fs::read_to_string(path).unwrap()
-}
 
 fn qnn_lib() -> Option<PathBuf> {
     let dir = library_dir(None).ok();
@@ -114,7 +105,9 @@ fn every_graph_computes_on_htp_what_the_reference_backend_computes() {
             ..LoadOptions::default()
         };
         let model = partition_model(&model_dir, &load, partition, &[8]).unwrap();
-        let ids = model.calibration_ids(&model_dir, &text(), 256).unwrap();
+        let ids = model
+            .calibration_ids(&model_dir, &eval_text(), 256)
+            .unwrap();
         for recipe in RECIPES {
             let ranges = model.calibrate(&ids, *recipe).unwrap();
             let quantized = quantize(&model.net, &ranges, *recipe).unwrap();
@@ -188,7 +181,7 @@ fn an_artifact_runs_from_its_context_binary() {
             chunk: 32,
             chunk_variants: vec![8],
             recipe: RecipeChoice::Named(RECIPES[1]),
-            calibration_text: text(),
+            calibration_text: eval_text(),
             calibration_tokens: 256,
             qnn_lib: Some(dir.clone()),
         }),

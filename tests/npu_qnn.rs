@@ -4,6 +4,9 @@
 //! mode agree with transformers' greedy ids; the written `npu/` folder passes
 //! `qnn-validate`; a snapshot of the tiny Llama's graph structure.
 
+mod common;
+
+use common::{eval_text, fixture};
 use oxrelax::artifact::{compile_artifact, open_artifact_with, CompileOptions};
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::NpuCompile;
@@ -18,20 +21,8 @@ use oxrelax_runtime::qnn::{NetFile, QnnDataType};
 use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::Engine;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/models")
-        .join(name)
-}
-
-fn text() -> String {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/text/shakespeare-eval.txt");
-    std::fs::read_to_string(path).unwrap()
-}
 
 fn load_options() -> LoadOptions {
     LoadOptions {
@@ -51,7 +42,7 @@ fn partitioned(dir: &Path) -> Partitioned {
 
 /// The W4A16 graphs of `model` (calibrated on 256 tokens of the evaluation text).
 fn w4a16(model: &Partitioned, dir: &Path) -> (NetFile, QuantizedNet) {
-    let ids = model.calibration_ids(dir, &text(), 256).unwrap();
+    let ids = model.calibration_ids(dir, &eval_text(), 256).unwrap();
     let ranges = model.calibrate(&ids, W4A16).unwrap();
     let quantized = quantize(&model.net, &ranges, W4A16).unwrap();
     (net_file(&model.net, &quantized.graph, "test"), quantized)
@@ -102,7 +93,7 @@ fn teacher_forced_ppl(mut engine: Engine, ids: &[u32]) -> f64 {
 /// is printed: int4 weights move a 64-wide model's greedy path (the CPU's q4f32_1 too).
 #[test]
 fn npu_graphs_on_the_reference_backend_follow_transformers() {
-    let text = text();
+    let text = eval_text();
     for name in ["tiny-llama", "tiny-qwen2", "tiny-qwen3"] {
         let dir = fixture(name);
         let model = partitioned(&dir);
@@ -207,7 +198,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
             chunk: 32,
             chunk_variants: vec![8],
             recipe: RecipeChoice::Named(W4A16),
-            calibration_text: text(),
+            calibration_text: eval_text(),
             calibration_tokens: 256,
             qnn_lib: None,
         }),

@@ -185,6 +185,20 @@ pub fn output(value: Value) -> ArrayD<f32> {
         .expect("f32 result")
 }
 
+/// The fixture model `name` (`../shared/fixtures/models/<name>`).
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/models")
+        .join(name)
+}
+
+/// The evaluation text (`../shared/fixtures/text/shakespeare-eval.txt`).
+pub fn eval_text() -> String {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/text/shakespeare-eval.txt");
+    std::fs::read_to_string(path).expect("the evaluation text")
+}
+
 /// The fixture models (`../shared/fixtures/models/*` with a config.json), sorted.
 pub fn fixture_models() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/models");

@@ -90,13 +90,22 @@ pub unsafe extern "C" fn oxrelax_open(
         // SAFETY: the caller passes a NUL-terminated string (or null, refused).
         let dir = unsafe { utf8(artifact_dir, "artifact_dir") }?;
         let artifact = Artifact::open(Path::new(dir)).map_err(Failure::artifact)?;
-        let loaded = artifact
-            .into_engine(ThreadPool::global())
-            .map_err(Failure::artifact)?;
         // SAFETY: as above.
-        unsafe { out.write(MODELS.open(loaded)) };
-        Ok(())
+        unsafe { open_into(out, artifact) }
     })
+}
+
+/// Loads `artifact` and stores its new handle in `*out`.
+///
+/// # Safety
+/// `out` is non-null, aligned and writable.
+unsafe fn open_into(out: *mut *mut oxrelax_model, artifact: Artifact) -> Result<(), Failure> {
+    let loaded = artifact
+        .into_engine(ThreadPool::global())
+        .map_err(Failure::artifact)?;
+    // SAFETY: `out` is writable (the caller's contract).
+    unsafe { out.write(MODELS.open(loaded)) };
+    Ok(())
 }
 
 /// [`oxrelax_open`] for an artifact with NPU graphs, run by backend `npu`: `"htp"`
@@ -141,12 +150,8 @@ pub unsafe extern "C" fn oxrelax_open_npu(
         };
         let artifact =
             Artifact::open_with(Path::new(dir), Some(&backend)).map_err(Failure::artifact)?;
-        let loaded = artifact
-            .into_engine(ThreadPool::global())
-            .map_err(Failure::artifact)?;
         // SAFETY: as above.
-        unsafe { out.write(MODELS.open(loaded)) };
-        Ok(())
+        unsafe { open_into(out, artifact) }
     })
 }
 

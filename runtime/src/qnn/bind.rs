@@ -123,10 +123,9 @@ impl GraphRunner for HtpContext {
     ) -> Result<Vec<Vec<f32>>, BuiltinFailure> {
         let outputs = self.run(graph, inputs)?;
         if let Some(spec) = self.net().graphs.iter().find(|g| g.name == graph) {
-            for (name, values) in spec.inputs.iter().zip(inputs) {
-                observer(name, values);
-            }
-            for (name, values) in spec.outputs.iter().zip(&outputs) {
+            let shown = (spec.inputs.iter().zip(inputs.iter().copied()))
+                .chain(spec.outputs.iter().zip(outputs.iter().map(Vec::as_slice)));
+            for (name, values) in shown {
                 observer(name, values);
             }
         }

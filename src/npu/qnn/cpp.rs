@@ -102,35 +102,34 @@ fn quant_expr(out: &mut String, name: &str, tensor: &NetTensor) -> String {
             let Some(axis) = &q.axis_scale_offset else {
                 return "no_encoding()".into();
             };
-            let scales: Vec<String> = axis
-                .scale_offsets
-                .iter()
-                .map(|s| format!("{{{:e}f, {}}}", s.scale, s.offset))
-                .collect();
-            c_array(out, "Qnn_ScaleOffset_t", &format!("{name}_scales"), &scales);
+            scales_array(out, name, &axis.scale_offsets);
             format!(
                 "axis_scale_offset({}, {}, {name}_scales)",
                 axis.axis,
-                scales.len()
+                axis.scale_offsets.len()
             )
         }
         encoding::BLOCKWISE_EXPANSION => {
             let Some(e) = &q.blockwise_expansion else {
                 return "no_encoding()".into();
             };
-            let scales: Vec<String> = e
-                .scale_offsets
-                .iter()
-                .map(|s| format!("{{{:e}f, {}}}", s.scale, s.offset))
-                .collect();
             let blocks: Vec<String> = e.block_scales.iter().map(u16::to_string).collect();
-            c_array(out, "Qnn_ScaleOffset_t", &format!("{name}_scales"), &scales);
+            scales_array(out, name, &e.scale_offsets);
             c_array(out, "uint8_t", &format!("{name}_blocks"), &blocks);
             let _ = writeln!(out, "  static Qnn_BlockwiseExpansion_t {name}_lpbq = {{{}, {name}_scales, {}, {}, QNN_BLOCKWISE_EXPANSION_BITWIDTH_SCALE_STORAGE_8, {{.blocksScale8 = {name}_blocks}}}};", e.axis, e.num_blocks_per_axis, e.block_scale_bitwidth);
             format!("lpbq(&{name}_lpbq)")
         }
         _ => "no_encoding()".into(),
     }
+}
+
+/// Writes the array `<name>_scales` of `scales`.
+fn scales_array(out: &mut String, name: &str, scales: &[oxrelax_runtime::qnn::ScaleOffset]) {
+    let values: Vec<String> = scales
+        .iter()
+        .map(|s| format!("{{{:e}f, {}}}", s.scale, s.offset))
+        .collect();
+    c_array(out, "Qnn_ScaleOffset_t", &format!("{name}_scales"), &values);
 }
 
 /// Writes `static <ctype> <name>[] = {<values>};`.

@@ -17,9 +17,15 @@ use std::path::{Path, PathBuf};
 /// How to make a model's NPU graphs (`compile --npu qnn`, `compare --npu sim`).
 #[derive(clap::Args)]
 pub struct NpuCompileArgs {
-    /// The SoC the NPU graphs are for (with --npu).
-    #[arg(long, default_value = "SM8650", requires = "npu")]
-    soc: String,
+    /// The SoCs the NPU graphs are for, comma-separated: one context binary each (with
+    /// --npu).
+    #[arg(
+        long,
+        default_value = "SM8650",
+        value_delimiter = ',',
+        requires = "npu"
+    )]
+    soc: Vec<String>,
     /// Tokens per NPU prefill graph call (with --npu).
     #[arg(long, default_value_t = 32, requires = "npu")]
     chunk: i64,
@@ -62,7 +68,10 @@ impl NpuCompileArgs {
         let text = oxrelax_runtime::files::read_text(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Ok(NpuCompile {
-            soc: Soc::named(&self.soc)?,
+            soc: Soc::named(self.soc.first().map_or("", String::as_str))?,
+            more_socs: (self.soc.iter().skip(1))
+                .map(|name| Soc::named(name))
+                .collect::<Result<_, _>>()?,
             chunk: self.chunk,
             chunk_variants: self.chunk_variants(),
             recipe: RecipeChoice::named(&self.npu_recipe)?,
@@ -178,12 +187,17 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
                 share * 100.0
             );
         }
-        match &npu.context_binary {
-            Some(binary) => println!("npu: context binary for {} in {}", npu.soc, output.join(binary).display()),
-            None => println!(
+        for (soc, binary) in &npu.context_binaries {
+            println!(
+                "npu: context binary for {soc} in {}",
+                output.join(binary).display()
+            );
+        }
+        if npu.context_binaries.is_empty() {
+            println!(
                 "npu: no context binary (set OXRELAX_QNN_LIB_DIR or --qnn-lib to the folder holding \
                  Qualcomm's libQnnHtp.so to build one; `--npu sim` runs the artifact without it)"
-            ),
+            );
         }
         println!(
             "npu: {} graphs for {} ({} recipe, chunks of {}, variants for {:?}) in {}",

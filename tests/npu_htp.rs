@@ -165,11 +165,11 @@ fn every_graph_computes_on_htp_what_the_reference_backend_computes() {
     );
 }
 
-/// `compile` with the library stores the SoC's context binary, recorded and hashed; the
-/// artifact runs from it (`--npu htp`) as it runs on the reference backend, and a
-/// tampered binary is refused before it reaches the library.
+/// `compile` with the library stores a context binary per SoC, recorded and hashed; the
+/// artifact runs from either (`--npu htp`, `--npu-soc`) as it runs on the reference
+/// backend; a SoC it holds no binary for, and a tampered binary, are refused naming them.
 #[test]
-fn an_artifact_runs_from_its_context_binary() {
+fn an_artifact_runs_from_its_context_binaries() {
     let Some(dir) = qnn_lib() else { return };
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let out = tempfile::tempdir().unwrap();
@@ -178,6 +178,7 @@ fn an_artifact_runs_from_its_context_binary() {
         max_context: 256,
         npu: Some(NpuCompile {
             soc: Soc::named("SM8550").unwrap(),
+            more_socs: vec![Soc::named("SM8750").unwrap()],
             chunk: 32,
             chunk_variants: vec![8],
             recipe: RecipeChoice::Named(RECIPES[1]),
@@ -189,12 +190,12 @@ fn an_artifact_runs_from_its_context_binary() {
     };
     let manifest = compile_artifact(&fixture("tiny-qwen2"), &artifact, &options, |_| {}).unwrap();
     let record = manifest.npu.as_ref().unwrap();
-    let binary = record.context_binary.clone().unwrap();
-    assert_eq!(binary, "npu/context-SM8550.bin");
-    assert!(record.files.contains(&binary));
-    assert!(record
-        .files
-        .contains(&"npu/context-SM8550.json".to_string()));
+    for soc in ["SM8550", "SM8750"] {
+        let binary = format!("npu/context-{soc}.bin");
+        assert_eq!(record.context_binaries.get(soc), Some(&binary));
+        assert!(record.files.contains(&binary));
+        assert!(record.files.contains(&format!("npu/context-{soc}.json")));
+    }
 
     let greedy = |backend: NpuBackend| {
         let opened = open_artifact_with(&artifact, None, Some(&backend)).unwrap();
@@ -212,19 +213,28 @@ fn an_artifact_runs_from_its_context_binary() {
         }
         ids
     };
-    let htp = greedy(NpuBackend::Htp {
+    let htp = |soc: Option<&str>| NpuBackend::Htp {
         lib_dir: Some(dir.clone()),
-    });
+        soc: soc.map(str::to_string),
+    };
     let sim = greedy(NpuBackend::Sim(SimMode::Spec));
-    assert_eq!(htp, sim);
+    assert_eq!(greedy(htp(None)), sim);
+    assert_eq!(greedy(htp(Some("SM8750"))), sim);
 
-    let path = artifact.join(&binary);
+    let err = open_artifact_with(&artifact, None, Some(&htp(Some("SM8650"))))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("no context binary for SM8650 (it holds SM8550, SM8750"),
+        "{err}"
+    );
+    let path = artifact.join("npu/context-SM8550.bin");
     let mut bytes = std::fs::read(&path).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let htp = NpuBackend::Htp { lib_dir: Some(dir) };
-    let err = open_artifact_with(&artifact, None, Some(&htp))
+    let err = open_artifact_with(&artifact, None, Some(&htp(None)))
         .err()
         .unwrap()
         .to_string();

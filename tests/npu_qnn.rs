@@ -195,6 +195,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
         max_context: 256,
         npu: Some(NpuCompile {
             soc: Soc::named("SM8650").unwrap(),
+            more_socs: Vec::new(),
             chunk: 32,
             chunk_variants: vec![8],
             recipe: RecipeChoice::Named(W4A16),
@@ -220,7 +221,10 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
         .unwrap()
         .to_string();
     assert!(err.contains("--npu sim"), "{err}");
-    let htp = NpuBackend::Htp { lib_dir: None };
+    let htp = NpuBackend::Htp {
+        lib_dir: None,
+        soc: None,
+    };
     let err = open_artifact_with(&artifact, None, Some(&htp))
         .err()
         .unwrap()
@@ -448,7 +452,7 @@ fn one_layer_npu_files_snapshots() {
         out.path(),
         &net,
         &quantized,
-        &Soc::named("SM8650").unwrap(),
+        &[Soc::named("SM8650").unwrap()],
         None,
     )
     .unwrap();

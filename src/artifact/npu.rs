@@ -46,7 +46,7 @@ pub fn compile_npu_part(
     let command = format!(
         "oxrelax compile {} --npu qnn --soc {} --chunk {} --chunk-variants {variants} --npu-recipe {}",
         src.display(),
-        npu.soc.name,
+        npu.socs().iter().map(|soc| soc.name).collect::<Vec<_>>().join(","),
         npu.chunk,
         npu.recipe.name()
     );
@@ -87,7 +87,7 @@ pub fn write_npu_part(
         &out.join(NPU_DIR),
         &parts.graphs.net,
         &parts.graphs.quantized,
-        &npu.soc,
+        &npu.socs(),
         npu.qnn_lib.as_deref(),
     )
     .map_err(|e| LoadError::Npu(Box::new(e.into())))?;
@@ -100,9 +100,15 @@ pub fn write_npu_part(
         recipe_agreement: (parts.graphs.agreement.iter())
             .map(|(name, share)| (name.to_string(), *share))
             .collect(),
-        context_binary: (written.iter())
-            .find(|f| **f == binary_file(npu.soc.name))
-            .map(|f| format!("{NPU_DIR}/{f}")),
+        context_binaries: (npu.socs().iter())
+            .filter(|soc| written.contains(&binary_file(soc.name)))
+            .map(|soc| {
+                (
+                    soc.name.to_string(),
+                    format!("{NPU_DIR}/{}", binary_file(soc.name)),
+                )
+            })
+            .collect(),
         files: written.iter().map(|f| format!("{NPU_DIR}/{f}")).collect(),
     })
 }

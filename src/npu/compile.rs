@@ -22,8 +22,10 @@ pub const CALIBRATION_TOKENS: usize = 256;
 /// How to compile a model's NPU part.
 #[derive(Debug, Clone)]
 pub struct NpuCompile {
-    /// The SoC.
+    /// The SoC the graphs are partitioned for, and the first of [`NpuCompile::socs`].
     pub soc: Soc,
+    /// More SoCs to store a context binary for (with `qnn_lib`), after `soc`'s.
+    pub more_socs: Vec<Soc>,
     /// Tokens per prefill graph call (also the CPU part's prefill chunk).
     pub chunk: i64,
     /// Fewer tokens per call that the prefill graphs also get variants for (a call runs
@@ -39,6 +41,15 @@ pub struct NpuCompile {
     /// the SoC's context binary; without it the artifact has no context binary
     /// (`--npu htp` refuses it; `--npu sim` runs it).
     pub qnn_lib: Option<PathBuf>,
+}
+
+impl NpuCompile {
+    /// Every SoC a context binary is stored for: `soc`, then `more_socs`.
+    pub fn socs(&self) -> Vec<Soc> {
+        std::iter::once(self.soc)
+            .chain(self.more_socs.iter().copied())
+            .collect()
+    }
 }
 
 /// A model's NPU part: the partitioned module (its CPU part calls `npu.<graph>`) and the

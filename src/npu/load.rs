@@ -265,7 +265,7 @@ pub fn graph_runner(
             sim: SimContext::from_parts(net, bin.clone())?,
             mode: *mode,
         }),
-        NpuBackend::Htp { lib_dir } => {
+        NpuBackend::Htp { lib_dir, .. } => {
             let library = QnnLibrary::load_htp(&library_dir(lib_dir.as_deref())?)?;
             let htp = HtpBackend::open(library, soc.name, soc.soc_model)?;
             Arc::new(HtpContext::build(htp, Arc::new(net), bin, ValidateOps::No)?)

@@ -156,12 +156,14 @@ pub enum ArtifactError {
         backend: String,
     },
     /// `--npu htp` was asked for an artifact compiled without Qualcomm's library.
-    #[error("{}: has no context binary for {soc} (it was compiled without Qualcomm's QNN library: set OXRELAX_QNN_LIB_DIR and compile again, or run it with `--npu sim`)", path.display())]
+    #[error("{}: has no context binary for {soc} (it holds {}: compile it with OXRELAX_QNN_LIB_DIR set and `--soc {soc}`, or run it with `--npu sim`)", path.display(), match stored.is_empty() { true => "none".to_string(), false => stored.join(", ") })]
     NoContextBinary {
         /// The artifact's `npu/` folder.
         path: PathBuf,
-        /// The SoC its graphs are for.
+        /// The SoC asked for.
         soc: String,
+        /// The SoCs it holds context binaries for.
+        stored: Vec<String>,
     },
     /// An NPU backend was asked for an artifact without NPU graphs.
     #[error("{}: has no NPU graphs (compile it with `--npu qnn` to run it with `--npu sim`)", path.display())]

@@ -83,10 +83,10 @@ pub struct NpuRecord {
     pub recipe_agreement: BTreeMap<String, f64>,
     /// The graphs' files, by artifact-relative path (listed in `files` too).
     pub files: Vec<String>,
-    /// The SoC's context binary (artifact-relative; among `files`), when the compiler had
-    /// Qualcomm's QNN library to build it: what `--npu htp` runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_binary: Option<String>,
+    /// Each SoC's context binary (artifact-relative; among `files`), when the compiler
+    /// had Qualcomm's QNN library to build them: what `--npu htp` runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub context_binaries: BTreeMap<String, String>,
 }
 
 /// The KV cache dtype of a manifest that records none.

@@ -64,13 +64,23 @@ fn npu_builtins(
         path: path.clone(),
         source,
     };
-    if matches!(backend, NpuBackend::Htp { .. }) && record.context_binary.is_none() {
-        return Err(ArtifactError::NoContextBinary {
-            path: path.clone(),
-            soc: record.soc.clone(),
-        });
-    }
-    let runner = open_runner(&path, &record.soc, backend).map_err(failed)?;
+    let soc = match backend {
+        NpuBackend::Htp { soc, .. } => {
+            let soc = soc.clone().unwrap_or_else(|| record.soc.clone());
+            let stored = record.context_binaries.keys();
+            let found = stored
+                .clone()
+                .find(|s| s.eq_ignore_ascii_case(&soc))
+                .cloned();
+            found.ok_or_else(|| ArtifactError::NoContextBinary {
+                path: path.clone(),
+                soc,
+                stored: stored.cloned().collect(),
+            })?
+        }
+        NpuBackend::Sim(_) => record.soc.clone(),
+    };
+    let runner = open_runner(&path, &soc, backend).map_err(failed)?;
     register_npu_graphs(&mut builtins, runner, None).map_err(|e| failed(Box::new(e)))?;
     Ok(builtins)
 }

@@ -138,7 +138,7 @@ pub unsafe extern "C" fn oxrelax_open_npu(
             }?)),
         };
         let backend = match npu {
-            "htp" => NpuBackend::Htp { lib_dir },
+            "htp" => NpuBackend::Htp { lib_dir, soc: None },
             "sim" => NpuBackend::Sim(SimMode::Spec),
             "sim-integer" => NpuBackend::Sim(SimMode::Integer),
             other => {

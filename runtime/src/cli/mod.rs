@@ -41,6 +41,10 @@ pub struct NpuArgs {
     /// The folder holding libQnnHtp.so for `--npu htp` (default: OXRELAX_QNN_LIB_DIR).
     #[arg(long, value_name = "DIR")]
     pub qnn_lib: Option<std::path::PathBuf>,
+    /// The SoC whose context binary `--npu htp` runs (default: the first the artifact
+    /// was compiled for).
+    #[arg(long, value_name = "SOC")]
+    pub npu_soc: Option<String>,
 }
 
 impl NpuArgs {
@@ -49,6 +53,7 @@ impl NpuArgs {
         match self.npu.as_deref()? {
             "htp" => Some(NpuBackend::Htp {
                 lib_dir: self.qnn_lib.clone(),
+                soc: self.npu_soc.clone(),
             }),
             "sim-integer" => Some(NpuBackend::Sim(SimMode::Integer)),
             _ => Some(NpuBackend::Sim(SimMode::Spec)),

@@ -43,10 +43,12 @@ pub enum NpuBackend {
     /// The host reference backend in this mode.
     Sim(SimMode),
     /// Qualcomm's HTP library (from this folder, else [`super::htp::LIB_DIR_ENV`]'s),
-    /// running the artifact's context binary.
+    /// running the artifact's context binary for a SoC.
     Htp {
         /// The folder holding `libQnnHtp.so`.
         lib_dir: Option<std::path::PathBuf>,
+        /// The SoC whose context binary runs (default: the artifact's first).
+        soc: Option<String>,
     },
 }
 
@@ -62,7 +64,7 @@ pub fn open_runner(
             sim: SimContext::load(npu_dir)?,
             mode: *mode,
         }),
-        NpuBackend::Htp { lib_dir } => Arc::new(super::htp::stored::open_context_binary(
+        NpuBackend::Htp { lib_dir, .. } => Arc::new(super::htp::stored::open_context_binary(
             npu_dir,
             soc,
             lib_dir.as_deref(),

@@ -76,16 +76,20 @@ pub const NPU_FILES: [&str; 8] = [
     MANIFEST_FILE,
 ];
 
-/// Writes the folder `dir` (created) for `net` on `soc`, with the SoC's context binary
-/// built by Qualcomm's library in `qnn_lib` when given. Returns the names of the files
-/// written, the manifest's last.
+/// Writes the folder `dir` (created) for `net` on `socs` (the first names the configs),
+/// with each SoC's context binary built by Qualcomm's library in `qnn_lib` when given.
+/// Returns the names of the files written, the manifest's last.
 pub fn write_npu_dir(
     dir: &Path,
     net: &NetFile,
     quantized: &QuantizedNet,
-    soc: &Soc,
+    socs: &[Soc],
     qnn_lib: Option<&Path>,
 ) -> Result<Vec<String>, QnnError> {
+    let soc = socs.first().ok_or_else(|| QnnError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::other("no SoC to write the NPU graphs for"),
+    })?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| QnnError::Io { path, source }
@@ -113,15 +117,12 @@ pub fn write_npu_dir(
         .map(|f| f.to_string())
         .collect();
     if let Some(lib) = qnn_lib {
-        let binary = write_context_binary(
-            dir,
-            soc.name,
-            soc.soc_model,
-            net,
-            &quantized.statics,
-            Some(lib),
-        )?;
-        written.extend(binary);
+        for soc in socs {
+            let statics = &quantized.statics;
+            let binary =
+                write_context_binary(dir, soc.name, soc.soc_model, net, statics, Some(lib))?;
+            written.extend(binary);
+        }
     }
     let mut files = serde_json::Map::new();
     for name in &written {
@@ -135,6 +136,10 @@ pub fn write_npu_dir(
         "backend": QNN_HTP.name,
         "soc": soc.name,
         "htp_arch": soc.htp_arch,
+        "context_socs": match qnn_lib {
+            Some(_) => socs.iter().map(|soc| soc.name).collect::<Vec<_>>(),
+            None => Vec::new(),
+        },
         "recipe": quantized.recipe.name,
         "graphs": net.graphs.iter().map(|g| &g.name).collect::<Vec<_>>(),
         "files": files,

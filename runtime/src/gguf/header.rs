@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::Path;
 
 /// The most levels of arrays nested in arrays this reader follows.
-pub(super) const MAX_ARRAY_DEPTH: usize = 8;
+const MAX_ARRAY_DEPTH: usize = 8;
 
 /// The alignment of tensor data when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;

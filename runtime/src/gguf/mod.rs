@@ -156,8 +156,8 @@ impl GgufFile {
             });
         };
         let bytes = &self.bytes.as_slice()[info.file_range()];
-        // The data lies in the file, so its element count fits in memory as f32s at most a
-        // few times over (the smallest block, Q1_0, is 18 bytes for 128 values).
+        // The data lies in the file, so the values take at most about 7 times its bytes
+        // (Q4_0: 32 values, 128 bytes as f32, in 18 bytes; Q4_K: 256 values in 144 bytes).
         let block_elems = ty.block_elems as usize;
         let mut out = vec![0.0f32; bytes.len() / ty.block_bytes as usize * block_elems];
         for (block, values) in bytes

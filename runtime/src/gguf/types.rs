@@ -59,6 +59,8 @@ const TYPES: &[GgmlType] = &[
     ty(6, "Q5_0", 32, 22, Some(dequant::q5_0)),
     ty(7, "Q5_1", 32, 24, Some(dequant::q5_1)),
     ty(8, "Q8_0", 32, 34, Some(dequant::q8_0)),
+    // Two f16 (scale, scaled sum) and 32 i8: 36 bytes, as ggml-common.h asserts (the gguf
+    // Python package still lists 40, the size of an older layout with f32 fields).
     ty(9, "Q8_1", 32, 36, None),
     ty(10, "Q2_K", 256, 84, None),
     ty(11, "Q3_K", 256, 110, None),

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod dtype;
 pub mod engine;
 pub mod files;
+pub mod gguf;
 pub mod host;
 pub mod kv_cache;
 pub mod memory;

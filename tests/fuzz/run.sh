@@ -17,7 +17,7 @@ root=$(cd "$fuzz_dir/../.." && pwd)
 runs=${1:-1000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors config ir_text manifest tokenizer chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors gguf config ir_text manifest tokenizer chat_template)
 max_time=${MAX_TIME:-3600}
 
 # Largest input per target: room for the seeds, small enough to keep iterations fast.

@@ -64,6 +64,11 @@ impl GgufFile {
             path: path.to_path_buf(),
             source,
         };
+        // A FIFO or device would block the open or read without end: regular files only.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            let kind = std::io::ErrorKind::InvalidInput;
+            return Err(io(std::io::Error::new(kind, "not a regular file")));
+        }
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let bytes = if len == 0 {

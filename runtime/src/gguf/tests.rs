@@ -940,3 +940,10 @@ fn the_fuzz_seed_opens_and_dequantizes() {
         );
     }
 }
+
+#[test]
+fn only_regular_files_are_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = GgufFile::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+}

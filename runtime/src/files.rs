@@ -1,6 +1,7 @@
-//! Reading the small files a user names (configs, tokenizers, manifests, texts): regular
-//! files only, so a FIFO never blocks and a device such as `/dev/zero` is never read
-//! until memory runs out, and no larger than a limit, checked before reading.
+//! Reading the files a user names: small ones (configs, tokenizers, manifests, texts)
+//! read whole, no larger than a limit checked before reading, and large ones (weights)
+//! mapped ([`FileBytes`]); regular files only, so a FIFO never blocks and a device such
+//! as `/dev/zero` is never read until memory runs out.
 
 use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
@@ -12,18 +13,7 @@ pub const TEXT_FILE_LIMIT: u64 = 1 << 30;
 /// The bytes of the regular file at `path` (symlinks followed), refused if it is not a
 /// regular file or holds more than `limit` bytes.
 pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        let kind = if meta.is_dir() {
-            "a folder"
-        } else {
-            "a device, FIFO or socket"
-        };
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("is {kind}, not a regular file"),
-        ));
-    }
+    let meta = regular_file(path)?;
     let too_large = |len: u64| {
         Error::new(
             ErrorKind::InvalidData,
@@ -41,6 +31,54 @@ pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     match bytes.len() as u64 > limit {
         true => Err(too_large(bytes.len() as u64)),
         false => Ok(bytes),
+    }
+}
+
+/// The metadata of the regular file at `path` (symlinks followed); anything else is an
+/// error saying what it is.
+fn regular_file(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() {
+        return Ok(meta);
+    }
+    let kind = match meta.is_dir() {
+        true => "a folder",
+        false => "a device, FIFO or socket",
+    };
+    Err(Error::new(
+        ErrorKind::InvalidInput,
+        format!("is {kind}, not a regular file"),
+    ))
+}
+
+/// A file's bytes: a read-only mapping, or bytes in memory (given by the caller, or none
+/// for an empty file, which cannot be mapped).
+pub enum FileBytes {
+    /// The mapped file.
+    Mapped(memmap2::Mmap),
+    /// Bytes in memory.
+    Owned(Vec<u8>),
+}
+
+impl FileBytes {
+    /// The regular file at `path`, mapped read-only.
+    pub fn map(path: &Path) -> std::io::Result<FileBytes> {
+        let len = regular_file(path)?.len();
+        let file = std::fs::File::open(path)?;
+        if len == 0 {
+            return Ok(FileBytes::Owned(Vec::new()));
+        }
+        // SAFETY: the mapping is read-only; like every reader of a mapped file, we rely on
+        // no one truncating or rewriting the file while it is mapped.
+        Ok(FileBytes::Mapped(unsafe { memmap2::Mmap::map(&file) }?))
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(map) => map,
+            FileBytes::Owned(bytes) => bytes,
+        }
     }
 }
 
@@ -88,6 +126,8 @@ mod tests {
             .unwrap();
         assert!(status.success());
         let err = read_text(&fifo).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let err = FileBytes::map(&fifo).err().unwrap();
         assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

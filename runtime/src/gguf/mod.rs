@@ -17,32 +17,15 @@ pub use header::{TensorInfo, DEFAULT_ALIGNMENT};
 pub use meta::{MetaArray, MetaType, MetaValue};
 pub use types::GgmlType;
 
-use memmap2::Mmap;
+use crate::files::FileBytes;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-
-/// The file's bytes: a read-only mapping, or bytes in memory (those given to
-/// [`GgufFile::from_bytes`], or none for an empty file, which cannot be mapped).
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(map) => map,
-            Bytes::Owned(bytes) => bytes,
-        }
-    }
-}
 
 /// A GGUF file, its header checked: metadata by key, tensor infos in file order, and each
 /// tensor's data inside the file, aligned, not overlapping another's.
 pub struct GgufFile {
     path: PathBuf,
-    bytes: Bytes,
+    bytes: FileBytes,
     header: header::Header,
 }
 
@@ -60,34 +43,20 @@ impl std::fmt::Debug for GgufFile {
 impl GgufFile {
     /// Maps the file at `path` and parses and checks its header.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let io = |source| GgufError::Io {
+        let bytes = FileBytes::map(path).map_err(|source| GgufError::Io {
             path: path.to_path_buf(),
             source,
-        };
-        // A FIFO or device would block the open or read without end: regular files only.
-        if !std::fs::metadata(path).map_err(io)?.is_file() {
-            let kind = std::io::ErrorKind::InvalidInput;
-            return Err(io(std::io::Error::new(kind, "not a regular file")));
-        }
-        let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let bytes = if len == 0 {
-            Bytes::Owned(Vec::new())
-        } else {
-            // SAFETY: the mapping is read-only; like every reader of a mapped file, we rely
-            // on no one truncating or rewriting the file while it is open.
-            Bytes::Mapped(unsafe { Mmap::map(&file) }.map_err(io)?)
-        };
+        })?;
         GgufFile::with_bytes(path, bytes)
     }
 
     /// Parses and checks GGUF `bytes` already in memory, as [`GgufFile::open`] checks a
     /// file's; `path` names them in errors.
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
-        GgufFile::with_bytes(path, Bytes::Owned(bytes))
+        GgufFile::with_bytes(path, FileBytes::Owned(bytes))
     }
 
-    fn with_bytes(path: &Path, bytes: Bytes) -> Result<GgufFile, GgufError> {
+    fn with_bytes(path: &Path, bytes: FileBytes) -> Result<GgufFile, GgufError> {
         let header = header::parse(path, bytes.as_slice())?;
         Ok(GgufFile {
             path: path.to_path_buf(),

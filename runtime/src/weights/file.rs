@@ -5,12 +5,12 @@ use super::convert::{convert_bytes, Unconvertible};
 use super::header::tensor_problem;
 use super::WeightError;
 use crate::dtype::DType;
+use crate::files::FileBytes;
 use crate::tensor::buffer::huge_pages_turned_off;
 use crate::tensor::{Tensor, TensorError};
-use memmap2::{Mmap, UncheckedAdvice};
+use memmap2::UncheckedAdvice;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,35 +25,18 @@ pub struct StoredTensor {
     range: (usize, usize),
 }
 
-/// The file's bytes: a read-only mapping, or bytes in memory (those given to
-/// [`SafetensorsFile::from_bytes`], or none for an empty file, which cannot be mapped and
-/// is never a valid safetensors file).
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(map) => map,
-            Bytes::Owned(bytes) => bytes,
-        }
-    }
-}
-
 /// What keeps a tensor borrowed from a mapping alive: the mapping and the tensor's byte
 /// range in it. When the tensor is gone (or [`release_resident_pages`] asks), the whole
 /// pages of its range leave the process's resident set; the file stays mapped, so a later
 /// read brings them back from the file.
 struct MappedRange {
-    bytes: Arc<Bytes>,
+    bytes: Arc<FileBytes>,
     range: (usize, usize),
 }
 
 impl MappedRange {
     fn release(&self) {
-        let Bytes::Mapped(map) = &*self.bytes else {
+        let FileBytes::Mapped(map) = &*self.bytes else {
             return;
         };
         let page = page_size();
@@ -122,7 +105,7 @@ pub fn detach_from_file(tensor: Tensor) -> Result<Tensor, TensorError> {
 /// the mapping, which stays alive as long as any of them does.
 pub struct SafetensorsFile {
     path: PathBuf,
-    bytes: Arc<Bytes>,
+    bytes: Arc<FileBytes>,
     tensors: BTreeMap<String, StoredTensor>,
 }
 
@@ -179,15 +162,7 @@ impl SafetensorsFile {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let bytes = if len == 0 {
-            Bytes::Owned(Vec::new())
-        } else {
-            // SAFETY: the mapping is read-only; like every reader of a mapped file, we rely
-            // on no one truncating or rewriting the file while it is open.
-            Bytes::Mapped(unsafe { Mmap::map(&file) }.map_err(io)?)
-        };
+        let bytes = FileBytes::map(path).map_err(io)?;
         SafetensorsFile::with_bytes(path, bytes)
     }
 
@@ -196,11 +171,11 @@ impl SafetensorsFile {
     ///
     /// [`open`]: SafetensorsFile::open
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<SafetensorsFile, WeightError> {
-        SafetensorsFile::with_bytes(path, Bytes::Owned(bytes))
+        SafetensorsFile::with_bytes(path, FileBytes::Owned(bytes))
     }
 
     /// A file of `bytes`, its header checked.
-    fn with_bytes(path: &Path, bytes: Bytes) -> Result<SafetensorsFile, WeightError> {
+    fn with_bytes(path: &Path, bytes: FileBytes) -> Result<SafetensorsFile, WeightError> {
         let tensors = parse_header(path, bytes.as_slice())?;
         Ok(SafetensorsFile {
             path: path.to_path_buf(),

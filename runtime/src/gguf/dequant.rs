@@ -107,30 +107,23 @@ fn scale_min_k4(j: usize, scales: &[u8]) -> (u8, u8) {
 /// six-bit scales and minimums, 128 bytes of nibbles (each 32 bytes: low nibbles are one
 /// sub-block, high nibbles the next); value = d * scale * q - dmin * min.
 pub(super) fn q4_k(block: &[u8], out: &mut [f32]) {
-    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
-    let scales = &block[4..16];
-    let qs = &block[16..144];
-    for chunk in 0..4 {
-        let q = &qs[32 * chunk..32 * chunk + 32];
-        let y = &mut out[64 * chunk..64 * chunk + 64];
-        let (sc0, m0) = scale_min_k4(2 * chunk, scales);
-        let (sc1, m1) = scale_min_k4(2 * chunk + 1, scales);
-        let (d0, min0) = (d * sc0 as f32, dmin * m0 as f32);
-        let (d1, min1) = (d * sc1 as f32, dmin * m1 as f32);
-        for l in 0..32 {
-            y[l] = d0 * (q[l] & 0x0F) as f32 - min0;
-            y[32 + l] = d1 * (q[l] >> 4) as f32 - min1;
-        }
-    }
+    k_quant(block, None, &block[16..144], out);
 }
 
 /// Q5_K: Q4_K's layout plus 32 bytes of fifth bits after the scales (bit `i` of byte
 /// `l` is the fifth bit of value `l` of sub-block `i`); value = d * scale * q - dmin * min.
 pub(super) fn q5_k(block: &[u8], out: &mut [f32]) {
+    k_quant(block, Some(&block[16..48]), &block[48..176], out);
+}
+
+/// Q4_K and Q5_K: nibbles `qs`, with the fifth bits `qh` for Q5_K.
+fn k_quant(block: &[u8], qh: Option<&[u8]>, qs: &[u8], out: &mut [f32]) {
     let (d, dmin) = (half_at(block, 0), half_at(block, 2));
     let scales = &block[4..16];
-    let qh = &block[16..48];
-    let qs = &block[48..176];
+    let high = |l: usize, sub: usize| match qh {
+        Some(qh) if qh[l] & (1u8 << sub) != 0 => 16,
+        _ => 0,
+    };
     for chunk in 0..4 {
         let q = &qs[32 * chunk..32 * chunk + 32];
         let y = &mut out[64 * chunk..64 * chunk + 64];
@@ -138,12 +131,9 @@ pub(super) fn q5_k(block: &[u8], out: &mut [f32]) {
         let (sc1, m1) = scale_min_k4(2 * chunk + 1, scales);
         let (d0, min0) = (d * sc0 as f32, dmin * m0 as f32);
         let (d1, min1) = (d * sc1 as f32, dmin * m1 as f32);
-        let (bit0, bit1) = (1u8 << (2 * chunk), 1u8 << (2 * chunk + 1));
         for l in 0..32 {
-            let high0 = if qh[l] & bit0 != 0 { 16 } else { 0 };
-            let high1 = if qh[l] & bit1 != 0 { 16 } else { 0 };
-            y[l] = d0 * ((q[l] & 0x0F) + high0) as f32 - min0;
-            y[32 + l] = d1 * ((q[l] >> 4) + high1) as f32 - min1;
+            y[l] = d0 * ((q[l] & 0x0F) + high(l, 2 * chunk)) as f32 - min0;
+            y[32 + l] = d1 * ((q[l] >> 4) + high(l, 2 * chunk + 1)) as f32 - min1;
         }
     }
 }

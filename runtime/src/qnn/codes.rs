@@ -112,6 +112,36 @@ impl QnnDataType {
         }
     }
 
+    /// `value` stored as one element of this type, little-endian (integers truncated
+    /// toward zero; the caller keeps them in range).
+    pub fn encode(self, value: f64) -> Vec<u8> {
+        match self {
+            QnnDataType::Float32 => (value as f32).to_le_bytes().to_vec(),
+            QnnDataType::Float16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
+            QnnDataType::Int32 | QnnDataType::SFixed32 => (value as i32).to_le_bytes().to_vec(),
+            QnnDataType::Uint32 => (value as u32).to_le_bytes().to_vec(),
+            QnnDataType::UFixed16 => (value as u16).to_le_bytes().to_vec(),
+            QnnDataType::SFixed4 | QnnDataType::SFixed8 => vec![value as i8 as u8],
+            QnnDataType::UFixed8 | QnnDataType::Bool8 => vec![value as u8],
+        }
+    }
+
+    /// The element stored little-endian in `w` (at least [`QnnDataType::stored_bytes`]
+    /// long): the inverse of [`QnnDataType::encode`], exact for every type.
+    pub fn decode(self, w: &[u8]) -> f64 {
+        match self {
+            QnnDataType::Float32 => f32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64,
+            QnnDataType::Float16 => half::f16::from_le_bytes([w[0], w[1]]).to_f64(),
+            QnnDataType::UFixed16 => u16::from_le_bytes([w[0], w[1]]) as f64,
+            QnnDataType::Int32 | QnnDataType::SFixed32 => {
+                i32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64
+            }
+            QnnDataType::Uint32 => u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64,
+            QnnDataType::SFixed4 | QnnDataType::SFixed8 => w[0] as i8 as f64,
+            QnnDataType::UFixed8 | QnnDataType::Bool8 => w[0] as f64,
+        }
+    }
+
     /// Whether this is a float type.
     pub fn is_float(self) -> bool {
         matches!(self, QnnDataType::Float16 | QnnDataType::Float32)

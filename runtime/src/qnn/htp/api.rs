@@ -256,8 +256,6 @@ pub struct HtpDeviceSocConfig {
 pub type LogCallback =
     unsafe extern "C" fn(fmt: *const c_char, level: u32, timestamp: u64, args: *mut c_void);
 
-/// `QNN_LOG_LEVEL_ERROR`.
-pub const LOG_LEVEL_ERROR: u32 = 1;
 /// `QNN_LOG_LEVEL_WARN`.
 pub const LOG_LEVEL_WARN: u32 = 2;
 

@@ -120,11 +120,6 @@ impl HtpBackend {
         self.device
     }
 
-    /// The SoC model code the device was created for.
-    pub fn soc_model(&self) -> u32 {
-        self.soc_model
-    }
-
     /// The library's build id (e.g. `v2.40.0...`).
     pub fn build_id(&self) -> String {
         let _turn = exclusive();

@@ -10,7 +10,7 @@ use super::api::{
 use super::backend::{entry, HtpBackend};
 use super::error::HtpError;
 use super::library::exclusive;
-use super::tensor::{decode_values, encode_values, scalar_bytes, stored_len, Declared};
+use super::tensor::{decode_values, encode_values, stored_len, Declared};
 use crate::qnn::codes::tensor_type;
 use crate::qnn::net::{scalar_value, GraphSpec, NetFile, NetNode};
 use serde::{Deserialize, Serialize};
@@ -397,7 +397,7 @@ impl HtpContext {
                 reason: "a scalar parameter of unknown type".into(),
             })?;
             let mut word = [0u8; 8];
-            let bytes = scalar_bytes(dtype, value);
+            let bytes = dtype.encode(value);
             word[..bytes.len()].copy_from_slice(&bytes);
             names.push(c_string(param)?);
             params.push(Param {

@@ -2,7 +2,7 @@
 //! whose core API version our declarations ([`super::api`]) support, and the log the
 //! library writes into (its error lines are attached to our errors).
 
-use super::api::{ApiVersion, FunctionTable, GetProviders, Interface, Version, GET_PROVIDERS};
+use super::api::{FunctionTable, GetProviders, Interface, Version, GET_PROVIDERS};
 use super::error::HtpError;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -109,12 +109,6 @@ impl QnnLibrary {
         &self.path
     }
 
-    /// The chosen provider's API versions.
-    pub fn api_version(&self) -> ApiVersion {
-        // SAFETY: checked non-null at load; the library is still loaded.
-        unsafe { (*self.interface).api_version }
-    }
-
     /// The provider's function table.
     pub fn functions(&self) -> &FunctionTable {
         // SAFETY: as in `api_version`; the table's layout is the one its version
@@ -156,7 +150,7 @@ fn supported(core: Version) -> bool {
 }
 
 /// `major.minor.patch`.
-pub fn version_text(v: Version) -> String {
+fn version_text(v: Version) -> String {
     format!("{}.{}.{}", v.major, v.minor, v.patch)
 }
 

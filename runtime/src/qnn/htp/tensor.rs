@@ -99,11 +99,7 @@ impl Declared {
             tensor: name.to_string(),
             reason: format!("data type code {}", param.data_type),
         })?;
-        let data = param
-            .data
-            .iter()
-            .flat_map(|&v| scalar_bytes(dtype, v))
-            .collect();
+        let data = param.data.iter().flat_map(|&v| dtype.encode(v)).collect();
         let tensor = NetTensor {
             id: 0,
             kind: crate::qnn::codes::tensor_type::STATIC,
@@ -227,19 +223,6 @@ pub(super) fn stored_len(tensor: &NetTensor, dtype: QnnDataType) -> Option<usize
     (bytes <= u32::MAX as u64).then_some(bytes as usize)
 }
 
-/// `value` stored as one element of `dtype`, little-endian.
-pub(super) fn scalar_bytes(dtype: QnnDataType, value: f64) -> Vec<u8> {
-    match dtype {
-        QnnDataType::Float32 => (value as f32).to_le_bytes().to_vec(),
-        QnnDataType::Float16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
-        QnnDataType::Int32 | QnnDataType::SFixed32 => (value as i32).to_le_bytes().to_vec(),
-        QnnDataType::Uint32 => (value as u32).to_le_bytes().to_vec(),
-        QnnDataType::UFixed16 => (value as u16).to_le_bytes().to_vec(),
-        QnnDataType::SFixed4 | QnnDataType::SFixed8 => vec![value as i8 as u8],
-        QnnDataType::UFixed8 | QnnDataType::Bool8 => vec![value as u8],
-    }
-}
-
 /// An app tensor's real values as the bytes `tensor` holds: quantized by its
 /// per-tensor encoding (QNN's rounding, saturated) or stored as its float type.
 pub(super) fn encode_values(
@@ -251,7 +234,7 @@ pub(super) fn encode_values(
     if dtype.is_float() {
         return Ok(values
             .iter()
-            .flat_map(|&v| scalar_bytes(dtype, v as f64))
+            .flat_map(|&v| dtype.encode(v as f64))
             .collect());
     }
     let (range, so) = per_tensor(name, tensor, dtype)?;
@@ -259,7 +242,7 @@ pub(super) fn encode_values(
         .iter()
         .flat_map(|&v| {
             let q = quantize_real(v, so.scale as f64, so.offset as i64, range);
-            scalar_bytes(dtype, q as f64)
+            dtype.encode(q as f64)
         })
         .collect())
 }
@@ -272,7 +255,7 @@ pub(super) fn decode_values(
 ) -> Result<Vec<f32>, HtpError> {
     let dtype = tensor.dtype().ok_or_else(|| unsupported(name, tensor))?;
     let width = dtype.stored_bytes();
-    let ints = bytes.chunks_exact(width).map(|w| stored_value(dtype, w));
+    let ints = bytes.chunks_exact(width).map(|w| dtype.decode(w));
     if dtype.is_float() {
         return Ok(ints.map(|v| v as f32).collect());
     }
@@ -280,20 +263,6 @@ pub(super) fn decode_values(
     Ok(ints
         .map(|q| (so.scale as f64 * (q + so.offset as f64)) as f32)
         .collect())
-}
-
-fn stored_value(dtype: QnnDataType, w: &[u8]) -> f64 {
-    match dtype {
-        QnnDataType::Float32 => f32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64,
-        QnnDataType::Float16 => half::f16::from_le_bytes([w[0], w[1]]).to_f64(),
-        QnnDataType::UFixed16 => u16::from_le_bytes([w[0], w[1]]) as f64,
-        QnnDataType::Int32 | QnnDataType::SFixed32 => {
-            i32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64
-        }
-        QnnDataType::Uint32 => u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as f64,
-        QnnDataType::SFixed4 | QnnDataType::SFixed8 => w[0] as i8 as f64,
-        QnnDataType::UFixed8 | QnnDataType::Bool8 => w[0] as f64,
-    }
 }
 
 fn per_tensor(

@@ -284,15 +284,11 @@ pub(crate) fn decode_static(
     bytes: &[u8],
     encoding: &Encoding,
 ) -> Result<Vec<f32>, SimError> {
-    let width = dtype.stored_bytes();
-    let words = bytes.chunks_exact(width);
-    match dtype {
-        QnnDataType::Float32 => Ok(words.map(|w| f32::from_le_bytes(word(w))).collect()),
-        QnnDataType::Float16 => Ok(words
-            .map(|w| f16::from_le_bytes(word(w)).to_f32())
-            .collect()),
-        _ => {
-            let ints: Vec<i64> = words.map(|w| stored_int(dtype, w)).collect();
+    let words = bytes.chunks_exact(dtype.stored_bytes());
+    match dtype.is_float() {
+        true => Ok(words.map(|w| dtype.decode(w) as f32).collect()),
+        false => {
+            let ints: Vec<i64> = words.map(|w| dtype.decode(w) as i64).collect();
             let range = encoding.range().unwrap_or((i64::MIN, i64::MAX));
             if let Some(index) = ints.iter().position(|q| !(range.0..=range.1).contains(q)) {
                 return Err(SimError::StaticValue {
@@ -303,20 +299,5 @@ pub(crate) fn decode_static(
             }
             Ok(encoding.dequantize(&ints))
         }
-    }
-}
-
-fn word<const N: usize>(bytes: &[u8]) -> [u8; N] {
-    let mut out = [0u8; N];
-    out.copy_from_slice(&bytes[..N]);
-    out
-}
-
-fn stored_int(dtype: QnnDataType, w: &[u8]) -> i64 {
-    match dtype {
-        QnnDataType::SFixed4 | QnnDataType::SFixed8 => i8::from_le_bytes(word(w)) as i64,
-        QnnDataType::UFixed8 => w[0] as i64,
-        QnnDataType::UFixed16 => u16::from_le_bytes(word(w)) as i64,
-        _ => i32::from_le_bytes(word(w)) as i64,
     }
 }

@@ -89,7 +89,8 @@ pub fn run(args: &CompareArgs, npu: &NpuCompileArgs, backend: &NpuBackend) -> Cl
     };
     let partitioned = partition_model(&args.model, &load, partition, &compile.chunk_variants)?;
     let graphs = quantized_graphs(&partitioned, &args.model, &compile, "oxrelax compare")?;
-    let tokenizer = oxrelax_runtime::chat::Tokenizer::from_dir(&args.model)?;
+    let tokenizer = oxrelax_runtime::chat::Tokenizer::for_model(&args.model)?
+        .ok_or_else(|| format!("{} has no tokenizer.json", args.model.display()))?;
     let prompt = tokenizer.encode(&args.prompt, true)?;
 
     let (net, bin) = float_parts(&partitioned.net);

@@ -157,11 +157,7 @@ pub fn open_engine_on(
         return Err(format!("{}: {message}", dir.display()).into());
     }
     let model = load_hf(dir, &options)?;
-    let tokenizer = if model.dir.join("tokenizer.json").is_file() {
-        Some(Tokenizer::from_dir(&model.dir)?)
-    } else {
-        None
-    };
+    let tokenizer = Tokenizer::for_model(&model.dir)?;
     let eos_ids = eos_ids(&model.dir, tokenizer.as_ref())?;
     let config = EngineConfig {
         context_window: usize::try_from(model.context_window)?,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(group(ArgGroup::new("input").required(true).args(["text", "stdin_jsonl"])))]
 pub struct TokenizeArgs {
-    /// A folder with tokenizer.json (and tokenizer_config.json for chats).
+    /// A folder with tokenizer.json (and tokenizer_config.json for chats), or a GGUF file.
     dir: PathBuf,
     /// Encode this text without special tokens and print `{"ids": [...]}`.
     #[arg(long)]
@@ -138,7 +138,10 @@ fn write_line(out: &mut impl Write, encoded: &Encoded) -> Result<(), TokenizeErr
 /// Runs `oxrelax tokenize`.
 pub fn run(args: &TokenizeArgs) -> Result<(), TokenizeError> {
     let mut session = Session {
-        tokenizer: Tokenizer::from_dir(&args.dir)?,
+        tokenizer: match Tokenizer::for_model(&args.dir)? {
+            Some(tokenizer) => tokenizer,
+            None => Tokenizer::from_dir(&args.dir)?,
+        },
         template: None,
     };
     let stdout = std::io::stdout();

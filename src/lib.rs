@@ -8,6 +8,7 @@
 pub mod artifact;
 pub mod bench;
 pub mod build;
+pub mod checkpoint;
 pub mod lower_vm;
 pub mod memory;
 pub mod model;

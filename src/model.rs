@@ -4,6 +4,7 @@
 
 use crate::artifact::{is_artifact, load_artifact, ArtifactError};
 use crate::build::build_checked;
+use crate::checkpoint::Checkpoint;
 use crate::lower_vm::runtime_dtype;
 use crate::memory::{compiled_estimate, declared_estimate, default_limit, MemoryError};
 use crate::passes::{Instrument, TRANSFORM_PARAMS};
@@ -16,7 +17,7 @@ use oxrelax_models::{
 use oxrelax_runtime::memory::MemoryEstimate;
 use oxrelax_runtime::vm::{VirtualMachine, VmError};
 use oxrelax_runtime::weights::{
-    detach_from_file, release_resident_pages, ExpectedTensor, WeightError, WeightStore,
+    detach_from_file, release_resident_pages, ExpectedTensor, WeightError,
 };
 use oxrelax_runtime::{Registry, Value};
 use std::path::{Path, PathBuf};
@@ -118,13 +119,13 @@ pub struct LoadedModel {
     pub memory: MemoryEstimate,
 }
 
-/// Loads the Hugging Face model in `dir` (config.json + safetensors) and compiles it,
+/// Loads the model at `dir` (a Hugging Face folder, config.json + safetensors, or a GGUF
+/// file, [`Checkpoint`]) and compiles it,
 /// once its memory estimate fits `options.max_memory`: checked before the weights load
 /// (weights as declared and the KV cache) and again before the kernels are compiled and
 /// the arenas allocated (with the weights as compiled and the planned arenas).
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
-    let config = ModelConfig::from_file(&dir.join("config.json")).map_err(ModelError::from)?;
-    let store = WeightStore::open(dir)?;
+    let Checkpoint { config, store, .. } = Checkpoint::open(dir)?;
     let export = options.export_options();
     let (model, exported) = export_for(&config, options.quantization.resolve(&store), &export)?;
     let declared = expected_weights(&model);
@@ -140,7 +141,7 @@ pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadErr
     let built = build_checked(exported.module, instrument, &host, &builtins, check);
     let mut built = built.map_err(Box::new)?;
     let weights = transform_weights(&mut built, weights.into_iter().map(Value::Tensor).collect())?;
-    let weights = detach_weights(weights, &dir.join("model.safetensors"))?;
+    let weights = detach_weights(weights, store.source())?;
     Ok(LoadedModel {
         dir: dir.to_path_buf(),
         config,
@@ -259,8 +260,8 @@ pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
 
 /// Loads the model at `path`: an artifact folder (one with `oxrelax-model.json`, loaded
 /// as compiled, after its checks; `options` do not apply, but a `kv_dtype` given must be
-/// the one it was compiled with), else a Hugging Face model folder (compiled now with
-/// `options`).
+/// the one it was compiled with), else a Hugging Face model folder or a GGUF file
+/// (compiled now with `options`).
 pub fn load(path: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     if is_artifact(path) {
         return load_artifact(path, options.kv_dtype);

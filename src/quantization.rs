@@ -6,7 +6,7 @@
 
 use oxrelax_dsl::{AttrValue, DataType, IRModule};
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::weights::WeightStore;
+use oxrelax_runtime::weights::{StoredAs, WeightStore};
 use oxrelax_runtime::DType;
 
 pub use crate::passes::WEIGHT_QUANT_ATTR;
@@ -92,7 +92,7 @@ impl Quantization {
     pub fn resolve(self, store: &WeightStore) -> Quantization {
         match self {
             Quantization::Auto => match store.info(EMBEDDING_TABLE) {
-                Some((_, tensor)) if tensor.dtype == DType::F16 => Quantization::Q0f16,
+                Some(entry) if entry.stored == StoredAs::Dtype(DType::F16) => Quantization::Q0f16,
                 _ => Quantization::Q0f32,
             },
             scheme => scheme,

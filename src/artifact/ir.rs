@@ -1,14 +1,14 @@
 //! The IR of a model after each pass of the compile pipeline (behind `oxrelax dump-ir`).
 
 use super::recorded::{recorded_config, recorded_kv_dtype, recorded_quantization};
+use crate::checkpoint::Checkpoint;
 use crate::model::{export_for, LoadError, Quantization};
 use crate::passes::{compile_pipeline_for, Instrument, PassError, Pipeline};
 use oxrelax_dsl::ir::{BindingValue, Callee, Expr};
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::IRModule;
-use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::{ExportOptions, ModelError};
 use oxrelax_runtime::artifact::{is_artifact, Manifest};
-use oxrelax_runtime::weights::WeightStore;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -23,7 +23,7 @@ pub fn source_module(
 ) -> Result<IRModule, LoadError> {
     let (config, options, scheme) = if is_artifact(path) {
         let manifest = Manifest::read(path)?;
-        let config = recorded_config(&manifest, path);
+        let config = recorded_config(&manifest, path).map_err(ModelError::from)?;
         let options = ExportOptions {
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
@@ -31,14 +31,10 @@ pub fn source_module(
         };
         (config, options, recorded_quantization(&manifest, path)?)
     } else {
-        let config = ModelConfig::from_file(&path.join("config.json"));
-        (
-            config,
-            *options,
-            quantization.resolve(&WeightStore::open(path)?),
-        )
+        let checkpoint = Checkpoint::open(path)?;
+        let scheme = quantization.resolve(&checkpoint.store);
+        (checkpoint.config, *options, scheme)
     };
-    let config = config.map_err(ModelError::from)?;
     Ok(export_for(&config, scheme, &options)?.1.module)
 }
 

@@ -27,6 +27,4 @@ pub use recorded::{
     check_kv_dtype, compiled_target, exported_signatures, recorded_config, recorded_kv_dtype,
     recorded_quantization,
 };
-pub use write::{
-    compile_artifact, staging_dir, CompileOptions, CompileStep, GENERATION_CONFIG, TOKENIZER_FILES,
-};
+pub use write::{compile_artifact, staging_dir, CompileOptions, CompileStep};

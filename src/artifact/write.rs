@@ -6,26 +6,22 @@ use super::kernels::{write_kernels, KernelTarget};
 use super::npu::{compile_npu_part, npu_builtins, npu_scheme, write_npu_part};
 use super::recorded::{compiled_target, exported_signatures};
 use crate::build::build_checked;
+use crate::checkpoint::{Checkpoint, GENERATION_CONFIG};
 use crate::memory::{compiled_estimate, declared_estimate, default_limit};
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
 use crate::npu::compile::NpuCompile;
 use crate::passes::Instrument;
-use oxrelax_models::{ExportOptions, KvDtype, ModelConfig, ModelError};
+use oxrelax_models::{ExportOptions, KvDtype};
 use oxrelax_runtime::artifact::{
     sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
-use oxrelax_runtime::weights::{stored_as, WeightStore};
+use oxrelax_runtime::weights::stored_as;
 use oxrelax_runtime::Registry;
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Tokenizer files copied when present (`tokenizer.json` is what the runtime reads).
-pub const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
-/// Generation defaults copied when present.
-pub const GENERATION_CONFIG: &str = "generation_config.json";
 
 /// How to compile an artifact.
 #[derive(Debug, Clone)]
@@ -147,10 +143,14 @@ fn write_artifact(
     mut progress: impl FnMut(CompileStep),
 ) -> Result<Manifest, LoadError> {
     progress(CompileStep::Compile);
-    let config_path = src.join("config.json");
-    let config_json = read_json(&config_path)?;
-    let config = ModelConfig::from_file(&config_path).map_err(ModelError::from)?;
-    let store = WeightStore::open(src)?;
+    let checkpoint = Checkpoint::open(src)?;
+    let side_files = checkpoint.side_files()?;
+    let Checkpoint {
+        config_json,
+        config,
+        store,
+        ..
+    } = checkpoint;
     let scheme = match &options.npu {
         Some(_) => npu_scheme(options.quantization)?,
         None => options.quantization.resolve(&store),
@@ -208,8 +208,12 @@ fn write_artifact(
                 source,
             },
         )?;
-    let tokenizer_files = copy_present(src, out, &TOKENIZER_FILES)?;
-    let generation = copy_present(src, out, &[GENERATION_CONFIG])?;
+    for (name, bytes) in &side_files {
+        write_file(&out.join(name), bytes)?;
+    }
+    let names = side_files.iter().map(|(name, _)| name.clone());
+    let (generation, tokenizer_files): (Vec<String>, Vec<String>) =
+        names.partition(|name| name == GENERATION_CONFIG);
 
     progress(CompileStep::Kernels);
     let kernels = &built.executable.kernels;
@@ -300,31 +304,6 @@ fn give_default_mode(path: &Path) -> Result<(), ArtifactError> {
 
 /// Copies those of `names` that exist in `src` into `out` (as new writable files, not
 /// keeping the sources' permissions); returns the copied names.
-fn copy_present(src: &Path, out: &Path, names: &[&str]) -> Result<Vec<String>, ArtifactError> {
-    let present = names.iter().filter(|name| src.join(name).is_file());
-    present
-        .map(|name| {
-            let from = src.join(name);
-            let bytes =
-                oxrelax_runtime::files::read_capped(&from, oxrelax_runtime::files::TEXT_FILE_LIMIT)
-                    .map_err(|source| ArtifactError::Io { path: from, source })?;
-            write_file(&out.join(name), &bytes)?;
-            Ok(name.to_string())
-        })
-        .collect()
-}
-
-fn read_json(path: &Path) -> Result<serde_json::Value, ArtifactError> {
-    let text = oxrelax_runtime::files::read_text(path).map_err(|source| ArtifactError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| ArtifactError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 fn create_dir(path: &PathBuf) -> Result<(), ArtifactError> {
     std::fs::create_dir_all(path).map_err(|source| ArtifactError::Io {
         path: path.clone(),

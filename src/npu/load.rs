@@ -8,13 +8,14 @@ use super::qnn::recipe::{quantize, Ranges, Recipe};
 use super::qnn::variants::add_chunk_variant;
 use super::qnn::{lower_module, FloatNet, QnnError};
 use super::{partition_pipeline, PartitionNpu};
+use crate::checkpoint::Checkpoint;
 use crate::model::{
     expected_weights, export_for, transform_weights, LoadError, LoadOptions, Quantization,
 };
 use crate::passes::{Instrument, PassError};
 use crate::{build_with_builtins, BuildError};
 use oxrelax_dsl::{IRModule, Target};
-use oxrelax_models::{ExportOptions, ModelConfig, ModelError};
+use oxrelax_models::ExportOptions;
 use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
 use oxrelax_runtime::packed::BuiltinError;
 use oxrelax_runtime::qnn::bind::{
@@ -91,9 +92,7 @@ pub fn partition_model(
     partition: PartitionNpu,
     chunk_variants: &[i64],
 ) -> Result<Partitioned, NpuError> {
-    let config = ModelConfig::from_file(&dir.join("config.json"))
-        .map_err(|e| LoadError::Model(ModelError::from(e)))?;
-    let store = WeightStore::open(dir).map_err(LoadError::from)?;
+    let Checkpoint { config, store, .. } = Checkpoint::open(dir)?;
     let export = ExportOptions {
         max_context: options.max_context,
         prefill_chunk: partition.chunk,
@@ -186,7 +185,10 @@ impl Partitioned {
         tokens: usize,
     ) -> Result<Vec<u32>, NpuError> {
         let tokenizer =
-            Tokenizer::from_dir(dir).map_err(|e| NpuError::Calibration(e.to_string()))?;
+            Tokenizer::for_model(dir).map_err(|e| NpuError::Calibration(e.to_string()))?;
+        let tokenizer = tokenizer.ok_or_else(|| {
+            NpuError::Calibration(format!("{} has no tokenizer.json", dir.display()))
+        })?;
         let mut ids = tokenizer
             .encode(text, true)
             .map_err(|e| NpuError::Calibration(e.to_string()))?;

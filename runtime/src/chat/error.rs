@@ -115,4 +115,13 @@ pub enum ChatError {
         /// The library's message.
         message: String,
     },
+    /// A GGUF file whose tokenizer could not be read.
+    #[error(transparent)]
+    Gguf(Box<crate::gguf::GgufError>),
+}
+
+impl From<crate::gguf::GgufError> for ChatError {
+    fn from(error: crate::gguf::GgufError) -> Self {
+        ChatError::Gguf(Box::new(error))
+    }
 }

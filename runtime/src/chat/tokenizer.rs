@@ -5,6 +5,7 @@ use super::config::TokenizerConfig;
 use super::detokenizer::Detokenizer;
 use super::error::ChatError;
 use super::template::{ChatTemplate, SpecialTokens};
+use crate::gguf::GgufModel;
 use std::path::{Path, PathBuf};
 
 /// File names in a model folder.
@@ -53,6 +54,36 @@ impl Tokenizer {
         let mut tokenizer = Self::from_file(&dir.join(TOKENIZER_JSON), config)?;
         if jinja {
             tokenizer.template_origin = template_path;
+        }
+        Ok(tokenizer)
+    }
+
+    /// The tokenizer of the model at `path`: a GGUF file's (from its metadata), or a
+    /// folder's [`Tokenizer::from_dir`] when it has a `tokenizer.json` (`None` when not).
+    pub fn for_model(path: &Path) -> Result<Option<Self>, ChatError> {
+        if crate::weights::is_gguf(path) {
+            return Self::from_gguf(&GgufModel::open(path)?).map(Some);
+        }
+        match path.join(TOKENIZER_JSON).is_file() {
+            true => Self::from_dir(path).map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// The tokenizer a GGUF model's metadata describes ([`GgufModel::tokenizer_json`],
+    /// [`GgufModel::tokenizer_config_json`]); generation also ends at its end-of-turn
+    /// token when it names one.
+    pub fn from_gguf(model: &GgufModel) -> Result<Self, ChatError> {
+        let config_text = model.tokenizer_config_json()?.to_string();
+        let config = TokenizerConfig::from_json(&config_text, model.path())?;
+        let json = model.tokenizer_json()?;
+        let mut tokenizer = Self::from_bytes(model.path(), json.as_bytes(), config)?;
+        let generation = model.generation_config_json()?;
+        let ends = generation["eos_token_id"].as_array().into_iter().flatten();
+        for id in ends.filter_map(|id| u32::try_from(id.as_u64()?).ok()) {
+            if !tokenizer.eos_ids.contains(&id) {
+                tokenizer.eos_ids.push(id);
+            }
         }
         Ok(tokenizer)
     }

@@ -304,4 +304,44 @@ pub enum GgufError {
         /// The value found, with its type.
         found: String,
     },
+    /// A model architecture (`general.architecture`) this compiler does not build from GGUF.
+    #[error("{}: architecture `{arch}` is not supported from GGUF (supported: {supported})", path.display())]
+    UnsupportedArchitecture {
+        /// The file.
+        path: PathBuf,
+        /// The architecture named.
+        arch: String,
+        /// The architectures supported, comma-separated.
+        supported: String,
+    },
+    /// A tensor with no Hugging Face counterpart in the architecture's layout.
+    #[error("{}: tensor `{tensor}` has no counterpart in a Hugging Face `{arch}` model", path.display())]
+    UnmappedTensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// The architecture.
+        arch: String,
+    },
+    /// A metadata value the model or tokenizer cannot use.
+    #[error("{}: metadata key `{key}`: {reason}", path.display())]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// What is wrong with it, with the values.
+        reason: String,
+    },
+    /// A tensor whose shape does not fit the model the metadata describes.
+    #[error("{}: tensor `{tensor}`: {reason}", path.display())]
+    BadTensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        tensor: String,
+        /// What is wrong, with the values.
+        reason: String,
+    },
 }

@@ -5,6 +5,7 @@
 mod dequant;
 mod error;
 mod header;
+mod hf;
 mod meta;
 mod reader;
 mod types;
@@ -14,6 +15,7 @@ mod tests;
 
 pub use error::GgufError;
 pub use header::{TensorInfo, DEFAULT_ALIGNMENT};
+pub use hf::{GgufModel, HfTensor};
 pub use meta::{MetaArray, MetaType, MetaValue};
 pub use types::GgmlType;
 

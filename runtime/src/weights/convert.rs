@@ -19,6 +19,33 @@ pub(crate) enum Unconvertible {
     },
 }
 
+/// The error of loading tensor `name` of `file`, stored as `stored`, as `wanted` when
+/// its conversion failed with `error`.
+pub(crate) fn load_error(
+    error: Unconvertible,
+    name: &str,
+    file: &std::path::Path,
+    stored: DType,
+    wanted: DType,
+) -> super::WeightError {
+    let (tensor, file) = (name.to_string(), file.to_path_buf());
+    match error {
+        Unconvertible::Dtypes => super::WeightError::Conversion {
+            tensor,
+            file,
+            stored,
+            wanted,
+        },
+        Unconvertible::OutOfRange { index, value } => super::WeightError::OutOfRange {
+            tensor,
+            file,
+            index,
+            value,
+            wanted,
+        },
+    }
+}
+
 /// Reads one little-endian element as f32.
 type ReadFloat = fn(&[u8]) -> f32;
 

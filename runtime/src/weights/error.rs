@@ -161,6 +161,15 @@ pub enum WeightError {
         /// What the tensor layer reported.
         source: TensorError,
     },
+    /// A GGUF model file that cannot be read or used.
+    #[error(transparent)]
+    Gguf(Box<crate::gguf::GgufError>),
+}
+
+impl From<crate::gguf::GgufError> for WeightError {
+    fn from(error: crate::gguf::GgufError) -> Self {
+        WeightError::Gguf(Box::new(error))
+    }
 }
 
 /// ` (and N more)` when `more > 0`.

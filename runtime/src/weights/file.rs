@@ -1,7 +1,7 @@
 //! One memory-mapped safetensors file: its header, parsed and checked once, and views of
 //! its tensors.
 
-use super::convert::{convert_bytes, Unconvertible};
+use super::convert::{convert_bytes, load_error};
 use super::header::tensor_problem;
 use super::WeightError;
 use crate::dtype::DType;
@@ -227,21 +227,8 @@ impl SafetensorsFile {
         if info.dtype == dtype && aligned {
             return self.view(name, info);
         }
-        let converted = convert_bytes(data, info.dtype, dtype).map_err(|e| match e {
-            Unconvertible::Dtypes => WeightError::Conversion {
-                tensor: name.to_string(),
-                file: self.path.clone(),
-                stored: info.dtype,
-                wanted: dtype,
-            },
-            Unconvertible::OutOfRange { index, value } => WeightError::OutOfRange {
-                tensor: name.to_string(),
-                file: self.path.clone(),
-                index,
-                value,
-                wanted: dtype,
-            },
-        })?;
+        let converted = convert_bytes(data, info.dtype, dtype)
+            .map_err(|e| load_error(e, name, &self.path, info.dtype, dtype))?;
         // The conversion read the stored bytes once and nothing reads them again: their
         // pages leave the resident set, so converting a model never holds both copies.
         MappedRange {

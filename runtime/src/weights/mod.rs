@@ -22,6 +22,7 @@ pub use file::{
 };
 
 use crate::dtype::DType;
+use crate::gguf::{GgmlType, GgufModel};
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,13 @@ use std::path::{Path, PathBuf};
 pub const SINGLE_FILE: &str = "model.safetensors";
 /// The index of a sharded checkpoint.
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
+
+/// The GGUF element types that are runtime dtypes, by ggml name.
+const GGUF_DTYPES: [(&str, DType); 3] = [
+    ("F32", DType::F32),
+    ("F16", DType::F16),
+    ("BF16", DType::BF16),
+];
 
 /// A tensor a model expects: its name, shape and the dtype to load it as.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -42,20 +50,57 @@ pub struct ExpectedTensor {
     pub dtype: DType,
 }
 
-/// The tensors of one checkpoint, from one file or several shards.
+/// The tensors of one checkpoint: safetensors (one file or several shards) or a GGUF
+/// model file (its tensors under their Hugging Face names).
 #[derive(Debug)]
 pub struct WeightStore {
     /// The file or index the store was opened from (named in errors).
     source: PathBuf,
-    files: Vec<SafetensorsFile>,
-    /// Tensor name to the index of the file holding it.
-    locations: BTreeMap<String, usize>,
+    backing: Backing,
+}
+
+/// Where a store's tensors are.
+#[derive(Debug)]
+enum Backing {
+    Safetensors {
+        files: Vec<SafetensorsFile>,
+        /// Tensor name to the index of the file holding it.
+        locations: BTreeMap<String, usize>,
+    },
+    Gguf(GgufModel),
+}
+
+/// How a tensor is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredAs {
+    /// Elements of a dtype (safetensors, or a GGUF F32/F16/BF16 tensor).
+    Dtype(DType),
+    /// ggml's quantized blocks (a GGUF tensor), dequantized to f32 as it loads.
+    Blocks(GgmlType),
+}
+
+/// A stored tensor: the file holding it, its shape and how it is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorEntry<'a> {
+    /// The file.
+    pub file: &'a Path,
+    /// Its shape (Hugging Face's order).
+    pub shape: &'a [i64],
+    /// How it is stored.
+    pub stored: StoredAs,
+}
+
+/// Whether `path` names a GGUF file (by its extension).
+pub fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 impl WeightStore {
     /// Opens a checkpoint: a folder (its `model.safetensors`, else its
-    /// `model.safetensors.index.json`), an index file (`*.index.json`), or one
-    /// safetensors file.
+    /// `model.safetensors.index.json`), an index file (`*.index.json`), a GGUF model
+    /// file (`*.gguf`) or one safetensors file.
     pub fn open(path: &Path) -> Result<WeightStore, WeightError> {
         if path.is_dir() {
             let (single, index) = (path.join(SINGLE_FILE), path.join(INDEX_FILE));
@@ -73,8 +118,26 @@ impl WeightStore {
             .is_some_and(|n| n.ends_with(".index.json"));
         if is_index {
             WeightStore::open_index(path)
+        } else if is_gguf(path) {
+            Ok(WeightStore::from_gguf(GgufModel::open(path)?))
         } else {
             WeightStore::open_file(path)
+        }
+    }
+
+    /// The tensors of a GGUF model, by their Hugging Face names.
+    pub fn from_gguf(model: GgufModel) -> WeightStore {
+        WeightStore {
+            source: model.path().to_path_buf(),
+            backing: Backing::Gguf(model),
+        }
+    }
+
+    /// The GGUF model the store reads, if it reads one.
+    pub fn gguf(&self) -> Option<&GgufModel> {
+        match &self.backing {
+            Backing::Gguf(model) => Some(model),
+            Backing::Safetensors { .. } => None,
         }
     }
 
@@ -121,8 +184,7 @@ impl WeightStore {
         }
         Ok(WeightStore {
             source: source.to_path_buf(),
-            files,
-            locations,
+            backing: Backing::Safetensors { files, locations },
         })
     }
 
@@ -132,27 +194,71 @@ impl WeightStore {
     }
 
     /// Every stored tensor name, sorted.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.locations.keys().map(String::as_str)
+    pub fn names(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match &self.backing {
+            Backing::Safetensors { locations, .. } => {
+                Box::new(locations.keys().map(String::as_str))
+            }
+            Backing::Gguf(model) => Box::new(model.tensors().keys().map(String::as_str)),
+        }
     }
 
-    /// The file holding tensor `name` and its header entry.
-    pub fn info(&self, name: &str) -> Option<(&Path, &StoredTensor)> {
-        let file = &self.files[*self.locations.get(name)?];
-        Some((file.path(), file.info(name)?))
+    /// The file holding tensor `name`, its shape and how it is stored.
+    pub fn info(&self, name: &str) -> Option<TensorEntry<'_>> {
+        match &self.backing {
+            Backing::Safetensors { files, locations } => {
+                let file = &files[*locations.get(name)?];
+                let info = file.info(name)?;
+                Some(TensorEntry {
+                    file: file.path(),
+                    shape: &info.shape,
+                    stored: StoredAs::Dtype(info.dtype),
+                })
+            }
+            Backing::Gguf(model) => {
+                let tensor = model.tensors().get(name)?;
+                let stored = match GGUF_DTYPES
+                    .iter()
+                    .find(|(n, _)| *n == tensor.ggml_type.name)
+                {
+                    Some(&(_, dtype)) => StoredAs::Dtype(dtype),
+                    None => StoredAs::Blocks(tensor.ggml_type),
+                };
+                Some(TensorEntry {
+                    file: model.path(),
+                    shape: &tensor.shape,
+                    stored,
+                })
+            }
+        }
     }
 
-    /// Tensor `name` loaded as `dtype` (see [`SafetensorsFile::load`]).
+    /// Tensor `name` loaded as `dtype` (see [`SafetensorsFile::load`]; a GGUF tensor is
+    /// dequantized to f32, then converted).
     pub fn load(&self, name: &str, dtype: DType) -> Result<Tensor, WeightError> {
-        let file = self
-            .locations
-            .get(name)
-            .map(|&i| &self.files[i])
-            .ok_or_else(|| WeightError::NotFound {
-                tensor: name.to_string(),
-                source_name: self.source.clone(),
-            })?;
-        file.load(name, dtype)
+        let not_found = || WeightError::NotFound {
+            tensor: name.to_string(),
+            source_name: self.source.clone(),
+        };
+        match &self.backing {
+            Backing::Safetensors { files, locations } => {
+                let &index = locations.get(name).ok_or_else(not_found)?;
+                files[index].load(name, dtype)
+            }
+            Backing::Gguf(model) => {
+                let shape = &model.tensors().get(name).ok_or_else(not_found)?.shape;
+                let values = model.load(name)?;
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let file = self.source.clone();
+                let converted = convert::convert_bytes(&bytes, DType::F32, dtype)
+                    .map_err(|e| convert::load_error(e, name, &file, DType::F32, dtype))?;
+                Tensor::from_bytes(dtype, shape, &converted).map_err(|source| WeightError::Tensor {
+                    tensor: name.to_string(),
+                    file,
+                    source,
+                })
+            }
+        }
     }
 
     /// Checks the checkpoint against `expected` both ways — every expected tensor is
@@ -180,7 +286,7 @@ impl WeightStore {
                     tensor: e.name.clone(),
                     file: self
                         .info(&e.name)
-                        .map_or(self.source.clone(), |(f, _)| f.into()),
+                        .map_or(self.source.clone(), |entry| entry.file.into()),
                     index,
                     value,
                 });
@@ -193,7 +299,7 @@ impl WeightStore {
     pub fn check_expected(&self, expected: &[ExpectedTensor]) -> Result<(), WeightError> {
         let missing: Vec<&ExpectedTensor> = expected
             .iter()
-            .filter(|e| !self.locations.contains_key(&e.name))
+            .filter(|e| self.info(&e.name).is_none())
             .collect();
         if let Some(first) = missing.first() {
             return Err(WeightError::Missing {
@@ -206,23 +312,23 @@ impl WeightStore {
         let wanted: std::collections::BTreeSet<&str> =
             expected.iter().map(|e| e.name.as_str()).collect();
         let unexpected: Vec<&str> = self.names().filter(|n| !wanted.contains(n)).collect();
-        if let Some((file, info)) = unexpected.first().and_then(|n| self.info(n)) {
+        if let Some(entry) = unexpected.first().and_then(|n| self.info(n)) {
             return Err(WeightError::Unexpected {
                 tensor: unexpected[0].to_string(),
-                file: file.to_path_buf(),
-                shape: info.shape.clone(),
+                file: entry.file.to_path_buf(),
+                shape: entry.shape.to_vec(),
                 more: unexpected.len() - 1,
             });
         }
         for e in expected {
-            if let Some((file, info)) = self.info(&e.name) {
+            if let Some(entry) = self.info(&e.name) {
                 let stored_shape = stored_as(e.dtype, &e.shape).map(|(_, shape)| shape);
-                if info.shape != e.shape && stored_shape.as_ref() != Some(&info.shape) {
+                if entry.shape != e.shape && stored_shape.as_deref() != Some(entry.shape) {
                     return Err(WeightError::Shape {
                         tensor: e.name.clone(),
-                        file: file.to_path_buf(),
+                        file: entry.file.to_path_buf(),
                         expected: e.shape.clone(),
-                        got: info.shape.clone(),
+                        got: entry.shape.to_vec(),
                     });
                 }
             }

@@ -334,8 +334,8 @@ fn sharded_checkpoints_load_through_their_index() {
     assert!(store.source().ends_with(INDEX_FILE));
     let tensors = store.load_expected(&mixed_expected()).unwrap();
     assert_eq!(tensors[2].as_slice::<f32>().unwrap(), VALUES);
-    let (file, info) = store.info("c.weight").unwrap();
-    assert!(file.ends_with(SHARD_2) && info.dtype == DType::BF16);
+    let entry = store.info("c.weight").unwrap();
+    assert!(entry.file.ends_with(SHARD_2) && entry.stored == StoredAs::Dtype(DType::BF16));
 }
 
 #[test]

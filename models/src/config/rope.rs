@@ -6,18 +6,19 @@ use super::ConfigError;
 use oxrelax_dsl::nn::Llama3RopeScaling;
 use serde_json::Value;
 
-/// The RoPE base when the config gives none (transformers' default).
-const DEFAULT_THETA: f64 = 10000.0;
-
-/// `rope_theta` and the frequency scaling (`None`: plain RoPE).
-pub(super) fn parse_rope(raw: &RawConfig) -> Result<(f64, Option<Llama3RopeScaling>), ConfigError> {
+/// `rope_theta` (`default_theta`, transformers' default, when absent) and the frequency
+/// scaling (`None`: plain RoPE).
+pub(super) fn parse_rope(
+    raw: &RawConfig,
+    default_theta: f64,
+) -> Result<(f64, Option<Llama3RopeScaling>), ConfigError> {
     let parameters = raw.rope_parameters.as_ref().filter(|v| !v.is_null());
     let theta = match (raw.rope_theta, parameters.and_then(|p| p.get("rope_theta"))) {
         (Some(theta), _) => theta,
         (None, Some(value)) => value
             .as_f64()
             .ok_or_else(|| ConfigError::invalid("rope_parameters.rope_theta", "not a number"))?,
-        (None, None) => DEFAULT_THETA,
+        (None, None) => default_theta,
     };
     if !(theta.is_finite() && theta > 1.0) {
         return Err(ConfigError::invalid(

@@ -5,7 +5,6 @@
 use crate::config::{LayerType, ModelConfig};
 use crate::decoder::kv_cache::{self, KvLayout};
 use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
-use oxrelax_dsl::ir::Constant;
 use oxrelax_dsl::nn::RotaryEmbedding;
 use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
@@ -123,11 +122,7 @@ impl CausalLM {
         let Some(scale) = self.embed_scale else {
             return Ok(x);
         };
-        let scale = Expr::Constant(Constant {
-            dtype: DataType::F32,
-            shape: vec![],
-            values: vec![scale],
-        });
+        let scale = emit(bb, "embed_scale", op::full(vec![], scale, DataType::F32))?;
         emit(bb, "embed_scale", op::multiply(&x, &scale))
     }
 

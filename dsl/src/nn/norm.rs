@@ -1,7 +1,6 @@
 //! Normalization layers over the last axis: `RMSNorm` and `LayerNorm`.
 
 use super::{Module, NnError, Param, Prefix};
-use crate::ir::Constant;
 use crate::{op, BlockBuilder, DataType, Expr};
 
 /// Root-mean-square normalization with a learned scale. Parameter: `weight` `[dim]`.
@@ -42,11 +41,9 @@ impl RMSNorm {
         let error = NnError::op(self.prefix.as_str());
         let mut weight = self.weight.expr();
         if self.unit_offset {
-            let one = Expr::Constant(Constant {
-                dtype: self.weight.dtype().unwrap_or(DataType::F32),
-                shape: vec![],
-                values: vec![1.0],
-            });
+            let dtype = self.weight.dtype().unwrap_or(DataType::F32);
+            let one = op::ones(vec![], dtype).map_err(error)?;
+            let one: Expr = bb.emit_named(one, "one")?.into();
             let scale = op::add(&weight, &one).map_err(error)?;
             weight = bb.emit_named(scale, "scale")?.into();
         }

@@ -1,8 +1,8 @@
 //! What Gemma 3's config may ask for: the tanh GELU, no logit soft-capping, no RoPE
-//! scaling.
+//! scaling; and the RoPE base of its sliding layers.
 
 use super::raw::RawConfig;
-use super::ConfigError;
+use super::{rope, ConfigError, LayerType};
 use oxrelax_dsl::nn::Activation;
 
 /// Rejects Gemma 3 features the model does not implement; returns the MLP's activation
@@ -23,8 +23,23 @@ pub(super) fn check_supported(raw: &RawConfig) -> Result<Activation, ConfigError
     if let Some((field, Some(value))) = capping.into_iter().find(|(_, v)| v.is_some()) {
         return Err(ConfigError::unsupported(field, value, "null"));
     }
-    if let Some(scaling) = raw.rope_scaling.as_ref().filter(|v| !v.is_null()) {
-        return Err(ConfigError::unsupported("rope_scaling", scaling, "null"));
-    }
     Ok(Activation::GeluTanh)
+}
+
+/// transformers' `rope_local_base_freq` default.
+const DEFAULT_LOCAL_THETA: f64 = 10000.0;
+
+/// The sliding layers' RoPE base, refusing RoPE scaling of either layer type
+/// (`global_scaled`: the full layers'); transformers scales only the full layers, linearly,
+/// which is not implemented.
+pub(super) fn local_rope_theta(raw: &RawConfig, global_scaled: bool) -> Result<f64, ConfigError> {
+    let (theta, local_scaling) = rope::parse_rope(raw, LayerType::Sliding, DEFAULT_LOCAL_THETA)?;
+    if global_scaled || local_scaling.is_some() {
+        return Err(ConfigError::unsupported(
+            "rope_scaling",
+            "llama3",
+            "null, default",
+        ));
+    }
+    Ok(theta)
 }

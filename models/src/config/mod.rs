@@ -239,7 +239,12 @@ impl ModelConfig {
         let architecture = Architecture::detect(&raw.architectures, raw.model_type.as_deref())?;
         let gemma = architecture == Architecture::Gemma3;
         let default_theta = if gemma { 1e6 } else { 1e4 };
-        let (rope_theta, rope_scaling) = rope::parse_rope(&raw, default_theta)?;
+        let (rope_theta, rope_scaling) = rope::parse_rope(&raw, LayerType::Full, default_theta)?;
+        let rope_local_theta = if gemma {
+            gemma::local_rope_theta(&raw, rope_scaling.is_some())?
+        } else {
+            rope_theta
+        };
         let hidden_activation = check_supported(&raw, gemma)?;
         let (layer_types, sliding_window) = layers::parse_layers(architecture, &raw)?;
         let heads = raw.num_attention_heads;
@@ -287,10 +292,7 @@ impl ModelConfig {
                 .unwrap_or(architecture.default_max_positions()),
             sliding_window,
             layer_types,
-            rope_local_theta: match architecture {
-                Architecture::Gemma3 => raw.rope_local_base_freq.unwrap_or(10000.0),
-                _ => rope_theta,
-            },
+            rope_local_theta,
             attention_scale: 1.0 / query_scalar.sqrt(),
             hidden_activation,
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(gemma),
@@ -353,7 +355,6 @@ impl ModelConfig {
         }
         let bounded = [
             ("rms_norm_eps", self.rms_norm_eps, 0.0),
-            ("rope_local_base_freq", self.rope_local_theta, 1.0),
             ("query_pre_attn_scalar", self.attention_scale, 0.0),
         ];
         for (field, value, above) in bounded {

@@ -1,34 +1,51 @@
-//! The RoPE fields of a config: `rope_theta` and `rope_scaling` (or transformers 5's
-//! `rope_parameters`, which holds both).
+//! The RoPE fields of a config: `rope_theta` and `rope_scaling`, Gemma 3's
+//! `rope_local_base_freq` (or transformers 5's `rope_parameters`, which holds them all).
 
 use super::raw::RawConfig;
-use super::ConfigError;
+use super::{ConfigError, LayerType};
 use oxrelax_dsl::nn::Llama3RopeScaling;
 use serde_json::Value;
 
-/// `rope_theta` (`default_theta`, transformers' default, when absent) and the frequency
-/// scaling (`None`: plain RoPE).
+/// The RoPE of `layer`s: the base (`default_theta`, transformers' default, when absent)
+/// and the frequency scaling (`None`: plain RoPE). Full layers read `rope_theta` and
+/// `rope_scaling`, Gemma 3's sliding ones `rope_local_base_freq`; transformers 5 puts
+/// both in `rope_parameters`, per layer type (`rope_parameters.full_attention`) or one
+/// object for every layer.
 pub(super) fn parse_rope(
     raw: &RawConfig,
+    layer: LayerType,
     default_theta: f64,
 ) -> Result<(f64, Option<Llama3RopeScaling>), ConfigError> {
+    let (explicit_theta, explicit_scaling) = match layer {
+        LayerType::Full => (raw.rope_theta, raw.rope_scaling.as_ref()),
+        LayerType::Sliding => (raw.rope_local_base_freq, None),
+    };
     let parameters = raw.rope_parameters.as_ref().filter(|v| !v.is_null());
-    let theta = match (raw.rope_theta, parameters.and_then(|p| p.get("rope_theta"))) {
+    let (field, parameters) = match (parameters.and_then(|p| p.get(layer.name())), layer) {
+        (Some(own), _) => (format!("rope_parameters.{}", layer.name()), Some(own)),
+        (None, LayerType::Full) => ("rope_parameters".to_string(), parameters),
+        (None, LayerType::Sliding) => (String::new(), None),
+    };
+    let theta = match (explicit_theta, parameters.and_then(|p| p.get("rope_theta"))) {
         (Some(theta), _) => theta,
         (None, Some(value)) => value
             .as_f64()
-            .ok_or_else(|| ConfigError::invalid("rope_parameters.rope_theta", "not a number"))?,
+            .ok_or_else(|| ConfigError::invalid(&format!("{field}.rope_theta"), "not a number"))?,
         (None, None) => default_theta,
     };
     if !(theta.is_finite() && theta > 1.0) {
+        let name = match layer {
+            LayerType::Full => "rope_theta",
+            LayerType::Sliding => "rope_local_base_freq",
+        };
         return Err(ConfigError::invalid(
-            "rope_theta",
+            name,
             format!("must be above 1, got {theta}"),
         ));
     }
-    let (field, scaling) = match raw.rope_scaling.as_ref().filter(|v| !v.is_null()) {
+    let (field, scaling) = match explicit_scaling.filter(|v| !v.is_null()) {
         Some(scaling) => ("rope_scaling", Some(scaling)),
-        None => ("rope_parameters", parameters),
+        None => (field.as_str(), parameters),
     };
     let scaling = scaling
         .map(|s| parse_scaling(field, s))

@@ -100,8 +100,34 @@ fn layer_types_come_from_the_list_or_else_the_pattern() {
     );
     let message = error(&with(gemma3(), "sliding_window_pattern", json!(0)));
     assert!(message.contains("sliding_window_pattern"), "{message}");
+    let message = error(&with(gemma3(), "rope_local_base_freq", json!(0.5)));
+    assert!(
+        message.contains("invalid rope_local_base_freq"),
+        "{message}"
+    );
     let message = error(&with(gemma3(), "sliding_window", json!(0)));
     assert!(message.contains("sliding_window"), "{message}");
+}
+
+#[test]
+fn transformers_5_rope_parameters_per_layer_type_are_read() {
+    let nested = json!({
+        "full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}
+    });
+    let config = without(without(gemma3(), "rope_scaling"), "rope_theta");
+    let config = parse(&with(config, "rope_parameters", nested.clone())).unwrap();
+    assert_eq!(
+        (config.rope_theta, config.rope_local_theta),
+        (500000.0, 20000.0)
+    );
+    let mut linear = nested;
+    linear["full_attention"] = json!({"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6});
+    let message = error(&with(gemma3(), "rope_parameters", linear));
+    assert!(
+        message.contains("rope_parameters.full_attention.rope_type `linear`"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -131,7 +157,7 @@ fn gemma3_features_it_lacks_are_typed_errors_naming_field_and_value() {
             "rope_scaling",
             json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
-            "rope_scaling `{",
+            "rope_scaling `llama3`",
         ),
     ];
     for (key, value, needle) in cases {

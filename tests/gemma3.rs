@@ -3,7 +3,8 @@
 //! Face folder through the real load path, against a scalar f64 reference written here
 //! from transformers' Gemma 3 semantics: the logits of every position of a prompt longer
 //! than the window in one prefill, in prefill chunks shorter than the window, and across
-//! decode steps; and in every weight scheme (its matrices on the 4-bit grid) and KV cache
+//! decode steps; with the full layers' RoPE scaled linearly (`rope_scaling`); and in
+//! every weight scheme (its matrices on the 4-bit grid) and KV cache
 //! dtype (f16, int8: the other attention kernels) within their rounding. The reference
 //! without the window differs by far more than any bound, so a kernel ignoring the
 //! window fails.
@@ -119,4 +120,22 @@ fn gemma3_runs_in_every_weight_scheme_and_kv_dtype_near_the_reference() {
         let what = format!("{} with a {kv_dtype} KV cache", quantization.name());
         assert!(error <= bound, "{what}: {error}");
     }
+}
+
+#[test]
+fn gemma3_scales_the_rope_of_its_full_layers_linearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Reference::random(9);
+    let unscaled = model.logits(&tokens(), Window::Config);
+    model.rope_factor = Some(8.0);
+    model.write(dir.path());
+    let expected = model.logits(&tokens(), Window::Config);
+    let ignored = worst(&unscaled, &expected);
+    assert!(
+        ignored > 100.0 * TOLERANCE,
+        "the scaling must matter: {ignored}"
+    );
+    let rows = run(load(dir.path(), 16, (Quantization::Q0f32, KvDtype::F32)));
+    let error = worst(&rows, &expected);
+    assert!(error <= TOLERANCE, "{error}");
 }

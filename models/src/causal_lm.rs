@@ -50,10 +50,11 @@ impl CausalLM {
         let (hidden, vocab) = (config.hidden_size, config.vocab_size);
         let mut rope = RotaryEmbedding::new(config.head_dim, config.rope_theta)?;
         if let Some(scaling) = config.rope_scaling {
-            rope = rope.with_llama3_scaling(scaling)?;
+            rope = rope.with_scaling(scaling)?;
         }
-        let local_rope = (config.rope_local_theta != config.rope_theta)
-            .then(|| RotaryEmbedding::new(config.head_dim, config.rope_local_theta))
+        let local_rope = config
+            .rope_local_theta
+            .map(|theta| RotaryEmbedding::new(config.head_dim, theta))
             .transpose()?;
         let mut next_layer = 0;
         let layers = ModuleList::new(

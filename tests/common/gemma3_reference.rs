@@ -32,9 +32,12 @@ pub enum Window {
     Ignored,
 }
 
-/// The weights, by Hugging Face name, row-major f32.
+/// The weights, by Hugging Face name, row-major f32, and the full layers' linear RoPE
+/// scaling.
 pub struct Reference {
     weights: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    /// `rope_scaling` `linear` with this factor (full layers only), if any.
+    pub rope_factor: Option<f64>,
 }
 
 /// Every weight's name and shape.
@@ -95,7 +98,10 @@ impl Reference {
                 (name, (shape, values))
             })
             .collect();
-        Reference { weights }
+        Reference {
+            weights,
+            rope_factor: None,
+        }
     }
 
     /// Writes `config.json` and `model.safetensors` into `dir`.
@@ -114,6 +120,7 @@ impl Reference {
             "sliding_window_pattern": PATTERN,
             "query_pre_attn_scalar": QUERY_SCALAR,
             "rope_theta": ROPE_THETA,
+            "rope_scaling": self.rope_factor.map(|f| serde_json::json!({"rope_type": "linear", "factor": f})),
             "rope_local_base_freq": ROPE_LOCAL_THETA,
             "rms_norm_eps": EPS,
             "hidden_activation": "gelu_pytorch_tanh",
@@ -180,12 +187,11 @@ impl Reference {
                 (true, Window::Config) => Some(CONFIG_WINDOW),
                 _ => None,
             };
-            let theta = if sliding {
-                ROPE_LOCAL_THETA
-            } else {
-                ROPE_THETA
+            let rope = match (sliding, self.rope_factor) {
+                (true, _) => (ROPE_LOCAL_THETA, 1.0),
+                (false, factor) => (ROPE_THETA, factor.unwrap_or(1.0)),
             };
-            xs = self.layer(layer, &xs, span, theta);
+            xs = self.layer(layer, &xs, span, rope);
         }
         xs.iter()
             .map(|x| {
@@ -203,7 +209,7 @@ impl Reference {
         layer: usize,
         xs: &[Vec<f64>],
         span: Option<usize>,
-        theta: f64,
+        rope: (f64, f64),
     ) -> Vec<Vec<f64>> {
         let p = format!("model.layers.{layer}");
         let name = |suffix: &str| format!("{p}.{suffix}");
@@ -220,7 +226,7 @@ impl Reference {
                     y.chunks(HEAD_DIM)
                         .take(count)
                         .map(|head| match norm {
-                            Some(norm) => rope(&self.norm(&name(norm), head), pos, theta),
+                            Some(norm) => rotate(&self.norm(&name(norm), head), pos, rope),
                             None => head.to_vec(),
                         })
                         .collect()
@@ -263,12 +269,13 @@ impl Reference {
     }
 }
 
-/// Rotate-half RoPE of one head at position `pos` with base `theta`.
-fn rope(x: &[f64], pos: usize, theta: f64) -> Vec<f64> {
+/// Rotate-half RoPE of one head at position `pos` with base `theta`, its frequencies
+/// divided by `factor` (linear scaling).
+fn rotate(x: &[f64], pos: usize, (theta, factor): (f64, f64)) -> Vec<f64> {
     let half = x.len() / 2;
     let mut out = x.to_vec();
     for i in 0..half {
-        let freq = theta.powf(-2.0 * i as f64 / x.len() as f64);
+        let freq = theta.powf(-2.0 * i as f64 / x.len() as f64) / factor;
         let (sin, cos) = (pos as f64 * freq).sin_cos();
         out[i] = x[i] * cos - x[i + half] * sin;
         out[i + half] = x[i + half] * cos + x[i] * sin;

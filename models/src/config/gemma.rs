@@ -1,5 +1,5 @@
-//! What Gemma 3's config may ask for: the tanh GELU, no logit soft-capping, no RoPE
-//! scaling; and the RoPE base of its sliding layers.
+//! What Gemma 3's config may ask for: the tanh GELU, no logit soft-capping; and the
+//! RoPE base of its sliding layers.
 
 use super::raw::RawConfig;
 use super::{rope, ConfigError, LayerType};
@@ -29,16 +29,16 @@ pub(super) fn check_supported(raw: &RawConfig) -> Result<Activation, ConfigError
 /// transformers' `rope_local_base_freq` default.
 const DEFAULT_LOCAL_THETA: f64 = 10000.0;
 
-/// The sliding layers' RoPE base, refusing RoPE scaling of either layer type
-/// (`global_scaled`: the full layers'); transformers scales only the full layers, linearly,
-/// which is not implemented.
-pub(super) fn local_rope_theta(raw: &RawConfig, global_scaled: bool) -> Result<f64, ConfigError> {
-    let (theta, local_scaling) = rope::parse_rope(raw, LayerType::Sliding, DEFAULT_LOCAL_THETA)?;
-    if global_scaled || local_scaling.is_some() {
+/// The sliding layers' RoPE base; transformers never scales their frequencies, so a
+/// scaling given for them is refused.
+pub(super) fn local_rope_theta(raw: &RawConfig) -> Result<f64, ConfigError> {
+    let (theta, scaling) = rope::parse_rope(raw, LayerType::Sliding, DEFAULT_LOCAL_THETA)?;
+    if let Some(scaling) = scaling {
+        let field = "rope_parameters.sliding_attention";
         return Err(ConfigError::unsupported(
-            "rope_scaling",
-            "llama3",
-            "null, default",
+            field,
+            format!("{scaling:?}"),
+            "default",
         ));
     }
     Ok(theta)

@@ -16,7 +16,7 @@ pub(crate) mod tests;
 pub use error::ConfigError;
 pub use layers::LayerType;
 
-use oxrelax_dsl::nn::{Activation, Llama3RopeScaling};
+use oxrelax_dsl::nn::{Activation, RopeScaling};
 use oxrelax_dsl::DataType;
 use raw::RawConfig;
 use std::path::Path;
@@ -180,8 +180,9 @@ pub struct ModelConfig {
     pub rms_norm_eps: f64,
     /// The RoPE base.
     pub rope_theta: f64,
-    /// Llama 3.1 RoPE frequency scaling, if any.
-    pub rope_scaling: Option<Llama3RopeScaling>,
+    /// RoPE frequency scaling (`linear`, Llama 3.1's `llama3`), if any; Gemma 3 scales
+    /// only its full layers.
+    pub rope_scaling: Option<RopeScaling>,
     /// The longest context the model was trained for.
     pub max_position_embeddings: i64,
     /// The attention window of the sliding layers (`layer_types`): a query sees only the
@@ -190,8 +191,9 @@ pub struct ModelConfig {
     pub sliding_window: Option<i64>,
     /// Each layer's attention, full or over the `sliding_window`.
     pub layer_types: Vec<LayerType>,
-    /// The RoPE base of sliding layers (Gemma 3's `rope_local_base_freq`; else `rope_theta`).
-    pub rope_local_theta: f64,
+    /// Gemma 3's sliding layers' own RoPE base (`rope_local_base_freq`, never scaled);
+    /// `None`: every layer rotates with `rope_theta` and `rope_scaling`.
+    pub rope_local_theta: Option<f64>,
     /// The factor of every attention score (`head_dim ** -0.5`; Gemma 3:
     /// `query_pre_attn_scalar ** -0.5`).
     pub attention_scale: f64,
@@ -240,11 +242,7 @@ impl ModelConfig {
         let gemma = architecture == Architecture::Gemma3;
         let default_theta = if gemma { 1e6 } else { 1e4 };
         let (rope_theta, rope_scaling) = rope::parse_rope(&raw, LayerType::Full, default_theta)?;
-        let rope_local_theta = if gemma {
-            gemma::local_rope_theta(&raw, rope_scaling.is_some())?
-        } else {
-            rope_theta
-        };
+        let rope_local_theta = gemma.then(|| gemma::local_rope_theta(&raw)).transpose()?;
         let hidden_activation = check_supported(&raw, gemma)?;
         let (layer_types, sliding_window) = layers::parse_layers(architecture, &raw)?;
         let heads = raw.num_attention_heads;

@@ -3,7 +3,7 @@
 
 use super::raw::RawConfig;
 use super::{ConfigError, LayerType};
-use oxrelax_dsl::nn::Llama3RopeScaling;
+use oxrelax_dsl::nn::{Llama3RopeScaling, RopeScaling};
 use serde_json::Value;
 
 /// The RoPE of `layer`s: the base (`default_theta`, transformers' default, when absent)
@@ -15,7 +15,7 @@ pub(super) fn parse_rope(
     raw: &RawConfig,
     layer: LayerType,
     default_theta: f64,
-) -> Result<(f64, Option<Llama3RopeScaling>), ConfigError> {
+) -> Result<(f64, Option<RopeScaling>), ConfigError> {
     let (explicit_theta, explicit_scaling) = match layer {
         LayerType::Full => (raw.rope_theta, raw.rope_scaling.as_ref()),
         LayerType::Sliding => (raw.rope_local_base_freq, None),
@@ -54,8 +54,8 @@ pub(super) fn parse_rope(
     Ok((theta, scaling))
 }
 
-/// A `rope_scaling` object: `rope_type` (or `type`) `default` or `llama3`.
-fn parse_scaling(field: &str, value: &Value) -> Result<Option<Llama3RopeScaling>, ConfigError> {
+/// A `rope_scaling` object: `rope_type` (or `type`) `default`, `linear` or `llama3`.
+fn parse_scaling(field: &str, value: &Value) -> Result<Option<RopeScaling>, ConfigError> {
     let object = value.as_object().ok_or_else(|| {
         ConfigError::invalid(field, format!("expected an object or null, got {value}"))
     })?;
@@ -64,25 +64,26 @@ fn parse_scaling(field: &str, value: &Value) -> Result<Option<Llama3RopeScaling>
         .or_else(|| object.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("default");
+    let number = |key: &str| {
+        object.get(key).and_then(Value::as_f64).ok_or_else(|| {
+            ConfigError::invalid(&format!("{field}.{key}"), "missing or not a number")
+        })
+    };
     match kind {
         "default" => Ok(None),
-        "llama3" => {
-            let number = |key: &str| {
-                object.get(key).and_then(Value::as_f64).ok_or_else(|| {
-                    ConfigError::invalid(&format!("{field}.{key}"), "missing or not a number")
-                })
-            };
-            Ok(Some(Llama3RopeScaling {
-                factor: number("factor")?,
-                low_freq_factor: number("low_freq_factor")?,
-                high_freq_factor: number("high_freq_factor")?,
-                original_max_position_embeddings: number("original_max_position_embeddings")?,
-            }))
-        }
+        "linear" => Ok(Some(RopeScaling::Linear {
+            factor: number("factor")?,
+        })),
+        "llama3" => Ok(Some(RopeScaling::Llama3(Llama3RopeScaling {
+            factor: number("factor")?,
+            low_freq_factor: number("low_freq_factor")?,
+            high_freq_factor: number("high_freq_factor")?,
+            original_max_position_embeddings: number("original_max_position_embeddings")?,
+        }))),
         other => Err(ConfigError::unsupported(
             &format!("{field}.rope_type"),
             other,
-            "llama3, default, or no rope_scaling",
+            "linear, llama3, default, or no rope_scaling",
         )),
     }
 }

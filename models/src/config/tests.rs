@@ -1,5 +1,5 @@
 use super::*;
-use oxrelax_dsl::nn::Activation;
+use oxrelax_dsl::nn::{Activation, Llama3RopeScaling};
 #[path = "tests_gemma.rs"]
 pub(crate) mod gemma;
 use serde_json::{json, Value};
@@ -64,7 +64,7 @@ fn llama_config_parses_every_field() {
         max_position_embeddings: 2048,
         sliding_window: None,
         layer_types: vec![LayerType::Full; 2],
-        rope_local_theta: 10000.0,
+        rope_local_theta: None,
         attention_scale: 0.25,
         hidden_activation: Activation::Silu,
         tie_word_embeddings: false,
@@ -136,7 +136,7 @@ fn architecture_comes_from_architectures_or_model_type() {
 }
 
 #[test]
-fn llama3_rope_scaling_parses_and_other_types_are_unsupported() {
+fn llama3_and_linear_rope_scaling_parse_and_other_types_are_unsupported() {
     let scaling = json!({
         "rope_type": "llama3",
         "factor": 8.0,
@@ -147,12 +147,18 @@ fn llama3_rope_scaling_parses_and_other_types_are_unsupported() {
     let config = parse(&with(llama(), "rope_scaling", scaling.clone())).unwrap();
     assert_eq!(
         config.rope_scaling,
-        Some(Llama3RopeScaling {
+        Some(RopeScaling::Llama3(Llama3RopeScaling {
             factor: 8.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
             original_max_position_embeddings: 8192.0,
-        })
+        }))
+    );
+    let linear = json!({"rope_type": "linear", "factor": 4.0});
+    let config = parse(&with(llama(), "rope_scaling", linear)).unwrap();
+    assert_eq!(
+        config.rope_scaling,
+        Some(RopeScaling::Linear { factor: 4.0 })
     );
     let yarn = json!({"type": "yarn", "factor": 4.0});
     let err = parse(&with(llama(), "rope_scaling", yarn)).unwrap_err();

@@ -3,7 +3,7 @@
 
 use super::{error, parse, with, without};
 use crate::config::{Architecture, ConfigError, LayerType};
-use oxrelax_dsl::nn::Activation;
+use oxrelax_dsl::nn::{Activation, RopeScaling};
 use serde_json::{json, Value};
 
 /// A tiny Gemma 3 text config as transformers writes it.
@@ -35,7 +35,7 @@ fn gemma3_takes_transformers_defaults() {
     assert_eq!(config.architecture, Architecture::Gemma3);
     assert_eq!(config.rms_norm_eps, 1e-6);
     assert_eq!(config.rope_theta, 1e6);
-    assert_eq!(config.rope_local_theta, 1e4);
+    assert_eq!(config.rope_local_theta, Some(1e4));
     assert_eq!(config.rope_scaling, None);
     assert_eq!(config.attention_scale, 0.25);
     assert_eq!(config.hidden_activation, Activation::GeluTanh);
@@ -119,13 +119,17 @@ fn transformers_5_rope_parameters_per_layer_type_are_read() {
     let config = parse(&with(config, "rope_parameters", nested.clone())).unwrap();
     assert_eq!(
         (config.rope_theta, config.rope_local_theta),
-        (500000.0, 20000.0)
+        (500000.0, Some(20000.0))
     );
     let mut linear = nested;
     linear["full_attention"] = json!({"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6});
+    let config = parse(&with(gemma3(), "rope_parameters", linear.clone())).unwrap();
+    let factor = RopeScaling::Linear { factor: 8.0 };
+    assert_eq!(config.rope_scaling, Some(factor), "the full layers' only");
+    linear["sliding_attention"] = json!({"rope_type": "linear", "factor": 2.0});
     let message = error(&with(gemma3(), "rope_parameters", linear));
     assert!(
-        message.contains("rope_parameters.full_attention.rope_type `linear`"),
+        message.contains("rope_parameters.sliding_attention `Linear"),
         "{message}"
     );
 }
@@ -150,14 +154,8 @@ fn gemma3_features_it_lacks_are_typed_errors_naming_field_and_value() {
         ),
         (
             "rope_scaling",
-            json!({"rope_type": "linear", "factor": 8.0}),
-            "rope_scaling.rope_type `linear`",
-        ),
-        (
-            "rope_scaling",
-            json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
-            "rope_scaling `llama3`",
+            json!({"rope_type": "yarn", "factor": 8.0}),
+            "rope_scaling.rope_type `yarn`",
         ),
     ];
     for (key, value, needle) in cases {

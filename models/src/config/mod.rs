@@ -246,30 +246,7 @@ impl ModelConfig {
         let hidden_activation = check_supported(&raw, gemma)?;
         let (layer_types, sliding_window) = layers::parse_layers(architecture, &raw)?;
         let heads = raw.num_attention_heads;
-        if raw.head_dim.is_none()
-            && architecture != Architecture::Qwen3
-            && heads > 0
-            && raw.hidden_size % heads != 0
-        {
-            return Err(ConfigError::invalid(
-                "num_attention_heads",
-                format!(
-                    "{heads} does not divide hidden_size {} (and no head_dim is given)",
-                    raw.hidden_size
-                ),
-            ));
-        }
-        let default_head_dim = match architecture {
-            Architecture::Qwen3 => 128,
-            Architecture::Gemma3 => 256,
-            _ if heads > 0 => raw.hidden_size / heads,
-            _ => 0,
-        };
-        let head_dim = raw.head_dim.unwrap_or(default_head_dim);
-        let query_scalar = match architecture {
-            Architecture::Gemma3 => raw.query_pre_attn_scalar.unwrap_or(256.0),
-            _ => head_dim as f64,
-        };
+        let (head_dim, attention_scale) = head_dim(architecture, &raw)?;
         let config = ModelConfig {
             architecture,
             hidden_size: raw.hidden_size,
@@ -291,7 +268,7 @@ impl ModelConfig {
             sliding_window,
             layer_types,
             rope_local_theta,
-            attention_scale: 1.0 / query_scalar.sqrt(),
+            attention_scale,
             hidden_activation,
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(gemma),
             torch_dtype: match raw.torch_dtype.as_deref().or(raw.dtype.as_deref()) {
@@ -381,6 +358,31 @@ impl ModelConfig {
             _ => None,
         }
     }
+}
+
+/// The lanes per head (explicit, else the architecture's default) and the factor of the
+/// attention scores (`head_dim ** -0.5`; Gemma 3: `query_pre_attn_scalar ** -0.5`).
+fn head_dim(architecture: Architecture, raw: &RawConfig) -> Result<(i64, f64), ConfigError> {
+    let heads = raw.num_attention_heads;
+    let default = match architecture {
+        Architecture::Qwen3 => 128,
+        Architecture::Gemma3 => 256,
+        _ if heads > 0 && raw.hidden_size % heads != 0 && raw.head_dim.is_none() => {
+            let reason = format!(
+                "{heads} does not divide hidden_size {} (and no head_dim is given)",
+                raw.hidden_size
+            );
+            return Err(ConfigError::invalid("num_attention_heads", reason));
+        }
+        _ if heads > 0 => raw.hidden_size / heads,
+        _ => 0,
+    };
+    let head_dim = raw.head_dim.unwrap_or(default);
+    let query_scalar = match architecture {
+        Architecture::Gemma3 => raw.query_pre_attn_scalar.unwrap_or(256.0),
+        _ => head_dim as f64,
+    };
+    Ok((head_dim, 1.0 / query_scalar.sqrt()))
 }
 
 /// The largest value each size may take: far beyond any released model's (so a config

@@ -1,8 +1,8 @@
-//! `CausalLM`: the decoder-only language model all three architectures are — token
-//! embedding, a stack of [`DecoderLayer`]s, a final RMSNorm and the output projection
+//! `CausalLM`: the decoder-only language model every architecture is — token embedding
+//! (Gemma: scaled), a stack of [`DecoderLayer`]s, a final RMSNorm and the output projection
 //! (`lm_head`, or the embedding itself when tied).
 
-use crate::config::ModelConfig;
+use crate::config::{LayerType, ModelConfig};
 use crate::decoder::kv_cache::{self, KvLayout};
 use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
 use oxrelax_dsl::nn::RotaryEmbedding;
@@ -31,6 +31,10 @@ pub struct CausalLM {
     lm_head: Linear,
     /// The rotation every layer applies to q and k (one cos/sin table per forward pass).
     rope: RotaryEmbedding,
+    /// Gemma 3's sliding layers' rotation, of a base of its own.
+    local_rope: Option<RotaryEmbedding>,
+    /// The embeddings' factor (Gemma: `sqrt(hidden_size)`).
+    embed_scale: Option<f64>,
 }
 
 impl CausalLM {
@@ -46,15 +50,24 @@ impl CausalLM {
         let (hidden, vocab) = (config.hidden_size, config.vocab_size);
         let mut rope = RotaryEmbedding::new(config.head_dim, config.rope_theta)?;
         if let Some(scaling) = config.rope_scaling {
-            rope = rope.with_llama3_scaling(scaling)?;
+            rope = rope.with_scaling(scaling)?;
         }
+        let local_rope = config
+            .rope_local_theta
+            .map(|theta| RotaryEmbedding::new(config.head_dim, theta))
+            .transpose()?;
         let mut next_layer = 0;
         let layers = ModuleList::new(
             &model.child("layers"),
             config.num_hidden_layers as usize,
             |prefix| {
                 next_layer += 1;
-                DecoderLayer::new(prefix, next_layer - 1, config, (options, weights), &rope)
+                let layer = next_layer - 1;
+                let rope = match (&local_rope, config.layer_types.get(layer as usize)) {
+                    (Some(local), Some(LayerType::Sliding)) => local,
+                    _ => &rope,
+                };
+                DecoderLayer::new(prefix, layer, config, (options, weights), rope)
             },
         );
         let embed_prefix = model.child("embed_tokens");
@@ -73,10 +86,13 @@ impl CausalLM {
                 hidden,
                 config.rms_norm_eps,
                 DataType::F32,
-            ),
+            )
+            .with_unit_offset(options.unit_offset_norms),
             lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32)
                 .stored_as(weights),
             rope,
+            local_rope,
+            embed_scale: options.scaled_embedding.then(|| (hidden as f64).sqrt()),
         })
     }
 
@@ -101,9 +117,14 @@ impl CausalLM {
             .collect()
     }
 
-    /// Emits the embedding of `ids` (`[1, n]` i32): `[1, n, hidden]`.
+    /// Emits the embedding of `ids` (`[1, n]` i32), scaled for Gemma: `[1, n, hidden]`.
     pub fn embed(&self, bb: &mut BlockBuilder, ids: &Expr) -> Result<Expr, NnError> {
-        self.embed_tokens.forward(bb, ids)
+        let x = self.embed_tokens.forward(bb, ids)?;
+        let Some(scale) = self.embed_scale else {
+            return Ok(x);
+        };
+        let scale = emit(bb, "embed_scale", op::full(vec![], scale, DataType::F32))?;
+        emit(bb, "embed_scale", op::multiply(&x, &scale))
     }
 
     /// Emits a forward pass over `ids` (`[1, n]` i32) that reads and extends `cache`, and
@@ -126,8 +147,16 @@ impl CausalLM {
         };
         kv_cache::view(bb, cache, 0, layout, dims.past.expr())?;
         let rope_table = self.rope.table(bb, &dims.tokens, &dims.past.expr())?;
-        for layer in &self.layers {
-            x = layer.forward(bb, &x, cache, dims, &rope_table)?;
+        let local_table = match &self.local_rope {
+            Some(rope) => Some(rope.table(bb, &dims.tokens, &dims.past.expr())?),
+            None => None,
+        };
+        for (layer, kind) in self.layers.iter().zip(&self.config.layer_types) {
+            let table = match (&local_table, kind) {
+                (Some(local), LayerType::Sliding) => local,
+                _ => &rope_table,
+            };
+            x = layer.forward(bb, &x, cache, dims, table)?;
         }
         if positions == Positions::Last {
             x = self.last_position(bb, &x, dims)?;

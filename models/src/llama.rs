@@ -15,5 +15,6 @@ causal_lm_class!(
         qk_norm: false,
         mlp_bias: config.mlp_bias,
         fused_projections: false,
+        ..LayerOptions::default()
     }
 );

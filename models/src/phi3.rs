@@ -18,5 +18,6 @@ causal_lm_class!(
         qk_norm: false,
         mlp_bias: false,
         fused_projections: true,
+        ..LayerOptions::default()
     }
 );

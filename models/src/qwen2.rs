@@ -15,5 +15,6 @@ causal_lm_class!(
         qk_norm: false,
         mlp_bias: false,
         fused_projections: false,
+        ..LayerOptions::default()
     }
 );

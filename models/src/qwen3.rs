@@ -16,5 +16,6 @@ causal_lm_class!(
         qk_norm: true,
         mlp_bias: false,
         fused_projections: false,
+        ..LayerOptions::default()
     }
 );

@@ -7,12 +7,14 @@
 //! widened as the kernel loads it), or `attention_q8kv` for a legalized `attention_q8kv`
 //! (i8 codes with f32 scales `[t, kv_heads]`, dequantized as the kernel loads them). Each call reads its kv head's rows in place (stride
 //! `kv_heads * d`, and `kv_heads` for the scales: heads are grouped by index, never
-//! broadcast) up to the causal limit computed from the row index, and keeps no score
-//! matrix.
+//! broadcast) up to the causal limit computed from the row index — from the start of
+//! the row's sliding window when the attention has one (the run's base moves, the kernel
+//! is the same) — and keeps no score matrix.
 
 use crate::rule::ScheduleRule;
 use crate::tir_build::{ceil_div_const, for_loop, index, let_in, min};
 use oxrelax_dsl::legalize::OP_ATTR;
+use oxrelax_dsl::op::Mask;
 use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelSpec, PrimExpr, PrimFunc,
     Stmt,
@@ -44,7 +46,7 @@ struct Attention<'a> {
     kv_heads: i64,
     dim: &'a SymExpr,
     scale: f64,
-    causal: bool,
+    mask: Mask,
 }
 
 fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
@@ -53,8 +55,7 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     {
         return None;
     }
-    let (Some(AttrValue::Float(scale)), Some(AttrValue::Bool(causal))) =
-        (attr("scale"), attr("causal"))
+    let (Some(AttrValue::Float(scale)), Some(AttrValue::Bool(_))) = (attr("scale"), attr("causal"))
     else {
         return None;
     };
@@ -93,7 +94,7 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
         kv_heads,
         dim,
         scale: *scale,
-        causal: *causal,
+        mask: Mask::of(&func.attrs),
     })
 }
 
@@ -155,6 +156,25 @@ fn rem(a: PrimExpr, b: i64) -> PrimExpr {
     }
 }
 
+/// The first key a query at `position` sees (`None`: key 0) and how many from there (`t`
+/// keys in all): every key without a mask; up to the query's own position when causal
+/// (none before position 0); the last `window` of those with a window.
+fn key_run(mask: Mask, t: PrimExpr, position: PrimExpr) -> (Option<PrimExpr>, PrimExpr) {
+    let limit = || {
+        let limit = position.clone() + PrimExpr::index(1);
+        min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
+    };
+    match mask {
+        Mask::None => (None, t.clone()),
+        Mask::Causal => (None, limit()),
+        Mask::Window(window) => {
+            let start = position.clone() - PrimExpr::index(window - 1);
+            let first = min(start.binary(BinOp::Max, PrimExpr::index(0)), limit());
+            (Some(first.clone()), limit() - first)
+        }
+    }
+}
+
 impl ScheduleRule for AttentionRule {
     fn name(&self) -> &'static str {
         "attention"
@@ -185,12 +205,14 @@ impl ScheduleRule for AttentionRule {
             let rest = PrimExpr::index(group) - part * PrimExpr::index(split.per_call);
             (queries, min(PrimExpr::index(split.per_call), rest))
         };
+        let (first, keys) = key_run(a.mask, t, past + row);
+        let kv_width = PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone()));
+        // Row `j`'s elements of kv head `g` start at `j * kv_width + g * dim`, its scale at
+        // `j * kv_heads + g`.
         let kv_row = kv_head.clone() * dim.clone();
-        let keys = if a.causal {
-            let limit = past + row + PrimExpr::index(1);
-            min(t.clone(), limit.binary(BinOp::Max, PrimExpr::index(0)))
-        } else {
-            t.clone()
+        let kv_row = match &first {
+            Some(first) => first.clone() * kv_width.clone() + kv_row,
+            None => kv_row,
         };
         let region = |buffer: &Buffer, offset: PrimExpr| BufferRegion {
             buffer: buffer.name.clone(),
@@ -201,17 +223,15 @@ impl ScheduleRule for AttentionRule {
             region(a.k, index("kv_row")),
             region(a.v, index("kv_row")),
         ];
-        let mut scalars = vec![
-            rows,
-            keys,
-            PrimExpr::from(&(SymExpr::int(a.kv_heads) * a.dim.clone())),
-            dim.clone(),
-            PrimExpr::f32(a.scale),
-        ];
+        let mut scalars = vec![rows, keys, kv_width, dim.clone(), PrimExpr::f32(a.scale)];
         // Quantized rows' scales: row `j`'s at `j * kv_heads + kv_head`.
         if let Some((k_scales, v_scales)) = a.scales {
-            operands.push(region(k_scales, kv_head.clone()));
-            operands.push(region(v_scales, kv_head));
+            let scale_row = match first {
+                Some(first) => first * PrimExpr::index(a.kv_heads) + kv_head,
+                None => kv_head,
+            };
+            operands.push(region(k_scales, scale_row.clone()));
+            operands.push(region(v_scales, scale_row));
             scalars.push(PrimExpr::index(a.kv_heads));
         }
         operands.push(region(a.out, queries));

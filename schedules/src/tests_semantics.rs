@@ -3,6 +3,7 @@
 
 use crate::{default_schedule, AttentionRule, GemvRule, MatmulRule, ScheduleConfig, ScheduleRule};
 use oxrelax_dsl::legalize::legalize_call;
+use oxrelax_dsl::op::Mask;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::run_with_inputs;
 use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
@@ -167,7 +168,15 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
         [DataType::F32, DataType::F16, DataType::I8].map(|kv_dtype| (shape, kv_dtype))
     });
     for ((heads, kv_heads, dim, past), kv_dtype) in cases {
-        for (causal, single_row) in [(true, false), (false, false), (true, true)] {
+        let masks = [
+            (Mask::Causal, false),
+            (Mask::None, false),
+            (Mask::Causal, true),
+            (Mask::Window(3), false),
+            (Mask::Window(1), false),
+            (Mask::Window(2), true),
+        ];
+        for (mask, single_row) in masks {
             let rows = if single_row {
                 SymExpr::int(1)
             } else {
@@ -185,9 +194,9 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
             let attention = if kv_dtype == DataType::I8 {
                 let scales = |name| tensor(name, scale_rows.clone(), DataType::F32);
                 let (ks, vs) = (scales("k_scales"), scales("v_scales"));
-                op::attention_q8kv(&q, (&k, &ks), (&v, &vs), 0.3, causal)
+                op::attention_q8kv(&q, (&k, &ks), (&v, &vs), 0.3, mask)
             } else {
-                op::attention(&q, &k, &v, 0.3, causal)
+                op::attention(&q, &k, &v, 0.3, mask)
             };
             let Expr::Call(call) = attention.unwrap() else {
                 unreachable!("op constructors build calls")
@@ -210,7 +219,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 let after = run_with_inputs(&scheduled, &dims, &inputs).unwrap();
                 for (b, a) in before[0].iter().zip(&after[0]) {
                     let what = format!(
-                        "{kv_dtype} heads {heads}/{kv_heads} dim {dim} past {past} causal {causal} n {value} single row {single_row}"
+                        "{kv_dtype} heads {heads}/{kv_heads} dim {dim} past {past} mask {mask:?} n {value} single row {single_row}"
                     );
                     assert!(
                         (a - b).abs() <= 1e-5 * (1.0 + b.abs()),

@@ -2,7 +2,8 @@
 //! `[n, heads, t]`, their row maximum, the sum of exponentials, and the weighted sum of the
 //! values. K and V of f16 (an f16 KV cache) are widened to f32 as each element is read;
 //! `attention_q8kv`'s int8 codes are dequantized (code times its position's and kv head's
-//! scale) as each element is read.
+//! scale) as each element is read. A sliding window masks the keys before it as the
+//! causal mask masks those after the query.
 //! This is the reference (and the fallback schedule); the attention schedule rule
 //! replaces it with one microkernel call per query row and kv head (over the query heads
 //! sharing it), which reads K and V in place and keeps no score matrix.
@@ -10,6 +11,7 @@
 use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{load, Kernel, OpPattern};
+use crate::op::Mask;
 use crate::te::{self, Expr};
 use crate::{AttrValue, DataType};
 
@@ -37,7 +39,8 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (k_scales, v_scales) = (inputs.get(3), inputs.get(4));
     let (shape, dtype) = call.output_of_rank(3)?;
     let scale = call.float_attr("scale", 1.0)?;
-    let causal = call.bool_attr("causal", true)?;
+    call.bool_attr("causal", true)?;
+    let mask = Mask::of(&call.call.attrs);
     let (n, heads, dim) = (&q.shape()[0], &q.shape()[1], &q.shape()[2]);
     let (t, kv_heads) = (&k.shape()[0], &k.shape()[1]);
     let group = match (heads.as_const(), kv_heads.as_const()) {
@@ -57,12 +60,13 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
             std::slice::from_ref(&d),
         );
         let scaled = dot * Expr::f32(scale);
-        if causal {
-            let visible = j.le(past.clone() + row.clone());
-            te::select(visible, scaled, Expr::neg_inf(DataType::F32))
-        } else {
-            scaled
-        }
+        let position = past.clone() + row.clone();
+        let visible = match mask {
+            Mask::None => return scaled,
+            Mask::Causal => j.le(position),
+            Mask::Window(w) => j.le(position.clone()).and(j.gt(position - Expr::int(w))),
+        };
+        te::select(visible, scaled, Expr::neg_inf(DataType::F32))
     });
     let row_shape = vec![n.clone(), heads.clone()];
     let j = te::reduce_axis("j", t.clone());
@@ -84,9 +88,10 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let sum = te::sum(weight(row, h, j.var()) * value, std::slice::from_ref(&j));
         (sum / weight_sum.at(&[row.clone(), h.clone()])).cast(dtype)
     });
-    let attrs = [
+    let mut attrs = vec![
         ("scale", AttrValue::Float(scale)),
-        ("causal", AttrValue::Bool(causal)),
+        ("causal", AttrValue::Bool(mask != Mask::None)),
     ];
+    attrs.extend(mask.window().map(|w| ("window", AttrValue::Int(w))));
     Ok(Kernel::new(inputs, args, out, OpPattern::Opaque).with_attrs(&attrs))
 }

@@ -35,16 +35,21 @@ impl Activation {
             .find(|a| a.name() == name)
     }
 
-    /// Emits the activation of `x`.
-    pub fn forward(self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+    /// The activation's call on `x`, not yet emitted.
+    pub fn call(self, x: &Expr) -> Result<Expr, NnError> {
         let err = NnError::op(self.name());
-        let y = match self {
+        match self {
             Activation::Silu => op::silu(x),
             Activation::Gelu => op::gelu(x, false),
             Activation::GeluTanh => op::gelu(x, true),
             Activation::Relu => op::maximum(x, &zero_like(self, x)?),
         }
-        .map_err(err)?;
+        .map_err(err)
+    }
+
+    /// Emits the activation of `x`.
+    pub fn forward(self, bb: &mut BlockBuilder, x: &Expr) -> Result<Expr, NnError> {
+        let y = self.call(x)?;
         let hint = match self {
             Activation::GeluTanh => "gelu",
             other => other.name(),

@@ -28,5 +28,5 @@ pub use mask::causal_mask;
 pub use module::{Module, ModuleList};
 pub use norm::{LayerNorm, RMSNorm};
 pub use param::{Param, Prefix};
-pub use rope::{Llama3RopeScaling, RotaryEmbedding};
+pub use rope::{Llama3RopeScaling, RopeScaling, RotaryEmbedding};
 pub use spec::{Forward, Spec};

@@ -13,12 +13,24 @@ use crate::{BlockBuilder, DataType, Expr, StructInfo, SymExpr};
 /// ([`RotaryEmbedding::table`], computed from the position inside the compiled code, once
 /// per forward pass); the offset (tokens already in the KV cache, e.g. `m`) may be
 /// symbolic.
-/// Optionally the frequencies are rescaled as Llama 3.1 does ([`Llama3RopeScaling`]).
+/// Optionally the frequencies are rescaled ([`RopeScaling`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RotaryEmbedding {
     head_dim: i64,
     theta: f64,
-    scaling: Option<Llama3RopeScaling>,
+    scaling: Option<RopeScaling>,
+}
+
+/// A rescaling of RoPE's frequencies (Hugging Face's `rope_scaling`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// `linear`: every frequency divided by `factor` (positions interpolated).
+    Linear {
+        /// The divisor (e.g. 8).
+        factor: f64,
+    },
+    /// `llama3`: Llama 3.1's per-band rescaling.
+    Llama3(Llama3RopeScaling),
 }
 
 /// Llama 3.1's frequency rescaling (`rope_scaling` of type `llama3`), as Hugging Face
@@ -94,24 +106,28 @@ impl RotaryEmbedding {
         })
     }
 
-    /// The same rotation with Llama 3.1's frequency rescaling; the factors must be
-    /// positive with `high_freq_factor > low_freq_factor`.
-    pub fn with_llama3_scaling(self, scaling: Llama3RopeScaling) -> Result<Self, NnError> {
-        let s = scaling;
-        let positive = [
-            s.factor,
-            s.low_freq_factor,
-            s.high_freq_factor,
-            s.original_max_position_embeddings,
-        ]
-        .iter()
-        .all(|v| v.is_finite() && *v > 0.0);
-        if !positive || s.high_freq_factor <= s.low_freq_factor {
+    /// The same rotation with its frequencies rescaled by `scaling`; the factors must be
+    /// positive (for `llama3`, with `high_freq_factor > low_freq_factor`).
+    pub fn with_scaling(self, scaling: RopeScaling) -> Result<Self, NnError> {
+        let (factors, ordered) = match scaling {
+            RopeScaling::Linear { factor } => (vec![factor], true),
+            RopeScaling::Llama3(s) => (
+                vec![
+                    s.factor,
+                    s.low_freq_factor,
+                    s.high_freq_factor,
+                    s.original_max_position_embeddings,
+                ],
+                s.high_freq_factor > s.low_freq_factor,
+            ),
+        };
+        let positive = factors.iter().all(|v| v.is_finite() && *v > 0.0);
+        if !positive || !ordered {
             return Err(NnError::Config {
                 module: "rotary_embedding".to_string(),
                 reason: format!(
-                    "llama3 rope scaling needs positive factors with high_freq_factor > \
-                     low_freq_factor, got {scaling:?}"
+                    "rope scaling needs positive factors (llama3: high_freq_factor > \
+                     low_freq_factor), got {scaling:?}"
                 ),
             });
         }
@@ -224,9 +240,13 @@ impl RotaryEmbedding {
             let position = (te::Expr::from(offset) + s).cast(DataType::F32);
             let lane = i.floormod(half);
             let mut inv_freq = (lane.cast(DataType::F32) * freq_scale).exp();
-            if let Some(scaling) = &self.scaling {
-                let of = |j: i64| (j as f64 * freq_scale).exp();
-                inv_freq = scaling.rescale(inv_freq, &lane, of, half);
+            match &self.scaling {
+                Some(RopeScaling::Linear { factor }) => inv_freq = inv_freq * (1.0 / factor),
+                Some(RopeScaling::Llama3(scaling)) => {
+                    let of = |j: i64| (j as f64 * freq_scale).exp();
+                    inv_freq = scaling.rescale(inv_freq, &lane, of, half);
+                }
+                None => {}
             }
             let angle = position * inv_freq;
             te::select(i.lt(half), angle.cos(), angle.sin())

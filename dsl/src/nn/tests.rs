@@ -529,7 +529,7 @@ fn llama3_inv_freq(base: impl Fn(usize) -> f64, s: Llama3RopeScaling) -> impl Fn
 }
 
 #[test]
-fn rope_with_llama3_scaling_matches_hugging_face_in_every_regime() {
+fn rope_with_llama3_and_linear_scaling_matches_hugging_face() {
     // dim 16, theta 1e4: wavelengths 6.3, 20, 63, 199 (kept: below 2048 / 8 = 256),
     // 628, 1987 (smoothed) and 6283, 19869 (scaled: above 2048 / 1).
     let scaling = Llama3RopeScaling {
@@ -540,17 +540,28 @@ fn rope_with_llama3_scaling_matches_hugging_face_in_every_regime() {
     };
     let rope = RotaryEmbedding::new(16, 10000.0)
         .unwrap()
-        .with_llama3_scaling(scaling)
+        .with_scaling(RopeScaling::Llama3(scaling))
         .unwrap();
     let inv_freq = llama3_inv_freq(default_inv_freq(10000.0, 16), scaling);
     check_rope(rope, 16, 700, &inv_freq);
+    let linear = RopeScaling::Linear { factor: 8.0 };
+    let rope = RotaryEmbedding::new(16, 10000.0)
+        .unwrap()
+        .with_scaling(linear);
+    let base = default_inv_freq(10000.0, 16);
+    check_rope(rope.unwrap(), 16, 700, &move |j| base(j) / 8.0);
+    let zero = RopeScaling::Linear { factor: 0.0 };
+    let err = RotaryEmbedding::new(16, 10000.0)
+        .unwrap()
+        .with_scaling(zero);
+    assert!(err.unwrap_err().to_string().contains("positive"));
     let bad = Llama3RopeScaling {
         high_freq_factor: 1.0,
         ..scaling
     };
     let err = RotaryEmbedding::new(16, 10000.0)
         .unwrap()
-        .with_llama3_scaling(bad)
+        .with_scaling(RopeScaling::Llama3(bad))
         .unwrap_err();
     assert!(err.to_string().contains("high_freq_factor"), "{err}");
 }

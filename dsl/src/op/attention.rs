@@ -4,8 +4,9 @@
 //!
 //! Query head `h` reads kv head `h / (heads / kv_heads)` (heads grouped, not broadcast).
 //! With `causal`, query `i` sits at position `t - n + i` (the last `n` of the `t`
-//! positions) and sees keys `j <= t - n + i`; the mask is computed from the indices, never
-//! materialized. `out[i, h] = softmax_j(scale * q[i, h] . k[j, g(h)]) @ v[., g(h)]`.
+//! positions) and sees keys `j <= t - n + i`; with a `window` `w` as well (sliding-window
+//! attention), only the last `w` of those: `t - n + i - w < j`. The mask is computed from
+//! the indices, never materialized. `out[i, h] = softmax_j(scale * q[i, h] . k[j, g(h)]) @ v[., g(h)]`.
 //!
 //! `q` and `out` are f32; `k` and `v` share one dtype of [`ATTENTION_KV_DTYPES`] (an f16 KV cache is
 //! widened to f32 as it is read).
@@ -24,7 +25,50 @@ use crate::{AttrValue, Attrs, DataType, Expr, StructInfo};
 const ATTRS: &[AttrSpec] = &[
     AttrSpec::new("scale", AttrKind::Float, AttrDefault::Required),
     AttrSpec::new("causal", AttrKind::Bool, AttrDefault::Bool(true)),
+    AttrSpec::new("window", AttrKind::Int, AttrDefault::Optional),
 ];
+
+/// Which keys each query sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mask {
+    /// Every key.
+    None,
+    /// Keys at or before the query's position.
+    Causal,
+    /// The last `window` keys at or before the query's position (sliding-window
+    /// attention: query `p` sees keys `p - window < j <= p`).
+    Window(i64),
+}
+
+impl From<bool> for Mask {
+    /// `Causal` when `causal`, else `None`.
+    fn from(causal: bool) -> Mask {
+        if causal {
+            Mask::Causal
+        } else {
+            Mask::None
+        }
+    }
+}
+
+impl Mask {
+    /// The mask of an attention call's attributes (`causal`, `window`).
+    pub fn of(attrs: &Attrs) -> Mask {
+        match (attr::boolean(attrs, "causal"), attr::int(attrs, "window")) {
+            (Some(false), _) => Mask::None,
+            (_, Some(window)) => Mask::Window(window),
+            _ => Mask::Causal,
+        }
+    }
+
+    /// The window, if any.
+    pub fn window(self) -> Option<i64> {
+        match self {
+            Mask::Window(window) => Some(window),
+            _ => None,
+        }
+    }
+}
 
 /// The attention ops: over float K and V, and over int8 K and V with their scales.
 pub(super) const OPS: &[OpDef] = &[
@@ -84,6 +128,12 @@ fn infer_grouped(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let dtype = q.dtype;
     ctx.check_dtype(q.arg.clone(), dtype, |d| d == DataType::F32, "f32")?;
     ctx.require("scale", attr::float)?;
+    if let Some(window) = ctx.attr("window", attr::int) {
+        if window <= 0 || ctx.attr("causal", attr::boolean) == Some(false) {
+            let reason = format!("must be positive and causal, got {window}");
+            return Err(ctx.invalid_attr("window", reason));
+        }
+    }
     let [_, heads, dim] = q.dims else {
         return Err(ctx.invalid_arg(
             0,
@@ -114,19 +164,19 @@ fn infer_grouped(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 }
 
 /// Grouped-query attention of `q` (`[n, heads, head_dim]`) over `k` and `v`
-/// (`[t, kv_heads, head_dim]`), scores scaled by `scale`; with `causal`, query `i` sees the
-/// first `t - n + i + 1` positions.
+/// (`[t, kv_heads, head_dim]`), scores scaled by `scale`; with a causal `mask`, query `i`
+/// sees the first `t - n + i + 1` positions (with a window, the last `window` of them).
 pub fn attention(
     q: &Expr,
     k: &Expr,
     v: &Expr,
     scale: f64,
-    causal: bool,
+    mask: impl Into<Mask>,
 ) -> Result<Expr, InferError> {
     call(
         "attention",
         vec![q.clone(), k.clone(), v.clone()],
-        attrs(scale, causal),
+        attrs(scale, mask.into()),
     )
 }
 
@@ -138,16 +188,20 @@ pub fn attention_q8kv(
     (k, k_scales): (&Expr, &Expr),
     (v, v_scales): (&Expr, &Expr),
     scale: f64,
-    causal: bool,
+    mask: impl Into<Mask>,
 ) -> Result<Expr, InferError> {
     let args = [q, k, v, k_scales, v_scales].map(Expr::clone).to_vec();
-    call("attention_q8kv", args, attrs(scale, causal))
+    call("attention_q8kv", args, attrs(scale, mask.into()))
 }
 
 /// The attributes of an attention call.
-fn attrs(scale: f64, causal: bool) -> Attrs {
-    Attrs::from([
+fn attrs(scale: f64, mask: Mask) -> Attrs {
+    let mut attrs = Attrs::from([
         ("scale".to_string(), AttrValue::Float(scale)),
-        ("causal".to_string(), AttrValue::Bool(causal)),
-    ])
+        ("causal".to_string(), AttrValue::Bool(mask != Mask::None)),
+    ]);
+    if let Some(window) = mask.window() {
+        attrs.insert("window".to_string(), AttrValue::Int(window));
+    }
+    attrs
 }

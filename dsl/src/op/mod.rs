@@ -25,7 +25,7 @@ mod reduce;
 mod tests;
 mod unary;
 
-pub use attention::{attention, attention_q8kv, ATTENTION_KV_DTYPES};
+pub use attention::{attention, attention_q8kv, Mask, ATTENTION_KV_DTYPES};
 pub use attr::{AttrDefault, AttrKind, AttrSpec};
 pub use binary::*;
 pub use create::*;

@@ -648,6 +648,38 @@ fn attention_groups_heads_and_checks_its_operands() {
 }
 
 #[test]
+fn a_sliding_window_is_a_positive_causal_attribute_of_both_attention_ops() {
+    let q = t("n, 4, 16", F32);
+    let kv = t("m + n, 2, 16", F32);
+    let windowed = attention(&q, &kv, &kv, 0.25, Mask::Window(4)).unwrap();
+    assert_eq!(si(Ok(windowed.clone())), "Tensor((n, 4, 16), f32)");
+    let Expr::Call(windowed) = &windowed else {
+        unreachable!("op constructors build calls")
+    };
+    assert_eq!(Mask::of(&windowed.attrs), Mask::Window(4));
+    for mask in [Mask::None, Mask::Causal] {
+        let Ok(Expr::Call(call)) = attention(&q, &kv, &kv, 0.25, mask) else {
+            unreachable!("a valid call")
+        };
+        assert_eq!(Mask::of(&call.attrs), mask);
+    }
+    assert!(err(attention(&q, &kv, &kv, 0.25, Mask::Window(0))).contains("window"));
+    let (codes, scales) = (t("m + n, 2, 16", I8), t("m + n, 2", F32));
+    let q8 = attention_q8kv(
+        &q,
+        (&codes, &scales),
+        (&codes, &scales),
+        0.25,
+        Mask::Window(-1),
+    );
+    assert!(err(q8).contains("must be positive and causal"));
+    let mut attrs = windowed.attrs.clone();
+    attrs.insert("causal".to_string(), AttrValue::Bool(false));
+    let acausal = call("attention", vec![q.clone(), kv.clone(), kv], attrs);
+    assert!(err(acausal).contains("must be positive and causal"));
+}
+
+#[test]
 fn attention_reads_f16_keys_and_values_into_f32() {
     let q = t("n, 4, 16", F32);
     let kv16 = t("m + n, 2, 16", F16);

@@ -25,7 +25,7 @@ pub enum ConfigError {
     #[error("invalid config JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// None of the listed architectures (nor the `model_type`) is supported.
-    #[error("unsupported architecture {names:?} (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)")]
+    #[error("unsupported architecture {names:?} (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM)")]
     UnknownArchitecture {
         /// The `architectures` (or `model_type`) given.
         names: Vec<String>,

@@ -1,19 +1,22 @@
 //! Typed model configs parsed from Hugging Face `config.json` files.
 //!
-//! One [`ModelConfig`] covers Llama, Qwen2, Qwen3 and Phi-3: the fields they share, with
-//! transformers' per-architecture defaults filled in. A field value the models cannot
-//! honour (another activation, another RoPE scaling, sliding-window attention) is a
-//! [`ConfigError`] naming the field and the value.
+//! One [`ModelConfig`] covers Llama, Mistral, Qwen2, Qwen3, Phi-3 and Gemma 3: the fields
+//! they share, with transformers' per-architecture defaults filled in. A field value the
+//! models cannot honour (another activation, another RoPE scaling, logit soft-capping) is
+//! a [`ConfigError`] naming the field and the value.
 
 mod error;
+mod gemma;
+mod layers;
 mod raw;
 mod rope;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use error::ConfigError;
+pub use layers::LayerType;
 
-use oxrelax_dsl::nn::Llama3RopeScaling;
+use oxrelax_dsl::nn::{Activation, RopeScaling};
 use oxrelax_dsl::DataType;
 use raw::RawConfig;
 use std::path::Path;
@@ -30,14 +33,22 @@ pub enum Architecture {
     /// `Phi3ForCausalLM` (`model_type` `phi3`): Llama's block with fused projections
     /// (`qkv_proj`, `gate_up_proj`).
     Phi3,
+    /// `MistralForCausalLM` (`model_type` `mistral`): Llama's block with sliding-window
+    /// attention.
+    Mistral,
+    /// `Gemma3ForCausalLM` (`model_type` `gemma3_text`, or `gemma3`): sandwich norms of
+    /// `1 + w`, GELU MLP, scaled embedding, sliding and full layers.
+    Gemma3,
 }
 
 impl Architecture {
-    const ALL: [Architecture; 4] = [
+    const ALL: [Architecture; 6] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
         Architecture::Phi3,
+        Architecture::Mistral,
+        Architecture::Gemma3,
     ];
 
     /// The Hugging Face class name (`LlamaForCausalLM`).
@@ -47,6 +58,8 @@ impl Architecture {
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Phi3 => "Phi3ForCausalLM",
+            Architecture::Mistral => "MistralForCausalLM",
+            Architecture::Gemma3 => "Gemma3ForCausalLM",
         }
     }
 
@@ -57,7 +70,14 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Phi3 => "phi3",
+            Architecture::Mistral => "mistral",
+            Architecture::Gemma3 => "gemma3_text",
         }
+    }
+
+    /// Whether `model_type` names this architecture (Gemma 3 also as `gemma3`).
+    fn has_model_type(self, model_type: &str) -> bool {
+        self.model_type() == model_type || (self == Architecture::Gemma3 && model_type == "gemma3")
     }
 
     /// The first of `architectures` that is supported, else the `model_type`'s.
@@ -68,7 +88,7 @@ impl Architecture {
         let by_type = || {
             Self::ALL
                 .into_iter()
-                .find(|a| Some(a.model_type()) == model_type)
+                .find(|a| model_type.is_some_and(|t| a.has_model_type(t)))
         };
         by_class
             .or_else(|| architectures.is_empty().then(by_type).flatten())
@@ -87,6 +107,7 @@ impl Architecture {
             Architecture::Llama => 2048,
             Architecture::Qwen2 | Architecture::Qwen3 => 32768,
             Architecture::Phi3 => 4096,
+            Architecture::Mistral | Architecture::Gemma3 => 131072,
         }
     }
 }
@@ -159,13 +180,25 @@ pub struct ModelConfig {
     pub rms_norm_eps: f64,
     /// The RoPE base.
     pub rope_theta: f64,
-    /// Llama 3.1 RoPE frequency scaling, if any.
-    pub rope_scaling: Option<Llama3RopeScaling>,
+    /// RoPE frequency scaling (`linear`, Llama 3.1's `llama3`), if any; Gemma 3 scales
+    /// only its full layers.
+    pub rope_scaling: Option<RopeScaling>,
     /// The longest context the model was trained for.
     pub max_position_embeddings: i64,
-    /// Phi-3's attention window: a query sees only the last this many positions (the
-    /// context window is capped at it, so every query sees them all, as here).
+    /// The attention window of the sliding layers (`layer_types`): a query sees only the
+    /// last this many positions. Phi-3's layers are all full: its window caps the context
+    /// window instead, so every query sees them all.
     pub sliding_window: Option<i64>,
+    /// Each layer's attention, full or over the `sliding_window`.
+    pub layer_types: Vec<LayerType>,
+    /// Gemma 3's sliding layers' own RoPE base (`rope_local_base_freq`, never scaled);
+    /// `None`: every layer rotates with `rope_theta` and `rope_scaling`.
+    pub rope_local_theta: Option<f64>,
+    /// The factor of every attention score (`head_dim ** -0.5`; Gemma 3:
+    /// `query_pre_attn_scalar ** -0.5`).
+    pub attention_scale: f64,
+    /// The MLP's gate activation (`hidden_act`; Gemma's `hidden_activation`).
+    pub hidden_activation: Activation,
     /// Whether the output matrix is the embedding (no `lm_head.weight`).
     pub tie_word_embeddings: bool,
     /// How the checkpoint stores its weights.
@@ -206,27 +239,14 @@ impl ModelConfig {
     pub fn from_json(text: &str) -> Result<ModelConfig, ConfigError> {
         let raw: RawConfig = serde_json::from_str(text)?;
         let architecture = Architecture::detect(&raw.architectures, raw.model_type.as_deref())?;
-        let (rope_theta, rope_scaling) = rope::parse_rope(&raw)?;
-        check_supported(&raw)?;
+        let gemma = architecture == Architecture::Gemma3;
+        let default_theta = if gemma { 1e6 } else { 1e4 };
+        let (rope_theta, rope_scaling) = rope::parse_rope(&raw, LayerType::Full, default_theta)?;
+        let rope_local_theta = gemma.then(|| gemma::local_rope_theta(&raw)).transpose()?;
+        let hidden_activation = check_supported(&raw, gemma)?;
+        let (layer_types, sliding_window) = layers::parse_layers(architecture, &raw)?;
         let heads = raw.num_attention_heads;
-        if raw.head_dim.is_none()
-            && architecture != Architecture::Qwen3
-            && heads > 0
-            && raw.hidden_size % heads != 0
-        {
-            return Err(ConfigError::invalid(
-                "num_attention_heads",
-                format!(
-                    "{heads} does not divide hidden_size {} (and no head_dim is given)",
-                    raw.hidden_size
-                ),
-            ));
-        }
-        let default_head_dim = match architecture {
-            Architecture::Qwen3 => 128,
-            _ if heads > 0 => raw.hidden_size / heads,
-            _ => 0,
-        };
+        let (head_dim, attention_scale) = head_dim(architecture, &raw)?;
         let config = ModelConfig {
             architecture,
             hidden_size: raw.hidden_size,
@@ -234,7 +254,7 @@ impl ModelConfig {
             num_hidden_layers: raw.num_hidden_layers,
             num_attention_heads: heads,
             num_key_value_heads: raw.num_key_value_heads.unwrap_or(heads),
-            head_dim: raw.head_dim.unwrap_or(default_head_dim),
+            head_dim,
             vocab_size: raw.vocab_size,
             rms_norm_eps: raw.rms_norm_eps.unwrap_or(match architecture {
                 Architecture::Phi3 => 1e-5,
@@ -245,11 +265,12 @@ impl ModelConfig {
             max_position_embeddings: raw
                 .max_position_embeddings
                 .unwrap_or(architecture.default_max_positions()),
-            sliding_window: match architecture {
-                Architecture::Phi3 => raw.sliding_window,
-                _ => None,
-            },
-            tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
+            sliding_window,
+            layer_types,
+            rope_local_theta,
+            attention_scale,
+            hidden_activation,
+            tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(gemma),
             torch_dtype: match raw.torch_dtype.as_deref().or(raw.dtype.as_deref()) {
                 Some(name) => StoredDtype::parse(name)?,
                 None => StoredDtype::F32,
@@ -307,21 +328,61 @@ impl ModelConfig {
                 format!("RoPE needs an even head_dim, got {}", self.head_dim),
             ));
         }
-        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return Err(ConfigError::invalid(
-                "rms_norm_eps",
-                format!("must be positive, got {}", self.rms_norm_eps),
-            ));
+        let bounded = [
+            ("rms_norm_eps", self.rms_norm_eps, 0.0),
+            ("query_pre_attn_scalar", self.attention_scale, 0.0),
+        ];
+        for (field, value, above) in bounded {
+            if !(value.is_finite() && value > above) {
+                let reason = format!("must be finite and above {above}, got {value}");
+                return Err(ConfigError::invalid(field, reason));
+            }
         }
         Ok(())
     }
 
-    /// The context window: `max_position_embeddings`, capped at the attention window
+    /// The context window: `max_position_embeddings`, capped at Phi-3's attention window
     /// and at `cap`.
     pub fn context_window(&self, cap: i64) -> i64 {
-        let window = self.sliding_window.unwrap_or(i64::MAX);
+        let window = match self.architecture {
+            Architecture::Phi3 => self.sliding_window.unwrap_or(i64::MAX),
+            _ => i64::MAX,
+        };
         self.max_position_embeddings.min(window).min(cap)
     }
+
+    /// The attention window of layer `layer`: `None` for a full layer.
+    pub fn layer_window(&self, layer: usize) -> Option<i64> {
+        match self.layer_types.get(layer) {
+            Some(LayerType::Sliding) => self.sliding_window,
+            _ => None,
+        }
+    }
+}
+
+/// The lanes per head (explicit, else the architecture's default) and the factor of the
+/// attention scores (`head_dim ** -0.5`; Gemma 3: `query_pre_attn_scalar ** -0.5`).
+fn head_dim(architecture: Architecture, raw: &RawConfig) -> Result<(i64, f64), ConfigError> {
+    let heads = raw.num_attention_heads;
+    let default = match architecture {
+        Architecture::Qwen3 => 128,
+        Architecture::Gemma3 => 256,
+        _ if heads > 0 && raw.hidden_size % heads != 0 && raw.head_dim.is_none() => {
+            let reason = format!(
+                "{heads} does not divide hidden_size {} (and no head_dim is given)",
+                raw.hidden_size
+            );
+            return Err(ConfigError::invalid("num_attention_heads", reason));
+        }
+        _ if heads > 0 => raw.hidden_size / heads,
+        _ => 0,
+    };
+    let head_dim = raw.head_dim.unwrap_or(default);
+    let query_scalar = match architecture {
+        Architecture::Gemma3 => raw.query_pre_attn_scalar.unwrap_or(256.0),
+        _ => head_dim as f64,
+    };
+    Ok((head_dim, 1.0 / query_scalar.sqrt()))
 }
 
 /// The largest value each size may take: far beyond any released model's (so a config
@@ -339,13 +400,10 @@ pub const SIZE_LIMITS: &[(&str, i64)] = &[
     ("sliding_window", 1 << 24),
 ];
 
-/// Rejects features the models do not implement: an activation other than SiLU,
-/// sliding-window attention (but Phi-3's, which caps the context window) and RoPE over
-/// part of each head.
-fn check_supported(raw: &RawConfig) -> Result<(), ConfigError> {
-    if let Some(act) = raw.hidden_act.as_deref().filter(|a| *a != "silu") {
-        return Err(ConfigError::unsupported("hidden_act", act, "silu"));
-    }
+/// Rejects features no model implements (RoPE over part of each head), and Llama's
+/// family's activations other than SiLU (Gemma 3's: [`gemma::check_supported`]); returns
+/// the MLP's activation.
+fn check_supported(raw: &RawConfig, gemma: bool) -> Result<Activation, ConfigError> {
     if let Some(factor) = raw.partial_rotary_factor.filter(|f| *f != 1.0) {
         return Err(ConfigError::unsupported(
             "partial_rotary_factor",
@@ -353,12 +411,11 @@ fn check_supported(raw: &RawConfig) -> Result<(), ConfigError> {
             "1.0",
         ));
     }
-    if raw.use_sliding_window == Some(true) {
-        return Err(ConfigError::unsupported(
-            "use_sliding_window",
-            true,
-            "false",
-        ));
+    if gemma {
+        return gemma::check_supported(raw);
     }
-    Ok(())
+    if let Some(act) = raw.hidden_act.as_deref().filter(|a| *a != "silu") {
+        return Err(ConfigError::unsupported("hidden_act", act, "silu"));
+    }
+    Ok(Activation::Silu)
 }

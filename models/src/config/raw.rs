@@ -34,4 +34,20 @@ pub(super) struct RawConfig {
     pub sliding_window: Option<i64>,
     /// The share of each head RoPE rotates (Phi-3 family).
     pub partial_rotary_factor: Option<f64>,
+    /// Qwen2/Qwen3: layers from this index on slide their window (with `use_sliding_window`).
+    pub max_window_layers: Option<i64>,
+    /// Each layer's attention, `sliding_attention` or `full_attention` (Gemma 3, Qwen2, ...).
+    pub layer_types: Option<Vec<String>>,
+    /// Gemma 3 without `layer_types`: every this-many-th layer is full, the others slide.
+    pub sliding_window_pattern: Option<i64>,
+    /// Gemma 3: the RoPE base of sliding layers.
+    pub rope_local_base_freq: Option<f64>,
+    /// Gemma 3: attention scores are scaled by this to the power -1/2.
+    pub query_pre_attn_scalar: Option<f64>,
+    /// Gemma's name for `hidden_act`.
+    pub hidden_activation: Option<String>,
+    /// Gemma 2's tanh capping of attention scores (must be null).
+    pub attn_logit_softcapping: Option<f64>,
+    /// Gemma 2's tanh capping of the logits (must be null).
+    pub final_logit_softcapping: Option<f64>,
 }

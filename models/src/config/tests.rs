@@ -1,4 +1,7 @@
 use super::*;
+use oxrelax_dsl::nn::{Activation, Llama3RopeScaling};
+#[path = "tests_gemma.rs"]
+pub(crate) mod gemma;
 use serde_json::{json, Value};
 
 /// The tiny-llama fixture's config.json, as a JSON value to modify.
@@ -60,6 +63,10 @@ fn llama_config_parses_every_field() {
         rope_scaling: None,
         max_position_embeddings: 2048,
         sliding_window: None,
+        layer_types: vec![LayerType::Full; 2],
+        rope_local_theta: None,
+        attention_scale: 0.25,
+        hidden_activation: Activation::Silu,
         tie_word_embeddings: false,
         torch_dtype: StoredDtype::F32,
         attention_bias: false,
@@ -113,13 +120,13 @@ fn architecture_comes_from_architectures_or_model_type() {
         json!("qwen3"),
     );
     assert_eq!(parse(&by_type).unwrap().architecture, Architecture::Qwen3);
-    let unknown = with(llama(), "architectures", json!(["MistralForCausalLM"]));
+    let unknown = with(llama(), "architectures", json!(["MixtralForCausalLM"]));
     let err = parse(&unknown).unwrap_err();
     assert!(
         matches!(err, ConfigError::UnknownArchitecture { .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("MistralForCausalLM"), "{err}");
+    assert!(err.to_string().contains("MixtralForCausalLM"), "{err}");
     let unknown_type = with(
         without(llama(), "architectures"),
         "model_type",
@@ -129,7 +136,7 @@ fn architecture_comes_from_architectures_or_model_type() {
 }
 
 #[test]
-fn llama3_rope_scaling_parses_and_other_types_are_unsupported() {
+fn llama3_and_linear_rope_scaling_parse_and_other_types_are_unsupported() {
     let scaling = json!({
         "rope_type": "llama3",
         "factor": 8.0,
@@ -140,12 +147,18 @@ fn llama3_rope_scaling_parses_and_other_types_are_unsupported() {
     let config = parse(&with(llama(), "rope_scaling", scaling.clone())).unwrap();
     assert_eq!(
         config.rope_scaling,
-        Some(Llama3RopeScaling {
+        Some(RopeScaling::Llama3(Llama3RopeScaling {
             factor: 8.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
             original_max_position_embeddings: 8192.0,
-        })
+        }))
+    );
+    let linear = json!({"rope_type": "linear", "factor": 4.0});
+    let config = parse(&with(llama(), "rope_scaling", linear)).unwrap();
+    assert_eq!(
+        config.rope_scaling,
+        Some(RopeScaling::Linear { factor: 4.0 })
     );
     let yarn = json!({"type": "yarn", "factor": 4.0});
     let err = parse(&with(llama(), "rope_scaling", yarn)).unwrap_err();
@@ -185,11 +198,6 @@ fn transformers_5_rope_parameters_are_read() {
 fn unsupported_values_name_the_field_and_the_value() {
     let cases = [
         ("hidden_act", json!("gelu"), "hidden_act `gelu`"),
-        (
-            "use_sliding_window",
-            json!(true),
-            "use_sliding_window `true`",
-        ),
         ("torch_dtype", json!("float8"), "torch_dtype `float8`"),
         (
             "partial_rotary_factor",
@@ -275,8 +283,34 @@ fn phi3_caps_the_context_window_at_its_attention_window_and_others_ignore_it() {
     // Qwen2 configs give a window that applies only with `use_sliding_window`.
     let qwen2 = with(llama(), "architectures", json!(["Qwen2ForCausalLM"]));
     let qwen2 = with(qwen2, "sliding_window", json!(512));
-    assert_eq!(parse(&qwen2).unwrap().context_window(4096), 2048);
+    let config = parse(&qwen2).unwrap();
+    assert_eq!(config.context_window(4096), 2048);
+    assert_eq!(
+        (config.sliding_window, config.layer_window(1)),
+        (None, None)
+    );
     let longrope = with(phi3, "rope_scaling", json!({"type": "longrope"}));
     let message = error(&longrope);
     assert!(message.contains("longrope"), "{message}");
+}
+
+#[test]
+fn qwen2_and_mistral_windows_slide_instead_of_being_refused() {
+    let qwen2 = with(llama(), "architectures", json!(["Qwen2ForCausalLM"]));
+    let qwen2 = with(qwen2, "sliding_window", json!(512));
+    let qwen2 = with(qwen2, "use_sliding_window", json!(true));
+    let qwen2 = with(qwen2, "max_window_layers", json!(1));
+    let config = parse(&qwen2).unwrap();
+    assert_eq!(config.layer_types, [LayerType::Full, LayerType::Sliding]);
+    assert_eq!(
+        (config.layer_window(0), config.layer_window(1)),
+        (None, Some(512))
+    );
+    assert_eq!(config.context_window(4096), 2048);
+    let mistral = with(llama(), "architectures", json!(["MistralForCausalLM"]));
+    assert_eq!(parse(&mistral).unwrap().layer_window(0), None);
+    let config = parse(&with(mistral, "sliding_window", json!(7))).unwrap();
+    assert_eq!(config.architecture, Architecture::Mistral);
+    assert_eq!(config.layer_types, [LayerType::Sliding; 2]);
+    assert_eq!(config.layer_window(1), Some(7));
 }

@@ -1,17 +1,19 @@
-//! Grouped-query self-attention over the KV cache, Hugging Face names
-//! (`self_attn.{q,k,v,o}_proj`, Phi-3's fused `self_attn.qkv_proj`, Qwen3's
-//! `self_attn.{q,k}_norm`).
+//! Grouped-query self-attention over the KV cache, full or over a sliding window, Hugging
+//! Face names (`self_attn.{q,k,v,o}_proj`, Phi-3's fused `self_attn.qkv_proj`, Qwen3's and
+//! Gemma 3's `self_attn.{q,k}_norm`).
 
 use super::kv_cache::{self, KvLayout};
 use super::projections::Projections;
 use super::{emit, Dims, LayerOptions};
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
+use oxrelax_dsl::op::Mask;
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
 
-/// Self-attention of decoder layer `layer`: project, (Qwen3: RMSNorm each q/k head,)
-/// rotate q and k to their positions, append k/v to the cache, attend causally over past
-/// and new positions (one fused `attention` op reading the cache in place), project back.
+/// Self-attention of decoder layer `layer`: project, (Qwen3, Gemma 3: RMSNorm each q/k
+/// head,) rotate q and k to their positions, append k/v to the cache, attend causally over
+/// past and new positions (or the last `window` of them; one fused `attention` op reading
+/// the cache in place), project back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attention {
     prefix: Prefix,
@@ -24,6 +26,10 @@ pub struct Attention {
     q_norm: Option<RMSNorm>,
     k_norm: Option<RMSNorm>,
     rope: RotaryEmbedding,
+    /// The factor of the scores.
+    scale: f64,
+    /// Which past positions a query sees.
+    mask: Mask,
 }
 
 fn c(value: i64) -> SymExpr {
@@ -73,7 +79,12 @@ impl Attention {
                     config.rms_norm_eps,
                     DataType::F32,
                 )
+                .with_unit_offset(options.unit_offset_norms)
             })
+        };
+        let mask = match config.layer_window(layer as usize) {
+            Some(window) => Mask::Window(window),
+            None => Mask::Causal,
         };
         Attention {
             prefix: prefix.clone(),
@@ -86,6 +97,8 @@ impl Attention {
             q_norm: head_norm("q_norm"),
             k_norm: head_norm("k_norm"),
             rope,
+            scale: config.attention_scale,
+            mask,
         }
     }
 
@@ -151,8 +164,7 @@ impl Attention {
         kv_cache::append(bb, cache, (self.layer, dims.kv_dtype), &k, &v)?;
         let total = dims.past.expr() + dims.tokens.clone();
         let view = kv_cache::view(bb, cache, self.layer, layout, total)?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let out = emit(bb, name, view.attention(&q, scale))?;
+        let out = emit(bb, name, view.attention(&q, self.scale, self.mask))?;
         let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];
         let out = emit(bb, name, op::reshape(&out, shape))?;
         self.o_proj.forward(bb, &out)

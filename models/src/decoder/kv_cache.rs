@@ -138,11 +138,11 @@ pub struct KvView {
 
 impl KvView {
     /// `attention` of `q` over this view (`attention_q8kv` over an int8 one), scores
-    /// scaled by `scale`, causal.
-    pub fn attention(&self, q: &Expr, scale: f64) -> Result<Expr, InferError> {
+    /// scaled by `scale`, masked by `mask`.
+    pub fn attention(&self, q: &Expr, scale: f64, mask: op::Mask) -> Result<Expr, InferError> {
         match &self.scales {
-            Some((ks, vs)) => op::attention_q8kv(q, (&self.k, ks), (&self.v, vs), scale, true),
-            None => op::attention(q, &self.k, &self.v, scale, true),
+            Some((ks, vs)) => op::attention_q8kv(q, (&self.k, ks), (&self.v, vs), scale, mask),
+            None => op::attention(q, &self.k, &self.v, scale, mask),
         }
     }
 }

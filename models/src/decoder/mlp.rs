@@ -1,21 +1,23 @@
-//! The SwiGLU MLP: `down(silu(gate(x)) * up(x))`, Hugging Face names
-//! (`mlp.{gate,up,down}_proj`, Phi-3's fused `mlp.gate_up_proj`).
+//! The gated MLP: `down(act(gate(x)) * up(x))` (SwiGLU with SiLU, GeGLU with Gemma's
+//! tanh GELU), Hugging Face names (`mlp.{gate,up,down}_proj`, Phi-3's fused
+//! `mlp.gate_up_proj`).
 
 use super::emit;
 use super::projections::Projections;
 use crate::config::ModelConfig;
-use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix};
+use oxrelax_dsl::nn::{Activation, Linear, Module, NnError, Param, Prefix};
 use oxrelax_dsl::{op, BlockBuilder, DataType, Expr};
 
-/// A gated MLP with a SiLU gate.
+/// A gated MLP whose gate goes through the config's `hidden_activation`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SwiGluMlp {
+pub struct GatedMlp {
     prefix: Prefix,
     gate_up: Projections,
+    activation: Activation,
     down_proj: Linear,
 }
 
-impl SwiGluMlp {
+impl GatedMlp {
     /// The MLP at `prefix` (`model.layers.0.mlp`); `bias` on all three projections,
     /// their weights stored as `weights`, the gate and up projections fused into one
     /// (`gate_up_proj`, gate first) when `fused`.
@@ -37,9 +39,10 @@ impl SwiGluMlp {
             DataType::F32,
         )
         .stored_as(weights);
-        SwiGluMlp {
+        GatedMlp {
             prefix: prefix.clone(),
             gate_up: Projections::new(prefix, names, (hidden, &[inner, inner]), (bias, weights)),
+            activation: config.hidden_activation,
             down_proj,
         }
     }
@@ -49,14 +52,14 @@ impl SwiGluMlp {
         let name = self.prefix.as_str();
         let gate_up = self.gate_up.start(bb, x)?;
         let gate = self.gate_up.part(bb, &gate_up, 0)?;
-        let gate = emit(bb, name, op::silu(&gate))?;
+        let gate: Expr = bb.emit(self.activation.call(&gate)?)?.into();
         let up = self.gate_up.part(bb, &gate_up, 1)?;
         let hidden = emit(bb, name, op::multiply(&gate, &up))?;
         self.down_proj.forward(bb, &hidden)
     }
 }
 
-impl Module for SwiGluMlp {
+impl Module for GatedMlp {
     fn parameters(&self) -> Vec<Param> {
         [self.gate_up.parameters(), self.down_proj.parameters()].concat()
     }

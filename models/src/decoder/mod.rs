@@ -1,6 +1,7 @@
-//! The decoder layer Llama, Qwen2, Qwen3 and Phi-3 share: pre-norm grouped-query attention with
-//! RoPE over the KV cache, then a pre-norm SwiGLU MLP, each added to the residual stream.
-//! The architectures differ only in [`LayerOptions`].
+//! The decoder layer the architectures share: pre-norm grouped-query attention with
+//! RoPE over the KV cache (full or sliding-window), then a pre-norm gated MLP, each added
+//! to the residual stream (Gemma 3: each also normed before it is added). The
+//! architectures differ only in [`LayerOptions`] and their configs.
 
 mod attention;
 pub mod kv_cache;
@@ -8,7 +9,7 @@ mod mlp;
 pub mod projections;
 
 pub use attention::Attention;
-pub use mlp::SwiGluMlp;
+pub use mlp::GatedMlp;
 
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
@@ -28,6 +29,14 @@ pub struct LayerOptions {
     pub mlp_bias: bool,
     /// Fused projections: one `qkv_proj` and one `gate_up_proj` (Phi-3).
     pub fused_projections: bool,
+    /// Every RMSNorm scales by `1 + weight` (Gemma).
+    pub unit_offset_norms: bool,
+    /// The attention's and the MLP's outputs are normed before they are added
+    /// (`post_attention_layernorm`, `post_feedforward_layernorm`), the MLP's input by
+    /// `pre_feedforward_layernorm` (Gemma).
+    pub sandwich_norms: bool,
+    /// The embeddings are multiplied by `sqrt(hidden_size)` (Gemma).
+    pub scaled_embedding: bool,
 }
 
 /// The dynamic dims of one exported function: `tokens` in this call (`n`, or 1 for
@@ -52,19 +61,24 @@ pub(crate) fn emit(
     Ok(bb.emit(call.map_err(NnError::op(module))?)?.into())
 }
 
-/// One decoder layer: `h = x + attn(norm(x))`, `h + mlp(norm(h))`.
+/// One decoder layer: `h = x + attn(norm(x))`, `h + mlp(norm(h))`; with sandwich norms
+/// `h = x + norm(attn(norm(x)))`, `h + norm(mlp(norm(h)))`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecoderLayer {
     prefix: Prefix,
     input_layernorm: RMSNorm,
     self_attn: Attention,
+    /// The MLP's input norm, or with sandwich norms the attention output's.
     post_attention_layernorm: RMSNorm,
-    mlp: SwiGluMlp,
+    /// With sandwich norms, the MLP's input and output norms.
+    feedforward_norms: Option<(RMSNorm, RMSNorm)>,
+    mlp: GatedMlp,
 }
 
 impl DecoderLayer {
     /// Layer `layer` at `prefix` (`model.layers.0`), its projection weights stored as
-    /// `weights`, rotating q and k with `rope`.
+    /// `weights`, rotating q and k with `rope` (the layer's: Gemma 3's sliding layers
+    /// have a RoPE base of their own).
     pub fn new(
         prefix: &Prefix,
         layer: i64,
@@ -79,14 +93,22 @@ impl DecoderLayer {
                 config.rms_norm_eps,
                 DataType::F32,
             )
+            .with_unit_offset(options.unit_offset_norms)
         };
         let self_attn = prefix.child("self_attn");
+        let feedforward_norms = options.sandwich_norms.then(|| {
+            (
+                norm("pre_feedforward_layernorm"),
+                norm("post_feedforward_layernorm"),
+            )
+        });
         DecoderLayer {
             prefix: prefix.clone(),
             input_layernorm: norm("input_layernorm"),
             self_attn: Attention::new(&self_attn, layer, config, (options, weights), rope.clone()),
             post_attention_layernorm: norm("post_attention_layernorm"),
-            mlp: SwiGluMlp::new(
+            feedforward_norms,
+            mlp: GatedMlp::new(
                 &prefix.child("mlp"),
                 config,
                 (options.mlp_bias, weights, options.fused_projections),
@@ -106,10 +128,20 @@ impl DecoderLayer {
     ) -> Result<Expr, NnError> {
         let name = self.prefix.as_str();
         let h = self.input_layernorm.forward(bb, x)?;
-        let attn = self.self_attn.forward(bb, &h, cache, dims, rope_table)?;
+        let mut attn = self.self_attn.forward(bb, &h, cache, dims, rope_table)?;
+        let (mlp_norm, post_mlp) = match &self.feedforward_norms {
+            Some((pre, post)) => {
+                attn = self.post_attention_layernorm.forward(bb, &attn)?;
+                (pre, Some(post))
+            }
+            None => (&self.post_attention_layernorm, None),
+        };
         let x = emit(bb, name, op::add(x, &attn))?;
-        let h = self.post_attention_layernorm.forward(bb, &x)?;
-        let mlp = self.mlp.forward(bb, &h)?;
+        let h = mlp_norm.forward(bb, &x)?;
+        let mut mlp = self.mlp.forward(bb, &h)?;
+        if let Some(post) = post_mlp {
+            mlp = post.forward(bb, &mlp)?;
+        }
         emit(bb, name, op::add(&x, &mlp))
     }
 }
@@ -120,6 +152,10 @@ impl Module for DecoderLayer {
             self.input_layernorm.parameters(),
             self.self_attn.parameters(),
             self.post_attention_layernorm.parameters(),
+            self.feedforward_norms
+                .iter()
+                .flat_map(|(pre, post)| [pre.parameters(), post.parameters()].concat())
+                .collect(),
             self.mlp.parameters(),
         ]
         .concat()

@@ -2,7 +2,9 @@
 //! against their scalar twins and an f64 reference, on random rows of odd lengths and
 //! strides and calls of one to more than a batch of query rows, with guards around `out`;
 //! over f16 keys and values each computes exactly what its f32 version computes on their
-//! widening.
+//! widening. Many calls start past the first key row (a sliding window: the attention
+//! schedule moves the run's base to the window's first row), which must equal the
+//! attention over every row with the earlier ones masked.
 
 use super::*;
 use half::f16;
@@ -78,6 +80,9 @@ impl Scales {
 struct Case {
     rows: usize,
     keys: usize,
+    /// The first key row the call reads (the start of a sliding window; rows before it
+    /// are masked out in the reference).
+    first: usize,
     dim: usize,
     stride: usize,
     scale: f32,
@@ -121,9 +126,15 @@ impl Case {
                 .collect()
         };
         let rows = ROWS[rng.gen_range(0..ROWS.len())];
+        let first = if rng.gen_bool(0.5) {
+            0
+        } else {
+            rng.gen_range(0..=keys)
+        };
         Case {
             rows,
             keys,
+            first,
             dim,
             stride,
             scale: 1.0 / (dim.max(1) as f32).sqrt(),
@@ -156,18 +167,21 @@ impl Case {
         // NaN lanes between rows become code 0 (any code: never read).
         let codes = |x: &[f32]| x.iter().map(|&e| e as i8).collect::<Vec<_>>();
         let (k, v) = (codes(&self.k), codes(&self.v));
+        let (k, v) = (self.run_start(&k), self.run_start(&v));
+        let skipped = self.first * scales.stride;
         self.guarded(what, |out| {
-            // SAFETY: as `call`, and the scales hold (keys - 1) * stride + 1 floats.
+            // SAFETY: as `call`, and the scales past the skipped rows' hold
+            // (keys - first - 1) * stride + 1 floats.
             unsafe {
                 func(
                     self.q.as_ptr(),
-                    k.as_ptr(),
-                    v.as_ptr(),
-                    scales.k.as_ptr(),
-                    scales.v.as_ptr(),
+                    k,
+                    v,
+                    scales.k.as_ptr().wrapping_add(skipped),
+                    scales.v.as_ptr().wrapping_add(skipped),
                     out,
                     self.rows as i64,
-                    self.keys as i64,
+                    (self.keys - self.first) as i64,
                     self.stride as i64,
                     self.dim as i64,
                     self.scale,
@@ -181,23 +195,30 @@ impl Case {
     /// and a guarded `out`; returns the row.
     fn call<KV>(&self, func: AttentionFn<KV>, (k, v): (&[KV], &[KV]), what: &str) -> Vec<f32> {
         assert_eq!((k.len(), v.len()), (self.k.len(), self.v.len()));
+        let (k, v) = (self.run_start(k), self.run_start(v));
         self.guarded(what, |out| {
-            // SAFETY: `q` holds rows * dim floats, `k` and `v` (keys - 1) * stride + dim
-            // elements, and `out` rows * dim floats.
+            // SAFETY: `q` holds rows * dim floats, `k` and `v` past the skipped rows
+            // (keys - first - 1) * stride + dim elements, and `out` rows * dim floats.
             unsafe {
                 func(
                     self.q.as_ptr(),
-                    k.as_ptr(),
-                    v.as_ptr(),
+                    k,
+                    v,
                     out,
                     self.rows as i64,
-                    self.keys as i64,
+                    (self.keys - self.first) as i64,
                     self.stride as i64,
                     self.dim as i64,
                     self.scale,
                 )
             }
         })
+    }
+
+    /// Where the call's rows of `x` (keys or values, row-major at `stride`) start: past
+    /// the rows before `first` (wrapping: no rows are read when `first` is `keys`).
+    fn run_start<T>(&self, x: &[T]) -> *const T {
+        x.as_ptr().wrapping_add(self.first * self.stride)
     }
 
     /// Runs `call` on `rows * dim` NaNs between guards; asserts the guards are
@@ -231,7 +252,9 @@ impl Case {
                 .map(|&e| f64::from(e))
                 .collect()
         };
-        let scores: Vec<f64> = (0..self.keys)
+        let visible = self.first..self.keys;
+        let scores: Vec<f64> = visible
+            .clone()
             .map(|j| {
                 let dot: f64 = q
                     .iter()
@@ -246,10 +269,12 @@ impl Case {
         let total: f64 = weights.iter().sum();
         (0..self.dim)
             .map(|d| {
-                let sum: f64 = (0..self.keys)
-                    .map(|j| weights[j] * row(&self.v, j)[d] * scale(1, j))
+                let sum: f64 = visible
+                    .clone()
+                    .zip(&weights)
+                    .map(|(j, w)| w * row(&self.v, j)[d] * scale(1, j))
                     .sum();
-                if self.keys == 0 {
+                if visible.is_empty() {
                     0.0
                 } else {
                     sum / total
@@ -295,9 +320,10 @@ fn every_attention_implementation_matches_the_twin_and_an_f64_reference() {
                 let case = Case::for_kernel(&mut rng, (keys, dim), kernel);
                 let rows = case.rows;
                 let what = format!(
-                    "{} ({}) rows={rows} keys={keys} dim={dim}",
+                    "{} ({}) rows={rows} keys={}..{keys} dim={dim}",
                     kernel.name(),
-                    imp.isa
+                    imp.isa,
+                    case.first
                 );
                 case.check(imp.func, twin, &what);
             }

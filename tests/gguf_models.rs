@@ -197,3 +197,8 @@ fn malformed_gguf_files_are_typed_errors() {
         assert!(stderr.contains(&format!("{name}.gguf")), "{name}: {stderr}");
     }
 }
+
+#[test]
+fn gemma3_generates_as_llama_cpp() {
+    generates_as_llama_cpp("gemma3");
+}

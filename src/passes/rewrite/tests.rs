@@ -152,7 +152,10 @@ fn no_quantized_weight_is_left_dequantized() {
         assert_eq!((calls(&module, fused), calls(&module, other)), (5, 0));
         // Both projections of a layer read one quantized activation (shared e-class).
         let quantized_activations = if int8 { 3 } else { 0 };
-        assert_eq!(calls(&module, "activation_scales"), quantized_activations);
+        assert_eq!(
+            calls(&module, "activation_group_scales"),
+            quantized_activations
+        );
         assert_eq!(
             calls(&module, "quantize_activations"),
             quantized_activations

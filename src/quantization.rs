@@ -48,11 +48,13 @@ pub enum Quantization {
     /// reduction with f16 scales, and each activation row quantized to int8 at run time
     /// with one scale per group of 32 along the reduction (llama.cpp's q8_0 activation
     /// blocks); the products accumulate in int32 per group (VNNI `vpdpbusd`, AVX2
-    /// `pmaddubsw`), scaled by the group's two scales after.
+    /// `pmaddubsw`), scaled by the group's two scales after. The embedding table and the
+    /// output head are `q8f32`'s (int8 weights, float activations: the logits come from
+    /// the unrounded hidden state).
     #[value(name = "w8a8")]
     W8a8,
     /// As `w8a8` with int4 weights (the 4-bit scale search of `q4f32_1`); the embedding
-    /// table and the output head stay int8 (as `w8a8`'s).
+    /// table and the output head are `q8f32`'s, as under `w8a8`.
     #[value(name = "w4a8")]
     W4a8,
 }

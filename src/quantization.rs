@@ -36,8 +36,9 @@ pub enum Quantization {
     Q8f32,
     /// Int4 weights (MLC-LLM's `q4f32_1`): symmetric in groups of 32 along the
     /// reduction, one f32 scale per group and output column (an eighth of f32's bytes,
-    /// plus the scales), the embedding table and output head included; a tied embedding
-    /// is quantized once and shared.
+    /// plus the scales). The embedding table and the output head are int8 (as `q8f32`'s,
+    /// as llama.cpp keeps them above its 4-bit body); a tied embedding is quantized once
+    /// and shared.
     #[value(name = "q4f32_1")]
     Q4f32_1,
     /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations stay f32).
@@ -45,11 +46,15 @@ pub enum Quantization {
     Q4f16_1,
     /// MNN's dynamic quantization with int8 weights: int8 in groups of 32 along the
     /// reduction with f16 scales, and each activation row quantized to int8 at run time
-    /// with its own scale; the products accumulate in int32 (VNNI `vpdpbusd`, AVX2
-    /// `pmaddubsw`), scaled per group after.
+    /// with one scale per group of 32 along the reduction (llama.cpp's q8_0 activation
+    /// blocks); the products accumulate in int32 per group (VNNI `vpdpbusd`, AVX2
+    /// `pmaddubsw`), scaled by the group's two scales after. The embedding table and the
+    /// output head are `q8f32`'s (int8 weights, float activations: the logits come from
+    /// the unrounded hidden state).
     #[value(name = "w8a8")]
     W8a8,
-    /// As `w8a8` with int4 weights (the 4-bit scale search of `q4f32_1`).
+    /// As `w8a8` with int4 weights (the 4-bit scale search of `q4f32_1`); the embedding
+    /// table and the output head are `q8f32`'s, as under `w8a8`.
     #[value(name = "w4a8")]
     W4a8,
 }

@@ -377,18 +377,23 @@ fn quantized_artifact_generates_as_the_folder_does(scheme: &str, stored_as: safe
     assert_eq!(Manifest::read(&out).unwrap().quantization, scheme);
     let params = std::fs::read(out.join(PARAMS_FILE)).unwrap();
     let stored = SafeTensors::deserialize(&params).unwrap();
-    let panels = stored
-        .tensors()
-        .iter()
-        .filter(|(_, v)| v.dtype() == stored_as)
-        .count();
+    let count = |dtype: safetensors::Dtype| {
+        let tensors = stored.tensors();
+        tensors.iter().filter(|(_, v)| v.dtype() == dtype).count()
+    };
+    let (projections, int8) = (count(stored_as), count(safetensors::Dtype::I8));
     // Seven projections in each of the 2 layers, and the embedding table, which is also
-    // the output head (tiny-qwen2 ties them): stored once.
+    // the output head (tiny-qwen2 ties them): stored once, int8 under every scheme.
+    let panels = match stored_as {
+        safetensors::Dtype::I8 => projections,
+        _ => projections + int8,
+    };
     assert_eq!(
         panels,
         7 * 2 + 1,
         "{scheme}: every matrix is stored once as quantized panels"
     );
+    assert!(int8 >= 1, "{scheme}: the embedding table is int8");
     let ids = |model: &str, extra: &[&str]| {
         let args = [
             &["generate", "--model", model, "--prompt", "Hi", "--json"],

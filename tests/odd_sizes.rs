@@ -190,14 +190,16 @@ fn odd_sizes_run_in_every_scheme(kind: Kind) {
     let reference = logits(&f32_run);
     let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     assert!(scale > 0.1, "the logits are not trivial: {scale}");
-    // The 4-bit schemes and f16 storage hold these weights exactly: rounding only (the
-    // KV cache kept f32, as the reference's, so only the schemes' own rounding counts,
-    // the 4-bit decode GEMVs' 16-bit activations included: 7.3e-5 here).
+    // f16 storage holds these weights exactly, and so do the 4-bit schemes' projections:
+    // rounding only (the KV cache kept f32, as the reference's, so only the schemes' own
+    // rounding counts, the 4-bit decode GEMVs' 16-bit activations included: 7.3e-5 here).
+    // The 4-bit schemes keep the embedding table and the output head at 8 bits, whose
+    // grid is not the 4-bit one: q8f32's bound.
     let bounds = [
         (Quantization::Q0f16, 1e-4),
         (Quantization::Q8f32, 0.05),
-        (Quantization::Q4f32_1, 1e-4),
-        (Quantization::Q4f16_1, 1e-4),
+        (Quantization::Q4f32_1, 0.05),
+        (Quantization::Q4f16_1, 0.05),
         // Int8 activations round each activation to 1/254 of its row's range.
         (Quantization::W8a8, 0.05),
         (Quantization::W4a8, 0.05),

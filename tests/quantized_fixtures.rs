@@ -1,7 +1,8 @@
 //! Every quantized scheme runs on every fixture model (Llama; Qwen2 with biases; Qwen3
 //! with q/k norms; tied and untied embeddings): every 2-D weight of the checkpoint (the
 //! projections, the embedding table and an untied output head) is stored quantized, a
-//! tied table once, and the logits over a prompt stay near f32's.
+//! tied table once (4-bit schemes keep the table and the head at 8 bits), and the logits
+//! over a prompt stay near f32's.
 
 mod common;
 use common::{fixture_models, greedy, load_as};
@@ -82,7 +83,15 @@ fn every_scheme_quantizes_every_matrix_of_every_fixture_and_stays_near_f32() {
         for (scheme, dtype, bound, agreement) in SCHEMES {
             let what = format!("{name} {}", scheme.name());
             let model = load_as(&dir, scheme);
-            let quantized = elements_of(&model, dtype);
+            let (int8, int4) = (
+                elements_of(&model, DType::I8),
+                elements_of(&model, DType::U4),
+            );
+            if dtype == DType::U4 {
+                // The embedding table (and an untied head) at 8 bits, the projections at 4.
+                assert!(int8 > 0 && int4 > 0, "{what}: {int8} int8, {int4} int4");
+            }
+            let quantized = int8 + int4;
             let most = matrices * (100 + padding_percent(scheme));
             assert!(
                 quantized >= matrices && quantized * 100 <= most,

@@ -1,9 +1,9 @@
 //! The matmul rules: a legalized `packed_matmul` (activations `x [..., L]`, weights packed
 //! into panels `[P, L, HP]`, output `[..., H]`), `packed_matmul_quant` (quantized
-//! panels and their group scales) or `packed_matmul_int` (int8 activation codes and row
-//! scales, quads-layout panels, group scales and column correction) tensorized onto the
-//! target's block microkernels. An int8 call always covers the whole reduction (its
-//! correction and row scale apply once), so its reduction is one block.
+//! panels and their group scales) or `packed_matmul_int` (int8 activation codes and their
+//! group scales, quads-layout panels and group scales) tensorized onto the target's block
+//! microkernels. An int8 call always covers the whole reduction (the kernels overwrite
+//! their output), so its reduction is one block.
 //!
 //! - [`GemvRule`] (decode, one row): each group of consecutive panels (as many as the GEMV
 //!   microkernel's block spans, e.g. 4 panels of 16 for `1 x 64`) is one call over the
@@ -51,9 +51,8 @@ struct PackedMatmul<'a> {
     packed: &'a Buffer,
     /// Quantized panels' group scales (`packed_matmul_quant`, `packed_matmul_int`).
     scales: Option<&'a Buffer>,
-    /// The int8 activations' row scales and the panels' column correction
-    /// (`packed_matmul_int`).
-    int: Option<(&'a Buffer, &'a Buffer)>,
+    /// The int8 activations' group scales (`packed_matmul_int`).
+    int: Option<&'a Buffer>,
     out: &'a Buffer,
     /// Rows: the product of the batch dims.
     rows: SymExpr,
@@ -84,8 +83,8 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         ("packed_matmul_quant", [x, packed, scales, .., out]) => {
             (x, packed, Some(scales), None, out)
         }
-        ("packed_matmul_int", [x, x_scales, packed, scales, corr, .., out]) => {
-            (x, packed, Some(scales), Some((x_scales, corr)), out)
+        ("packed_matmul_int", [x, x_scales, packed, scales, .., out]) => {
+            (x, packed, Some(scales), Some(x_scales), out)
         }
         _ => return None,
     };
@@ -94,19 +93,17 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
     } else {
         DataType::F32
     };
-    let int_f32 = int.is_none_or(|(s, c)| [s, c].iter().all(|b| b.dtype == DataType::F32));
+    let int_f32 = int.is_none_or(|s| s.dtype == DataType::F32);
     let dtypes_ok = x.dtype == x_dtype && out.dtype == DataType::F32 && int_f32;
-    let int_buffers = int.map(|(s, c)| [s, c]);
-    let dense = [Some(x), Some(packed), scales, Some(out)]
+    let dense = [Some(x), Some(packed), scales, Some(out), int]
         .into_iter()
         .flatten()
-        .chain(int_buffers.into_iter().flatten())
         .all(|b| b.strides.is_none());
     let groups_whole = scales.is_none() || tiles.l_block % QUANT_GROUP == 0;
     if !dtypes_ok || !dense || func.num_outputs != 1 || !groups_whole {
         return None;
     }
-    let inputs = 2 + usize::from(scales.is_some()) + 2 * usize::from(int.is_some());
+    let inputs = 2 + usize::from(scales.is_some()) + usize::from(int.is_some());
     let epilogue = match split_epilogue(func) {
         Some((_, epilogue)) => Some(epilogue),
         None if func.attrs.contains_key(FUSED_ATTR) || func.params.len() != inputs + 1 => {
@@ -392,14 +389,13 @@ impl PackedMatmul<'_> {
             buffer: buffer.to_string(),
             offset,
         };
-        if let (Some((x_scales, corr)), Some(scales)) = (self.int, self.scales) {
-            let groups = self.depth / QUANT_GROUP;
+        if let (Some(x_scales), Some(scales)) = (self.int, self.scales) {
+            let groups = PrimExpr::index(self.depth / QUANT_GROUP);
             let operands = vec![
                 region(&self.x.name, a_offset),
-                region(&x_scales.name, e0.clone()),
+                region(&x_scales.name, e0.clone() * groups.clone()),
                 region(&self.packed.name, panel_start),
-                region(&scales.name, p.clone() * PrimExpr::index(groups) * hp),
-                region(&corr.name, first_col.clone()),
+                region(&scales.name, p.clone() * groups * hp),
                 region(&self.out.name, e0 * h.clone() + first_col),
             ];
             let depth = PrimExpr::index(self.depth);

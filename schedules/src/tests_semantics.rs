@@ -326,17 +326,15 @@ fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
             let rows_dim = rows.map_or(n().expr(), SymExpr::int);
             let padded = op::padded_depth(depth);
             let xq = tensor("xq", vec![rows_dim.clone(), padded.into()], DataType::U8);
-            let xs = tensor("xs", vec![rows_dim], DataType::F32);
+            let groups = op::quant_groups(depth);
+            let xs = tensor("xs", vec![rows_dim, groups.into()], DataType::F32);
             let layout = (bits, op::QuantLayout::Quads);
             let (shape, dtype) = op::packed_quant_layout(features, depth, hp, layout);
             let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), dtype);
             let panels = (features + hp - 1) / hp;
-            let groups = op::quant_groups(depth);
             let scales = vec![panels.into(), groups.into(), hp.into()];
             let scales = tensor("s", scales, DataType::F16);
-            let correction = tensor("c", vec![panels.into(), hp.into()], DataType::F32);
-            let product =
-                op::packed_matmul_int((&xq, &xs), (&packed, &scales, &correction), features);
+            let product = op::packed_matmul_int((&xq, &xs), (&packed, &scales), features);
             let func = legalized(product.unwrap());
             let rule: &dyn ScheduleRule = if rows.is_some() {
                 &GemvRule
@@ -347,7 +345,6 @@ fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
                 "int8 {} w{bits} rows {rows:?} L {depth} H {features}",
                 rule.name()
             );
-            // The legalized sum of unsigned codes cancels the correction in f32.
             let checked = (&mut rng, 2e-3);
             assert_rule_keeps_results_within(rule, &func, target, checked, &what);
         }

@@ -13,9 +13,9 @@ use crate::DataType;
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
     "activation_scales",
+    "activation_group_scales",
     "quantize_activations",
     "quantize_kv",
-    "weight_correction",
     "packed_matmul_int",
 ];
 
@@ -26,9 +26,9 @@ const CODE_OFFSET: f64 = 128.0;
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "activation_scales" => scales(call),
+        "activation_group_scales" => group_scales(call),
         "quantize_activations" => quantize(call),
         "quantize_kv" => quantize_kv(call),
-        "weight_correction" => correction(call),
         _ => matmul(call),
     }
 }
@@ -49,7 +49,25 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
     Ok(Kernel::new(inputs, args, out, OpPattern::Reduction))
 }
 
-/// `out[r, l] = clamp(floor(x[r, l] / scale[r] + 0.5), -127, 127) + 128` for `l < L`
+/// `out[r, g] = max_{g*32 <= l < min((g+1)*32, L)} |x[r, l]| / 127`.
+fn group_scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["x"])?;
+    let x = &inputs[0];
+    let (shape, _) = call.output_of_rank(x.ndim())?;
+    let depth = Expr::from(x.shape()[x.ndim() - 1].clone());
+    let k = te::reduce_axis("k", QUANT_GROUP.into());
+    let out = te::compute("scales", shape, |i| {
+        let (g, row) = i.split_last().expect("rows of groups");
+        let l = g.clone() * Expr::int(QUANT_GROUP) + k.var();
+        let mut at = row.to_vec();
+        at.push(l.minimum(depth.clone() - Expr::int(1)));
+        let value = te::select(l.lt(depth.clone()), load(x, &at).abs(), Expr::f32(0.0));
+        te::max(value, std::slice::from_ref(&k)) * Expr::f32(1.0 / 127.0)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::Reduction))
+}
+
+/// `out[r, l] = clamp(floor(x[r, l] / scale[r, l / 32] + 0.5), -127, 127) + 128` for `l < L`
 /// (an infinite divisor for a zero scale), 128 past it (only a row padded to whole
 /// groups has a past: the kernel of an unpadded row reads and writes contiguously).
 fn quantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
@@ -61,13 +79,16 @@ fn quantize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let depth = Expr::from(x_depth);
     let out = te::compute("codes", shape, |i| {
         let (l, row) = i.split_last().expect("rows of codes");
+        let mut group = row.to_vec();
+        group.push(l.floordiv(Expr::int(QUANT_GROUP)));
+        let scale = load(scales, &group);
         let q = if padded {
             let mut at = row.to_vec();
             at.push(l.minimum(depth.clone() - Expr::int(1)));
-            let q = code_of(load(x, &at), load(scales, row));
+            let q = code_of(load(x, &at), scale);
             te::select(l.lt(depth.clone()), q, Expr::f32(0.0))
         } else {
-            code_of(load(x, i), load(scales, row))
+            code_of(load(x, i), scale)
         };
         (q + Expr::f32(CODE_OFFSET)).cast(dtype)
     });
@@ -95,31 +116,12 @@ fn code_of(x: Expr, scale: Expr) -> Expr {
     (x / divisor + Expr::f32(0.5)).floor().clamp(-127.0, 127.0)
 }
 
-/// `out[p, j] = 128 * sum_l scale(p, l, j) * w(p, j, l)` over the padded reduction.
-fn correction(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let (inputs, args) = call.inputs(&["packed", "scales"])?;
-    let (packed, scales) = (&inputs[0], &inputs[1]);
-    let (shape, _) = call.output_of_rank(2)?;
-    let groups = scales.shape()[1].clone();
-    let depth = groups * crate::SymExpr::int(QUANT_GROUP);
-    let l = te::reduce_axis("l", depth);
-    let out = te::compute("correction", shape, |i| {
-        let (p, j) = (&i[0], &i[1]);
-        let group = l.var().floordiv(Expr::int(QUANT_GROUP));
-        let scale = load(scales, &[p.clone(), group, j.clone()]);
-        let term = scale * code(packed, (p, j), &l.var());
-        te::sum(term, std::slice::from_ref(&l)) * Expr::f32(CODE_OFFSET)
-    });
-    Ok(Kernel::new(inputs, args, out, OpPattern::Reduction))
-}
-
-/// `out[r, h] = x_scales[r] * (sum_l scale(h, l) * xq[r, l] * w(h, l) - correction[h])`:
-/// with the correction of the panels, the dequantized product
-/// `x_scales * sum_l scale * (xq - 128) * w`.
+/// `out[r, h] = sum_l x_scales[r, l / 32] * scale(h, l) * (xq[r, l] - 128) * w(h, l)`:
+/// the dequantized product.
 fn matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
-    let names = ["xq", "x_scales", "packed", "scales", "correction"];
+    let names = ["xq", "x_scales", "packed", "scales"];
     let (inputs, args) = call.inputs(&names)?;
-    let [xq, x_scales, packed, scales, correction] = [0, 1, 2, 3, 4].map(|i| &inputs[i]);
+    let [xq, x_scales, packed, scales] = [0, 1, 2, 3].map(|i| &inputs[i]);
     let (shape, _) = call.output_of_rank(xq.ndim())?;
     let block = Expr::from(packed.shape()[2].clone());
     let l = te::reduce_axis("l", xq.shape()[xq.ndim() - 1].clone());
@@ -128,12 +130,14 @@ fn matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block.clone()));
         let mut at = row.to_vec();
         at.push(l.var());
-        let x = load(xq, &at).cast(DataType::F32);
+        let x = load(xq, &at).cast(DataType::F32) - Expr::f32(CODE_OFFSET);
         let group = l.var().floordiv(Expr::int(QUANT_GROUP));
-        let scale = load(scales, &[panel.clone(), group, lane.clone()]);
+        let scale = load(scales, &[panel.clone(), group.clone(), lane.clone()]);
+        let mut x_group = row.to_vec();
+        x_group.push(group);
         let w = code(packed, (&panel, &lane), &l.var());
-        let dot = te::sum(scale * x * w, std::slice::from_ref(&l));
-        (dot - load(correction, &[panel, lane])) * load(x_scales, row)
+        let term = load(x_scales, &x_group) * scale * x * w;
+        te::sum(term, std::slice::from_ref(&l))
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::OutEwiseFusible))
 }

@@ -1,24 +1,25 @@
-//! Dynamic int8 activations (MNN's w8a8 / w4a8): each activation row is quantized to
-//! int8 at run time with its own scale, and multiplies weights quantized at compile time
-//! (int8 or int4 panels of the `quads` layout, see [`quantize`](super::quantize), with f16
-//! group scales: per weight the bytes of llama.cpp's q8_0 / q4_0) in integer dot
-//! products; the scales and a per-column correction are applied after.
+//! Dynamic int8 activations (MNN's w8a8 / w4a8, with llama.cpp's q8_0 activation
+//! blocks): each activation row is quantized to int8 at run time with one scale per group
+//! of [`QUANT_GROUP`] values along the reduction (the weights' groups: an outlier channel
+//! coarsens only its own group), and multiplies weights quantized at compile time (int8 or
+//! int4 panels of the `quads` layout, see [`quantize`](super::quantize), with f16 group
+//! scales: per weight the bytes of llama.cpp's q8_0 / q4_0) in integer dot products summed
+//! exactly per group; each group's sum is scaled by its two scales after.
 //!
-//! - `activation_scales(x [..., L] f32) -> [...]` f32: each row's `max |x| / 127`.
-//! - `quantize_activations(x [..., L] f32, scales [...]) -> [..., Lp]` u8 with
-//!   `Lp = ceil(L/32)*32`: `clamp(floor(x / scale + 0.5), -127, 127) + 128` (0 for a zero
-//!   scale), and 128 (zero) past `L`: the unsigned operand of `vpdpbusd`.
-//! - `weight_correction(packed, scales) -> [P, HP]` f32: per output column `h`,
-//!   `128 * sum_l scale(h, l) * w(h, l)` (the offset the `+ 128` of the activations adds,
-//!   computed once at compile time).
-//! - `packed_matmul_int(xq [..., Lp] u8, x_scales [...] f32, packed, scales, correction,
+//! - `activation_group_scales(x [..., L] f32) -> [..., G]` f32 with `G = ceil(L/32)`:
+//!   each group's `max |x| / 127` (a tail group has fewer values).
+//! - `quantize_activations(x [..., L] f32, scales [..., G]) -> [..., Lp]` u8 with
+//!   `Lp = G*32`: `clamp(floor(x / scale + 0.5), -127, 127) + 128` with the scale of the
+//!   value's group (0 for a zero scale), and 128 (zero) past `L`: the unsigned operand of
+//!   `vpdpbusd`.
+//! - `packed_matmul_int(xq [..., Lp] u8, x_scales [..., G] f32, packed, scales,
 //!   out_features = H) -> [..., H]` f32:
-//!   `out[..., h] = x_scales[...] * (sum_l scale(h, l) * xq[..., l] * w(h, l) - correction[h])`,
-//!   which is `x_scales * sum_l scale * (xq - 128) * w`: the product of the dequantized
-//!   activations and weights.
+//!   `out[..., h] = sum_g x_scales[..., g] * scale(h, g) * sum_{l in g} (xq[..., l] - 128) * w(h, l)`:
+//!   the product of the dequantized activations and weights.
 //!
-//! The same symmetric row quantization stores an int8 KV cache: per position and kv head,
-//! `activation_scales(k)` and
+//! The symmetric quantization of whole rows stores an int8 KV cache: per position and kv
+//! head,
+//! - `activation_scales(x [..., L] f32) -> [...]` f32: each row's `max |x| / 127`;
 //! - `quantize_kv(x [..., L] f32, scales [...]) -> [..., L]` i8:
 //!   `clamp(floor(x / scale + 0.5), -127, 127)` (0 for a zero scale), read back as
 //!   `code * scale` (see [`attention_q8kv`](super::attention_q8kv)).
@@ -40,6 +41,12 @@ pub(super) const OPS: &[OpDef] = &[
         infer: infer_scales,
     },
     OpDef {
+        name: "activation_group_scales",
+        args: &["x"],
+        attrs: &[],
+        infer: infer_group_scales,
+    },
+    OpDef {
         name: "quantize_activations",
         args: &["x", "scales"],
         attrs: &[],
@@ -52,14 +59,8 @@ pub(super) const OPS: &[OpDef] = &[
         infer: infer_quantize_kv,
     },
     OpDef {
-        name: "weight_correction",
-        args: &["packed", "scales"],
-        attrs: &[],
-        infer: infer_correction,
-    },
-    OpDef {
         name: "packed_matmul_int",
-        args: &["xq", "x_scales", "packed", "scales", "correction"],
+        args: &["xq", "x_scales", "packed", "scales"],
         attrs: &[AttrSpec::new(
             "out_features",
             AttrKind::Int,
@@ -90,6 +91,30 @@ fn infer_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     Ok(StructInfo::tensor(rows.to_vec(), DataType::F32))
 }
 
+fn infer_group_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let x = activations(ctx, 0)?;
+    let (depth, rows) = x.dims.split_last().expect("checked non-empty");
+    let Some(depth) = depth.as_const() else {
+        return Err(ctx.invalid_arg(0, format!("L must be static, got {depth}")));
+    };
+    let mut shape = rows.to_vec();
+    shape.push(SymExpr::int(padded_depth(depth) / QUANT_GROUP));
+    Ok(StructInfo::tensor(shape, DataType::F32))
+}
+
+/// Checks that argument `index` holds one f32 scale per row of `rows` (and, with
+/// `groups`, per group of each row: `[rows..., groups]`).
+fn check_scales_of(
+    ctx: &InferCtx<'_>,
+    index: usize,
+    rows: &[SymExpr],
+    groups: Option<i64>,
+) -> Result<(), InferError> {
+    let mut rows = rows.to_vec();
+    rows.extend(groups.map(SymExpr::int));
+    check_row_scales(ctx, index, &rows)
+}
+
 /// Checks that argument `index` holds one f32 scale per row of `rows`.
 fn check_row_scales(ctx: &InferCtx<'_>, index: usize, rows: &[SymExpr]) -> Result<(), InferError> {
     let scales = ctx.tensor(index)?;
@@ -113,10 +138,10 @@ fn check_row_scales(ctx: &InferCtx<'_>, index: usize, rows: &[SymExpr]) -> Resul
 fn infer_quantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let x = activations(ctx, 0)?;
     let (depth, rows) = x.dims.split_last().expect("checked non-empty");
-    check_row_scales(ctx, 1, rows)?;
     let Some(depth) = depth.as_const() else {
         return Err(ctx.invalid_arg(0, format!("L must be static, got {depth}")));
     };
+    check_scales_of(ctx, 1, rows, Some(padded_depth(depth) / QUANT_GROUP))?;
     let mut shape = rows.to_vec();
     shape.push(SymExpr::int(padded_depth(depth)));
     Ok(StructInfo::tensor(shape, DataType::U8))
@@ -168,21 +193,12 @@ fn check_group_scales(
     Err(ctx.invalid_arg(index, reason))
 }
 
-fn infer_correction(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
-    let packed = ctx.tensor(0)?;
-    let panels = quad_panels(ctx, 0, &packed)?;
-    check_group_scales(ctx, 1, &panels)?;
-    let shape = vec![panels.panels.clone(), panels.block.clone()];
-    Ok(StructInfo::tensor(shape, DataType::F32))
-}
-
 fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let xq = ctx.tensor(0)?;
     let Some((depth, rows)) = xq.dims.split_last().filter(|_| xq.dtype == DataType::U8) else {
         let reason = format!("must be u8 [..., Lp], got {} {}", xq.dtype, xq.shape());
         return Err(ctx.invalid_arg(0, reason));
     };
-    check_row_scales(ctx, 1, rows)?;
     let packed = ctx.tensor(2)?;
     let panels = quad_panels(ctx, 2, &packed)?;
     let depth = check_depth(ctx, 2, &panels, depth)?;
@@ -190,30 +206,25 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
         let reason = format!("must be padded to whole groups of {QUANT_GROUP}, got {depth}");
         return Err(ctx.invalid_arg(0, reason));
     }
+    check_scales_of(ctx, 1, rows, Some(depth / QUANT_GROUP))?;
     check_group_scales(ctx, 3, &panels)?;
-    let correction = ctx.tensor(4)?;
-    let fits = matches!(correction.dims, [p, b] if p == panels.panels && b == panels.block);
-    if correction.dtype != DataType::F32 || !fits {
-        let reason = format!(
-            "must be the f32 correction [{}, {}] of the panels, got {} {}",
-            panels.panels,
-            panels.block,
-            correction.dtype,
-            correction.shape()
-        );
-        return Err(ctx.invalid_arg(4, reason));
-    }
     let shape = product_shape(ctx, &xq, (panels.panels, panels.block))?;
     Ok(StructInfo::tensor(shape, DataType::F32))
 }
 
-/// Each row's int8 scale of `x` (`[..., L]` f32).
+/// The int8 scale of each group of [`QUANT_GROUP`] values of each row of `x` (`[..., L]`
+/// f32): the scales of [`quantize_activations`].
+pub fn activation_group_scales(x: &Expr) -> Result<Expr, InferError> {
+    call("activation_group_scales", vec![x.clone()], Attrs::new())
+}
+
+/// Each row's int8 scale of `x` (`[..., L]` f32): the scales of [`quantize_kv`].
 pub fn activation_scales(x: &Expr) -> Result<Expr, InferError> {
     call("activation_scales", vec![x.clone()], Attrs::new())
 }
 
-/// `x` quantized per row with `scales` ([`activation_scales`]) to u8 codes, rows padded
-/// to whole groups.
+/// `x` quantized per group with `scales` ([`activation_group_scales`]) to u8 codes, rows
+/// padded to whole groups.
 pub fn quantize_activations(x: &Expr, scales: &Expr) -> Result<Expr, InferError> {
     call(
         "quantize_activations",
@@ -228,29 +239,14 @@ pub fn quantize_kv(x: &Expr, scales: &Expr) -> Result<Expr, InferError> {
     call("quantize_kv", vec![x.clone(), scales.clone()], Attrs::new())
 }
 
-/// The per-column correction of quads-layout `packed` panels with group `scales`.
-pub fn weight_correction(packed: &Expr, scales: &Expr) -> Result<Expr, InferError> {
-    call(
-        "weight_correction",
-        vec![packed.clone(), scales.clone()],
-        Attrs::new(),
-    )
-}
-
-/// `x @ weight^T` (`[..., out_features]`) from `x`'s int8 codes `xq` and row scales and
-/// the weight's quads-layout panels, group scales and correction.
+/// `x @ weight^T` (`[..., out_features]`) from `x`'s int8 codes `xq` and group scales
+/// and the weight's quads-layout panels and group scales.
 pub fn packed_matmul_int(
     (xq, x_scales): (&Expr, &Expr),
-    (packed, scales, correction): (&Expr, &Expr, &Expr),
+    (packed, scales): (&Expr, &Expr),
     out_features: i64,
 ) -> Result<Expr, InferError> {
     let attrs = Attrs::from([("out_features".to_string(), AttrValue::Int(out_features))]);
-    let args = vec![
-        xq.clone(),
-        x_scales.clone(),
-        packed.clone(),
-        scales.clone(),
-        correction.clone(),
-    ];
+    let args = vec![xq.clone(), x_scales.clone(), packed.clone(), scales.clone()];
     call("packed_matmul_int", args, attrs)
 }

@@ -51,8 +51,8 @@ const CONTRACT: &str =
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm \
     add_rms_norm full \
     zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
-    take_quant dequantize_weight activation_scales quantize_activations quantize_kv \
-    weight_correction packed_matmul_int attention attention_q8kv";
+    take_quant dequantize_weight activation_scales activation_group_scales \
+    quantize_activations quantize_kv packed_matmul_int attention attention_q8kv";
 
 #[test]
 fn registry_holds_exactly_the_contract_ops() {

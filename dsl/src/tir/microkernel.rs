@@ -19,11 +19,11 @@
 //!   `ceil(lda/2) * 2 * PANEL` elements apart, two consecutive k of a column side by side)
 //!   `w(k, j) = b[(j / PANEL)*ceil(lda/2)*2*PANEL + (k/2)*2*PANEL + (j % PANEL)*2 + k % 2] - 8`;
 //! - int8 block GEMMs (dynamic int8 activations, MNN's w8a8 / w4a8): u8 activation codes
-//!   with one f32 scale per row, int8 or int4 weight panels of the quads layout (see
-//!   [`crate::op::QuantLayout`]) with f16 group scales and a per-column correction;
-//!   operands `(a, a_scales, b, scales, corr, c; kc, lda, ldc, rows, cols)`: for
+//!   (`code + 128`) with one f32 scale per row and group of [`QUANT_GROUP`] k, int8 or
+//!   int4 weight panels of the quads layout (see [`crate::op::QuantLayout`]) with f16
+//!   group scales; operands `(a, a_scales, b, scales, c; kc, lda, ldc, rows, cols)`: for
 //!   `i < rows`, `j < cols`,
-//!   `c[i*ldc + j] = a_scales[i] * (sum_{k < kc} s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`
+//!   `c[i*ldc + j] = sum_{k < kc} a_scales[i*(kc / G) + k / G] * s(k, j) * (a[i*lda + k] - 128) * w(k, j)`
 //!   with `kc` the whole (padded) reduction, a multiple of [`QUANT_GROUP`];
 //!   `s(k, j) = scales[((j / PANEL)*(kc / G) + k / G)*PANEL + j % PANEL]`, and `w(k, j)`
 //!   element `(j / PANEL)*kc*PANEL + (k/4)*4*PANEL + (j % PANEL)*4 + k % 4` of i8 panels, or
@@ -85,7 +85,7 @@ pub enum MicrokernelKind {
         panel: i64,
     },
     /// An int8 block GEMM of block shape `ep x hp`: operands
-    /// `(a, a_scales, b, scales, corr, c)`, scalars `(kc, lda, ldc, rows, cols)` (see the
+    /// `(a, a_scales, b, scales, c)`, scalars `(kc, lda, ldc, rows, cols)` (see the
     /// module docs).
     IntGemm {
         /// The element type of the packed weights: i8 or u4 (quads layout).
@@ -124,7 +124,7 @@ impl MicrokernelKind {
                 scales: Some(_), ..
             } => &["a", "b", "scales", "c"],
             MicrokernelKind::Gemm { .. } => &["a", "b", "c"],
-            MicrokernelKind::IntGemm { .. } => &["a", "a_scales", "b", "scales", "corr", "c"],
+            MicrokernelKind::IntGemm { .. } => &["a", "a_scales", "b", "scales", "c"],
             MicrokernelKind::Attention {
                 scales: Some(_), ..
             } => &["q", "k", "v", "k_scales", "v_scales", "out"],
@@ -146,7 +146,6 @@ impl MicrokernelKind {
                 DataType::F32,
                 weights,
                 DataType::F16,
-                DataType::F32,
                 DataType::F32,
             ],
             MicrokernelKind::Attention {
@@ -443,9 +442,9 @@ impl IntGemmScalars {
             && self.ldc >= self.cols
     }
 
-    /// The elements of `(a, a_scales, b, scales, corr, c)` one call on panels `panel` wide
-    /// may touch.
-    pub fn footprint(&self, panel: i64) -> [i64; 6] {
+    /// The elements of `(a, a_scales, b, scales, c)` one call on panels `panel` wide may
+    /// touch.
+    pub fn footprint(&self, panel: i64) -> [i64; 5] {
         let rows = |stride: i64, len: i64| {
             if self.rows > 0 && self.cols > 0 {
                 (self.rows - 1) * stride + len
@@ -458,12 +457,12 @@ impl IntGemmScalars {
         } else {
             0
         };
+        let groups = self.kc / QUANT_GROUP;
         [
             rows(self.lda, self.kc),
-            rows(1, 1),
+            rows(groups, groups),
             panels * self.kc * panel,
-            panels * (self.kc / QUANT_GROUP) * panel,
-            if panels > 0 { self.cols } else { 0 },
+            panels * groups * panel,
             rows(self.ldc, self.cols),
         ]
     }
@@ -474,7 +473,7 @@ impl IntGemmScalars {
     pub fn reference(
         &self,
         (panel, weights): (i64, DataType),
-        [a, a_scales, b, scales, corr]: [&[f64]; 5],
+        [a, a_scales, b, scales]: [&[f64]; 4],
         c: &mut [f64],
     ) {
         let groups = self.kc / QUANT_GROUP;
@@ -494,9 +493,13 @@ impl IntGemmScalars {
         for i in 0..self.rows.max(0) {
             for j in 0..self.cols.max(0) {
                 let dot: f64 = (0..self.kc)
-                    .map(|k| scale(k, j) * a[(i * self.lda + k) as usize] * weight(k, j))
+                    .map(|k| {
+                        let a_scale = a_scales[(i * groups + k / QUANT_GROUP) as usize];
+                        let code = a[(i * self.lda + k) as usize] - 128.0;
+                        a_scale * scale(k, j) * code * weight(k, j)
+                    })
                     .sum();
-                c[(i * self.ldc + j) as usize] = a_scales[i as usize] * (dot - corr[j as usize]);
+                c[(i * self.ldc + j) as usize] = dot;
             }
         }
     }

@@ -196,22 +196,24 @@ fn u4_gemv_parts(lda: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
 
 /// A block GEMM of dynamically quantized int8 activations by int8 or 4-bit weight panels
 /// (w8a8 / w4a8): integer products summed exactly per [`QUANT_GROUP`] of k, each group's
-/// sum scaled into f32, then an f32 epilogue. The block is EP x HP over panels of
-/// [`QPANEL`] columns.
+/// sum scaled into f32 by the group's activation and weight scales. The block is EP x HP
+/// over panels of [`QPANEL`] columns.
 ///
 /// For every `i < rows` and `j < cols`:
-/// `c[i*ldc + j] = a_scales[i] * (sum_{k < kc} s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`
+/// `c[i*ldc + j] = sum_{k < kc} a_scales[i*(kc/32) + k/32] * s(k, j) * (a[i*lda + k] - 128) * w(k, j)`
 /// where
 /// - `a[i*lda + k]` is the activation byte, `code + 128` with the int8 code in
-///   `[-127, 127]`, and `a_scales[i]` the scale of row `i`;
+///   `[-127, 127]`, and `a_scales[i*(kc/32) + g]` the scale of group `g` of row `i`
+///   (llama.cpp's q8_0 activation blocks: an outlier coarsens its own group only);
 /// - `s(k, j) = scales[(j / 16)*(kc / 32)*16 + (k / 32)*16 + j % 16]`, an f16 widened to
 ///   f32 as loaded (a 4-bit GEMV streams 18 bytes per 32 weights of a column, as q4_0);
 ///   each panel's group scales are `[group][16]`;
 /// - `w(k, j)` the weight of depth `k` and column `j` as `W` lays it out ([`QGemmW8Fn`],
-///   [`QGemmW4Fn`]), panel `j / 16` holding the whole reduction of its 16 columns;
-/// - `corr[j] = 128 * sum_k s(k, j) * w(k, j)` (computed with the weights), so that the
-///   result is `a_scales[i] * sum_k s(k, j) * code(i, k) * w(k, j)`. An implementation may
-///   compute that form directly and ignore `corr`; results agree up to f32 rounding.
+///   [`QGemmW4Fn`]), panel `j / 16` holding the whole reduction of its 16 columns.
+///
+/// Each group's integer sum `sum_{k in g} (a - 128) * w` is exact (implementations sum
+/// the codes, or the bytes and subtract `128 * sum_{k in g} w`, both in int32); results
+/// agree up to f32 rounding of the scaling.
 ///
 /// `c` is overwritten (never accumulated into). `kc` is the whole reduction and must be a
 /// positive multiple of [`QUANT_GROUP`] (otherwise the result is unspecified: kernels sum
@@ -219,19 +221,18 @@ fn u4_gemv_parts(lda: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
 ///
 /// # Safety
 /// `a` readable for `kc` bytes from `a + i*lda` for every `i < rows` (rows past `rows` are
-/// never read), `a_scales` for `rows` floats, `corr` for `cols` floats; for every panel `q`
-/// holding one of the first `cols` columns (panels past them are never read), `b` readable
-/// for the panel's bytes from the start of panel `q` and `scales` for its `kc / 32` groups
-/// of 16 halves; `c` writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only
-/// part of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside
-/// are clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need only the
+/// never read), `a_scales` for `rows * (kc / 32)` floats; for every panel `q` holding one
+/// of the first `cols` columns (panels past them are never read), `b` readable for the
+/// panel's bytes from the start of panel `q` and `scales` for its `kc / 32` groups of 16
+/// halves; `c` writable at `c[i*ldc + j]` for `i < rows, j < cols`, which is the only part
+/// of `c` a kernel touches. `1 <= rows <= EP` and `1 <= cols <= HP` (values outside are
+/// clamped: nothing is done for `rows <= 0` or `cols <= 0`). Pointers need only the
 /// alignment of their element type.
 pub type QGemmFn<W> = unsafe extern "C" fn(
     a: *const u8,
     a_scales: *const f32,
     b: *const W,
     scales: *const half::f16,
-    corr: *const f32,
     c: *mut f32,
     kc: i64,
     lda: i64,

@@ -5,7 +5,7 @@
 //! so one load of a row feeds four `sdot`s by lane.
 //!
 //! The sums are of the codes (the activation bytes `code + 128` with the sign bit
-//! flipped), so the column corrections are not used; 4-bit weights are unpacked to
+//! flipped), so no correction is needed; 4-bit weights are unpacked to
 //! signed bytes first (nibble minus 8). Per group of 32 k the int32 sums are converted
 //! to f32 and multiplied into the results by the group's scales (widened from f16 with
 //! `fcvtl`), as the AVX2 kernels do, so both compute the same values. A pass covers
@@ -19,7 +19,7 @@ use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
 use half::f16;
 use std::arch::aarch64::{
     float32x4_t, int32x4_t, int8x16_t, vandq_u8, vcvtq_f32_s32, vdupq_n_f32, vdupq_n_s32,
-    vdupq_n_s8, vdupq_n_u8, veorq_u8, vfmaq_f32, vgetq_lane_f32, vld1_u16, vld1q_u8, vmulq_f32,
+    vdupq_n_s8, vdupq_n_u8, veorq_u8, vfmaq_f32, vgetq_lane_f32, vld1_u16, vld1q_u8, vmulq_n_f32,
     vreinterpretq_s8_u8, vshrq_n_u8, vst1q_f32, vsubq_s8,
 };
 use std::arch::asm;
@@ -138,8 +138,8 @@ unsafe fn panels<W: DotPanel, const EP: usize, const NQ: usize>(call: &QCall<W>)
 }
 
 /// Rows `0..EP` by vectors `v0..v0 + NV` of panel `q`: per group, the int32 sums of the
-/// codes, then the f32 results times the group's scales; finally the rows' scales and the
-/// store of the `rows x cols` part.
+/// codes, then the f32 results times the group's weight scales and the row's scale of the
+/// group; finally the store of the `rows x cols` part.
 ///
 /// # Safety
 /// As [`panels`], with panel `q` lent.
@@ -171,20 +171,22 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
             }
         }
         let scales = call.group_scales(q, g);
+        let a_scales: [f32; EP] = std::array::from_fn(|i| unsafe { call.a_scale(i, g) });
         for v in 0..NV {
             let scale = unsafe { widen(scales.add((v0 + v) * LANES)) };
-            for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
-                acc_i[v] = unsafe { vfmaq_f32(acc_i[v], vcvtq_f32_s32(sums_i[v]), scale) };
+            for ((acc_i, sums_i), &a_scale) in acc.iter_mut().zip(&sums).zip(&a_scales) {
+                acc_i[v] = unsafe {
+                    let group = vmulq_n_f32(vcvtq_f32_s32(sums_i[v]), a_scale);
+                    vfmaq_f32(acc_i[v], group, scale)
+                };
             }
         }
     }
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
-        let a_scale = unsafe { vdupq_n_f32(call.a_scale(i)) };
         for (v, &sum) in acc_i.iter().enumerate() {
             let j = q * QPANEL + (v0 + v) * LANES;
-            let values = unsafe { vmulq_f32(sum, a_scale) };
             // SAFETY: row `i < rows`, columns below `cols` only.
-            unsafe { store(call, i, j, values) };
+            unsafe { store(call, i, j, sum) };
         }
     }
 }

@@ -19,9 +19,9 @@ use super::qgemm::{qgemm_entry, QCall};
 use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
 use std::arch::aarch64::{
     float32x4_t, int32x4_t, int8x16_t, vcvtq_f32_s32, vdupq_laneq_u64, vdupq_n_f32, vdupq_n_s32,
-    vfmaq_f32, vmulq_f32, vreinterpretq_f32_u64, vreinterpretq_s8_u32, vreinterpretq_s8_u64,
-    vreinterpretq_u32_s8, vreinterpretq_u64_f32, vreinterpretq_u64_s8, vzip1q_u32, vzip1q_u64,
-    vzip2q_u32, vzip2q_u64,
+    vfmaq_f32, vld1q_f32, vmulq_f32, vreinterpretq_f32_u64, vreinterpretq_s8_u32,
+    vreinterpretq_s8_u64, vreinterpretq_u32_s8, vreinterpretq_u64_f32, vreinterpretq_u64_s8,
+    vzip1q_u32, vzip1q_u64, vzip2q_u32, vzip2q_u64,
 };
 use std::arch::asm;
 
@@ -87,8 +87,8 @@ unsafe fn panels<W: DotPanel, const EP: usize, const NQ: usize>(call: &QCall<W>)
 type Blocks<T> = [[[T; 2]; PASS_VECTORS]; ROW_PAIRS];
 
 /// Rows `0..4` by vectors `v0..v0 + 2` of panel `q`: per group, the 2 x 2 int32 sums of
-/// the codes, then the f32 results times the group's scales; finally the rows' scales
-/// and the store of the `rows x cols` part.
+/// the codes, then the f32 results times the group's weight scales and the rows' scales of
+/// the group; finally the store of the `rows x cols` part.
 ///
 /// # Safety
 /// As [`panels`], with panel `q` lent.
@@ -121,13 +121,20 @@ unsafe fn pass<W: DotPanel>(call: &QCall<W>, q: usize, v0: usize) {
             }
         }
         let scales = call.group_scales(q, g);
+        // Each row pair's scales of the group as its 2 x 2 blocks need them: `[x0, x0, x1,
+        // x1]` (rows past `rows` repeat the last one's).
+        let row_scales: [float32x4_t; ROW_PAIRS] = std::array::from_fn(|p| unsafe {
+            let (first, second) = (call.a_scale(2 * p, g), call.a_scale(2 * p + 1, g));
+            vld1q_f32([first, first, second, second].as_ptr())
+        });
         for v in 0..PASS_VECTORS {
             let scale = unsafe { widen(scales.add((v0 + v) * LANES)) };
             let pair_scales = unsafe { pair_scales(scale) };
-            for (acc_p, sums_p) in acc.iter_mut().zip(&sums) {
+            for ((acc_p, sums_p), &rows_p) in acc.iter_mut().zip(&sums).zip(&row_scales) {
                 for c in 0..2 {
                     acc_p[v][c] = unsafe {
-                        vfmaq_f32(acc_p[v][c], vcvtq_f32_s32(sums_p[v][c]), pair_scales[c])
+                        let group = vmulq_f32(vcvtq_f32_s32(sums_p[v][c]), rows_p);
+                        vfmaq_f32(acc_p[v][c], group, pair_scales[c])
                     };
                 }
             }
@@ -142,7 +149,7 @@ unsafe fn pass<W: DotPanel>(call: &QCall<W>, q: usize, v0: usize) {
                 for (r, &values) in rows_of.iter().enumerate() {
                     let i = 2 * p + r;
                     if i < call.rows {
-                        store(call, i, j, vmulq_f32(values, vdupq_n_f32(call.a_scale(i))));
+                        store(call, i, j, values);
                     }
                 }
             }

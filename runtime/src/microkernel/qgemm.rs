@@ -49,14 +49,12 @@ impl QPanel for u8 {
 pub(super) struct QCall<W> {
     /// Activation row 0 (bytes, `code + 128`).
     pub a: *const u8,
-    /// One scale per activation row.
+    /// One scale per activation row and group (`[row][group]`).
     pub a_scales: *const f32,
     /// Weight panel 0.
     pub b: *const W,
     /// Group scales (f16), `[panel][group][16]`.
     pub scales: *const f16,
-    /// One correction per column.
-    pub corr: *const f32,
     /// Output row 0.
     pub c: *mut f32,
     /// Elements from one panel to the next.
@@ -75,17 +73,10 @@ pub(super) struct QCall<W> {
 
 impl<W: QPanel> QCall<W> {
     /// The call of an `ep x hp` block with the arguments of [`super::QGemmFn`] (`a`,
-    /// `a_scales`, `b`, `scales`, `corr`, `c`, then `kc, lda, ldc, rows, cols`), or `None`
+    /// `a_scales`, `b`, `scales`, `c`, then `kc, lda, ldc, rows, cols`), or `None`
     /// when it computes nothing (`rows <= 0` or `cols <= 0`).
     pub fn new(
-        (a, a_scales, b, scales, corr, c): (
-            *const u8,
-            *const f32,
-            *const W,
-            *const f16,
-            *const f32,
-            *mut f32,
-        ),
+        (a, a_scales, b, scales, c): (*const u8, *const f32, *const W, *const f16, *mut f32),
         [kc, lda, ldc, rows, cols]: [i64; 5],
         (ep, hp): (usize, usize),
     ) -> Option<QCall<W>> {
@@ -98,7 +89,6 @@ impl<W: QPanel> QCall<W> {
             a_scales,
             b,
             scales,
-            corr,
             c,
             panel_stride: W::panel_stride(kc),
             groups: kc / QUANT_GROUP,
@@ -126,13 +116,14 @@ impl<W: QPanel> QCall<W> {
         self.a.wrapping_offset(i * self.lda)
     }
 
-    /// The scale of activation row `i` (the last computed row's for `i >= rows`).
+    /// The scale of group `g < groups` of activation row `i` (the last computed row's for
+    /// `i >= rows`).
     ///
     /// # Safety
-    /// The call's `a_scales` are lent ([`super::QGemmFn`]).
-    pub unsafe fn a_scale(&self, i: usize) -> f32 {
-        // SAFETY: `min(i, rows - 1) < rows` scales are lent.
-        unsafe { *self.a_scales.add(i.min(self.rows - 1)) }
+    /// The call's `a_scales` are lent ([`super::QGemmFn`]); `g < groups`.
+    pub unsafe fn a_scale(&self, i: usize, g: usize) -> f32 {
+        // SAFETY: the `groups` scales of row `min(i, rows - 1) < rows` are lent.
+        unsafe { *self.a_scales.add(i.min(self.rows - 1) * self.groups + g) }
     }
 
     /// The start of panel `q`.
@@ -150,13 +141,12 @@ impl<W: QPanel> QCall<W> {
         self.c.wrapping_offset(i as isize * self.ldc + j as isize)
     }
 
-    /// This call restricted to panel `q` (one of [`QCall::panels`]): its weights, scales,
-    /// corrections and columns of C.
+    /// This call restricted to panel `q` (one of [`QCall::panels`]): its weights, scales
+    /// and columns of C.
     pub fn panel_call(&self, q: usize) -> QCall<W> {
         QCall {
             b: self.panel(q),
             scales: self.group_scales(q, 0),
-            corr: self.corr.wrapping_add(q * QPANEL),
             c: self.out(0, q * QPANEL),
             cols: (self.cols - q * QPANEL).min(QPANEL),
             ..*self
@@ -181,7 +171,6 @@ macro_rules! qgemm_entry {
             a_scales: *const f32,
             b: *const $w,
             scales: *const half::f16,
-            corr: *const f32,
             c: *mut f32,
             kc: i64,
             lda: i64,
@@ -189,7 +178,7 @@ macro_rules! qgemm_entry {
             rows: i64,
             cols: i64,
         ) {
-            let operands = (a, a_scales, b, scales, corr, c);
+            let operands = (a, a_scales, b, scales, c);
             let shape = ($ep, $np * $crate::microkernel::QPANEL);
             let Some(call) = $crate::microkernel::qgemm::QCall::new(
                 operands,

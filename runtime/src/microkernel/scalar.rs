@@ -301,8 +301,9 @@ unsafe fn scaled_sgemm<
 
 /// The scalar twin of every int8-activation GEMM block `EP x HP` over weight panels of `W`
 /// (`i8`: int8, `u8`: 4-bit), the [`super::QGemmFn`] contract in its own words: per
-/// element, the exact integer sum of each group's products, scaled by the group's (f16)
-/// scale widened to f32 and summed in f32, minus the column's correction, times the row's scale.
+/// element, the exact integer sum of each group's products of codes (`a - 128`) by weights,
+/// scaled by the group's (f16) weight scale widened to f32 and the row's scale of the
+/// group, summed in f32.
 ///
 /// # Safety
 /// As [`super::QGemmFn`].
@@ -312,7 +313,6 @@ unsafe extern "C" fn qgemm<W: QPanel, const EP: usize, const HP: usize>(
     a_scales: *const f32,
     b: *const W,
     scales: *const f16,
-    corr: *const f32,
     c: *mut f32,
     kc: i64,
     lda: i64,
@@ -320,33 +320,37 @@ unsafe extern "C" fn qgemm<W: QPanel, const EP: usize, const HP: usize>(
     rows: i64,
     cols: i64,
 ) {
-    let operands = (a, a_scales, b, scales, corr, c);
+    let operands = (a, a_scales, b, scales, c);
     let Some(call) = QCall::new(operands, [kc, lda, ldc, rows, cols], (EP, HP)) else {
         return;
     };
     for i in 0..call.rows {
-        // SAFETY: row `i < rows` is lent (`kc` bytes) and so is its scale.
-        let (a_i, a_scale) = unsafe {
+        // SAFETY: row `i < rows` is lent (`kc` bytes) and so are its group scales.
+        let (a_i, a_scales) = unsafe {
             let a_i = std::slice::from_raw_parts(call.a_row(i), call.depth());
-            (a_i, call.a_scale(i))
+            let scales =
+                std::slice::from_raw_parts(call.a_scales.add(i * call.groups), call.groups);
+            (a_i, scales)
         };
         for j in 0..call.cols {
-            // SAFETY: column `j < cols`: its correction is lent, and so is its panel, all
-            // of it, with the scales of each group.
-            unsafe {
-                let sum = column_sum(&call, a_i, j);
-                *call.out(i, j) = a_scale * (sum - *call.corr.add(j));
-            }
+            // SAFETY: column `j < cols`: its panel is lent, all of it, with the scales of
+            // each group.
+            unsafe { *call.out(i, j) = column_sum(&call, (a_i, a_scales), j) };
         }
     }
 }
 
-/// `sum_g s(g, j) * sum_{k in g} a_i[k] * w(k, j)`: the integer sum of each group of
-/// activation row `a_i` by column `j`'s weights, scaled by the group's scale, summed in f32.
+/// `sum_g x_g * s(g, j) * sum_{k in g} (a_i[k] - 128) * w(k, j)`: the integer sum of each
+/// group of activation row `a_i` (codes) by column `j`'s weights, scaled by the group's
+/// weight scale and the row's scale `x_g` of the group, summed in f32.
 ///
 /// # Safety
 /// Column `j`'s panel (`panel_stride` elements) and its groups' scales are lent.
-unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
+unsafe fn column_sum<W: QPanel>(
+    call: &QCall<W>,
+    (a_i, a_scales): (&[u8], &[f32]),
+    j: usize,
+) -> f32 {
     let (q, jq) = (j / 16, j % 16);
     // SAFETY: the caller's contract.
     let panel = unsafe { std::slice::from_raw_parts(call.panel(q), call.panel_stride) };
@@ -354,10 +358,11 @@ unsafe fn column_sum<W: QPanel>(call: &QCall<W>, a_i: &[u8], j: usize) -> f32 {
     for (g, a_g) in a_i.chunks_exact(QUANT_GROUP).enumerate() {
         let k0 = g * QUANT_GROUP;
         let dot: i32 = (a_g.iter().enumerate())
-            .map(|(dk, &a_k)| i32::from(a_k) * W::weight(panel, k0 + dk, jq))
+            .map(|(dk, &a_k)| (i32::from(a_k) - 128) * W::weight(panel, k0 + dk, jq))
             .sum();
         // SAFETY: the scales of group `g` of panel `q` are lent (the caller's contract).
-        sum += dot as f32 * f32::from(unsafe { *call.group_scales(q, g).add(jq) });
+        let scale = f32::from(unsafe { *call.group_scales(q, g).add(jq) });
+        sum += dot as f32 * scale * a_scales[g];
     }
     sum
 }

@@ -90,7 +90,7 @@ fn bits(values: &[f32]) -> Vec<u32> {
 
 /// One call: `rows` activation rows of `kc` bytes at stride `lda`, the weights of the
 /// panels holding the first `cols` columns (packed as the kernel's layout when run), their
-/// scales and corrections, and a `c` with guards around the `rows x cols` block.
+/// scales, and a `c` with guards around the `rows x cols` block.
 struct QCase {
     kc: usize,
     rows: usize,
@@ -100,14 +100,13 @@ struct QCase {
     /// `1 + (rows - 1) * lda + kc` bytes in `1..=255` from index 1 (nothing after the last
     /// row's `kc`); 0 between rows (a code of -128, which no row holds).
     a: Vec<u8>,
-    /// `1 + rows` row scales.
+    /// `1 + rows * (kc / 32)` scales of each row's groups (`[row][group]` from index 1),
+    /// spread over three orders of magnitude (an outlier group's next to small ones).
     a_scales: Vec<f32>,
     /// The weights `w[k][j]` of every column of the lent panels.
     w: Vec<Vec<i32>>,
     /// `1 + panels * (kc / 32) * 16` group scales (f16), `[panel][group][16]` from index 1.
     scales: Vec<f16>,
-    /// `1 + cols` corrections `128 * sum_k s(k, j) * w(k, j)` (rounded to f32).
-    corr: Vec<f32>,
     /// `GUARD_LEN + EP * ldc + GUARD_LEN` floats; the block starts at `GUARD_LEN`, NaN (it
     /// is overwritten), the rest [`GUARD`].
     c: Vec<f32>,
@@ -144,7 +143,12 @@ impl QCase {
                 _ => 0,
             })
             .collect();
-        let a_scales = (0..=rows).map(|_| random_scale(rng, 0.1)).collect();
+        let a_scales = (0..1 + rows * (kc / QUANT_GROUP))
+            .map(|_| {
+                let magnitude = [0.001, 0.01, 0.1][rng.gen_range(0..3)];
+                random_scale(rng, magnitude)
+            })
+            .collect();
         let range = if Self::w8(kernel) { -127..=127 } else { -8..=7 };
         let width = cols.div_ceil(QPANEL) * QPANEL;
         let w: Vec<Vec<i32>> = (0..kc)
@@ -158,7 +162,7 @@ impl QCase {
         for i in 0..rows {
             c[GUARD_LEN + i * ldc..][..cols].fill(f32::NAN);
         }
-        let mut case = QCase {
+        QCase {
             kc,
             rows,
             cols,
@@ -168,18 +172,8 @@ impl QCase {
             a_scales,
             w,
             scales,
-            corr: Vec::new(),
             c,
-        };
-        case.corr = std::iter::once(0.0)
-            .chain((0..cols).map(|j| {
-                let sum: f64 = (0..kc)
-                    .map(|k| case.s(k, j) * f64::from(case.w[k][j]))
-                    .sum();
-                (128.0 * sum) as f32
-            }))
-            .collect();
-        case
+        }
     }
 
     /// Whether `kernel` takes int8 weights (else 4-bit).
@@ -241,25 +235,22 @@ impl QCase {
             Operand::new(self.a.clone(), placement),
             lend(&self.a_scales),
         );
-        let (scales, corr) = (
-            Operand::new(self.scales.clone(), placement),
-            lend(&self.corr),
-        );
+        let scales = Operand::new(self.scales.clone(), placement);
         let out = c[GUARD_LEN..].as_mut_ptr();
         let dims = [self.kc as i64, self.lda as i64, self.ldc as i64, rows, cols];
-        // SAFETY: `a` holds `rows` rows of `kc` bytes at stride `lda`, `a_scales` `rows`
-        // floats, `b` the panels of the first `cols` columns and `scales` all their groups,
-        // `corr` `cols` floats, and `c` the block of `rows x cols` at stride `ldc` after
+        // SAFETY: `a` holds `rows` rows of `kc` bytes at stride `lda`, `a_scales` their
+        // groups' floats, `b` the panels of the first `cols` columns and `scales` all their
+        // groups, and `c` the block of `rows x cols` at stride `ldc` after
         // GUARD_LEN (`rows <= EP`, `cols < ldc`; clamped to them when larger).
         unsafe {
             match func {
                 MicrokernelFn::QGemmW8(f) => {
                     let b = Operand::new(self.w8_panels(), placement);
-                    call(f, (&a, &a_scales, &b, &scales, &corr), out, dims);
+                    call(f, (&a, &a_scales, &b, &scales), out, dims);
                 }
                 MicrokernelFn::QGemmW4(f) => {
                     let b = Operand::new(self.w4_panels(), placement);
-                    call(f, (&a, &a_scales, &b, &scales, &corr), out, dims);
+                    call(f, (&a, &a_scales, &b, &scales), out, dims);
                 }
                 _ => panic!("{what}: not an int8-activation GEMM"),
             }
@@ -280,21 +271,20 @@ impl QCase {
     }
 
     /// Element `(i, j)` in f64 straight from the contract,
-    /// `a_scales[i] * (sum_k s(k, j) * a[i*lda + k] * w(k, j) - corr[j])`, and the
-    /// magnitude rounding errors are relative to: `|a_scales[i]| * (sum_k |term| + |corr[j]|)`.
+    /// `sum_k a_scales[i*(kc/32) + k/32] * s(k, j) * (a[i*lda + k] - 128) * w(k, j)`, and the
+    /// magnitude rounding errors are relative to: the sum of `|a_scale * s * w| * (|a - 128|
+    /// + 128)` (the bytes' products and the `128 * w` a kernel summing them removes).
     fn reference(&self, i: usize, j: usize) -> (f64, f64) {
         let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
         for k in 0..self.kc {
-            let a = f64::from(self.a[1 + i * self.lda + k]);
-            let term = self.s(k, j) * a * f64::from(self.w[k][j]);
-            sum += term;
-            magnitude += term.abs();
+            let a_scale =
+                f64::from(self.a_scales[1 + i * (self.kc / QUANT_GROUP) + k / QUANT_GROUP]);
+            let code = f64::from(self.a[1 + i * self.lda + k]) - 128.0;
+            let weight = a_scale * self.s(k, j) * f64::from(self.w[k][j]);
+            sum += weight * code;
+            magnitude += weight.abs() * (code.abs() + 128.0);
         }
-        let (a_scale, corr) = (f64::from(self.a_scales[1 + i]), f64::from(self.corr[1 + j]));
-        (
-            a_scale * (sum - corr),
-            a_scale.abs() * (magnitude + corr.abs()),
-        )
+        (sum, magnitude)
     }
 
     /// The bound on the error of element `(i, j)` against the reference.
@@ -335,23 +325,22 @@ impl QCase {
     }
 }
 
-/// The operands lent to a kernel: `(a, a_scales, b, scales, corr)`.
+/// The operands lent to a kernel: `(a, a_scales, b, scales)`.
 type Lent<'a, W> = (
     &'a Operand<u8>,
     &'a Operand<f32>,
     &'a Operand<W>,
     &'a Operand<f16>,
-    &'a Operand<f32>,
 );
 
-/// Calls `f` with the lent operands `(a, a_scales, b, scales, corr)`, output `c` and
+/// Calls `f` with the lent operands `(a, a_scales, b, scales)`, output `c` and
 /// `[kc, lda, ldc, rows, cols]`.
 ///
 /// # Safety
 /// As [`QGemmFn`] for those operands.
 unsafe fn call<W>(
     f: QGemmFn<W>,
-    (a, a_scales, b, scales, corr): Lent<'_, W>,
+    (a, a_scales, b, scales): Lent<'_, W>,
     c: *mut f32,
     [kc, lda, ldc, rows, cols]: [i64; 5],
 ) {
@@ -362,7 +351,6 @@ unsafe fn call<W>(
             a_scales.ptr(),
             b.ptr(),
             scales.ptr(),
-            corr.ptr(),
             c,
             kc,
             lda,

@@ -9,9 +9,9 @@
 use super::lang::{add_call, placeholder, Facts, Node, SegmentAnalysis, SegmentGraph};
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol};
 use oxrelax_dsl::op::{
-    activation_scales, add, add_rms_norm, attr, dequantize_weight, matmul, pack_weight,
+    activation_group_scales, add, add_rms_norm, attr, dequantize_weight, matmul, pack_weight,
     packed_matmul, packed_matmul_int, packed_matmul_quant, permute_dims, quantize_activations,
-    strided_slice, take_quant, weight_correction, InferError, QuantLayout, QuantPanels,
+    strided_slice, take_quant, InferError, QuantLayout, QuantPanels,
 };
 use oxrelax_dsl::{Attrs, DataType, Expr, SymExpr};
 
@@ -265,19 +265,18 @@ fn dequantize_matmul(m: &mut Match<'_>) -> Option<Id> {
 }
 
 /// `matmul(x, dequantize_weight(q, s, transpose))` with panels of the quads layout:
-/// `x` quantized to int8 rows, `packed_matmul_int(xq, xs, q, s, weight_correction(q,
-/// s))`. An activation read by several such matmuls is quantized once (one e-class).
+/// `x` quantized to int8 per group of 32, `packed_matmul_int(xq, xs, q, s)`. An
+/// activation read by several such matmuls is quantized once (one e-class).
 fn dequantize_matmul_int8(m: &mut Match<'_>) -> Option<Id> {
     if !m.transposed("?table")? || m.quant_layout("?q")? != QuantLayout::Quads {
         return None;
     }
     let features = m.int_attr("?table", "rows")?;
     let (x, q, s) = (m.var("?x"), m.var("?q"), m.var("?s"));
-    let xs = m.call(&[x], |a| activation_scales(&a[0]))?;
+    let xs = m.call(&[x], |a| activation_group_scales(&a[0]))?;
     let xq = m.call(&[x, xs], |a| quantize_activations(&a[0], &a[1]))?;
-    let correction = m.call(&[q, s], |a| weight_correction(&a[0], &a[1]))?;
-    m.call(&[xq, xs, q, s, correction], |a| {
-        packed_matmul_int((&a[0], &a[1]), (&a[2], &a[3], &a[4]), features)
+    m.call(&[xq, xs, q, s], |a| {
+        packed_matmul_int((&a[0], &a[1]), (&a[2], &a[3]), features)
     })
 }
 

@@ -436,9 +436,8 @@ impl Names<'_> {
 /// The suffix of a new variable bound to a call of `op`.
 fn short_name(op: &str) -> &str {
     const SHORT: &[(&str, &str)] = &[
-        ("activation_scales", "x_scales"),
+        ("activation_group_scales", "x_scales"),
         ("quantize_activations", "xq"),
-        ("weight_correction", "correction"),
         ("pack_weight", "packed"),
         ("pack_weight_quant", "packed"),
         ("quantize_scales", "scales"),

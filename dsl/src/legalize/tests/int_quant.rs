@@ -1,7 +1,7 @@
 //! The dynamic int8 ops against direct computations: activation rows quantized to
-//! unsigned codes (padding rows to whole groups), weights packed in the quads layout, the
-//! weight correction, and the int8 matmul against the product of the dequantized
-//! activations and weights.
+//! unsigned codes per group of 32 (padding rows to whole groups), weights packed in the
+//! quads layout, and the int8 matmul against the product of the dequantized activations
+//! and weights.
 
 use super::*;
 use crate::op::{packed_quant_layout, QuantLayout};
@@ -21,20 +21,22 @@ fn quads_index(bits: i64, lp: usize, (row, k): (usize, usize)) -> usize {
 }
 
 #[test]
-fn activation_rows_become_codes_around_128_with_their_scale() {
+fn activation_groups_become_codes_around_128_with_their_scale() {
     let (rows, l) = (3usize, 40usize);
     let lp = l.div_ceil(GROUP) * GROUP;
+    let groups = lp / GROUP;
     let mut x = pseudo_random(21, rows * l);
     x[l..2 * l].fill(0.0); // a row of zeros: scale 0, every code 128
+    x[2 * l + 3] = 40.0; // an outlier: coarsens only its own group
     let xe = tensor("x", vec![n(), c(l as i64)], DataType::F32);
     let scales_call = op(
-        "activation_scales",
+        "activation_group_scales",
         vec![xe.clone()],
         vec![],
-        out(vec![n()], DataType::F32),
+        out(vec![n(), c(groups as i64)], DataType::F32),
     );
     let scales = run(&scales_call, rows, vec![x.clone()]).remove(0);
-    let s = tensor("s", vec![n()], DataType::F32);
+    let s = tensor("s", vec![n(), c(groups as i64)], DataType::F32);
     let codes_call = op(
         "quantize_activations",
         vec![xe, s],
@@ -42,20 +44,27 @@ fn activation_rows_become_codes_around_128_with_their_scale() {
         out(vec![n(), c(lp as i64)], DataType::U8),
     );
     let codes = run(&codes_call, rows, vec![x.clone(), scales.clone()]).remove(0);
+    let (outlier, next) = (scales[2 * groups], scales[2 * groups + 1]);
+    assert!(
+        next < outlier / 10.0,
+        "the outlier's row: {outlier}, next group {next}"
+    );
     for r in 0..rows {
-        let peak = x[r * l..(r + 1) * l]
-            .iter()
-            .map(|v| v.abs())
-            .fold(0.0, f64::max);
-        assert!((scales[r] - peak / 127.0).abs() <= 1e-6 * peak, "row {r}");
+        for g in 0..groups {
+            let peak = x[r * l + g * GROUP..r * l + ((g + 1) * GROUP).min(l)]
+                .iter()
+                .map(|v| v.abs())
+                .fold(0.0, f64::max);
+            let scale = scales[r * groups + g];
+            assert!(
+                (scale - peak / 127.0).abs() <= 1e-6 * peak,
+                "row {r} group {g}"
+            );
+        }
         for k in 0..lp {
-            let want = match k < l && scales[r] != 0.0 {
-                true => {
-                    (x[r * l + k] / scales[r] + 0.5)
-                        .floor()
-                        .clamp(-127.0, 127.0)
-                        + 128.0
-                }
+            let scale = scales[r * groups + k / GROUP];
+            let want = match k < l && scale != 0.0 {
+                true => (x[r * l + k] / scale + 0.5).floor().clamp(-127.0, 127.0) + 128.0,
                 false => 128.0,
             };
             assert_eq!(codes[r * lp + k], want, "row {r} k {k}");
@@ -163,9 +172,9 @@ fn attention_over_int8_kv_is_attention_over_the_dequantized_rows() {
     assert_close(&got, &want, 1e-6);
 }
 
-/// `(packed, scales, correction)` of weight `w` (`[h, l]`) packed by the legalized ops
-/// in the quads layout.
-fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 3] {
+/// `(packed, scales)` of weight `w` (`[h, l]`) packed by the legalized ops in the quads
+/// layout.
+fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 2] {
     let (panels, groups) = (h.div_ceil(16) as i64, l.div_ceil(GROUP) as i64);
     let weight = tensor("w", vec![c(h as i64), c(l as i64)], DataType::F32);
     let scales_shape = vec![c(panels), c(groups), c(16)];
@@ -195,28 +204,19 @@ fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 3] {
         out(packed_shape.clone(), dtype),
     );
     let packed = run(&pack_call, 1, vec![w.to_vec(), scales.clone()]).remove(0);
-    let q = tensor("q", packed_shape, dtype);
-    let correction_call = op(
-        "weight_correction",
-        vec![q, s],
-        vec![],
-        out(vec![c(panels), c(16)], DataType::F32),
-    );
-    let correction = run(&correction_call, 1, vec![packed.clone(), scales.clone()]).remove(0);
-    [packed, scales, correction]
+    [packed, scales]
 }
 
 #[test]
-fn quads_panels_hold_the_codes_of_the_rows_layout_and_their_correction() {
+fn quads_panels_hold_the_codes_of_the_rows_layout() {
     for bits in [8, 4] {
         let (h, l) = (37usize, 70usize);
         let lp = l.div_ceil(GROUP) * GROUP;
         let w = pseudo_random(22, h * l);
-        let [packed, scales, correction] = packed_quads(&w, (h, l), bits);
+        let [packed, scales] = packed_quads(&w, (h, l), bits);
         let groups = lp / GROUP;
         let offset = if bits == 4 { 8.0 } else { 0.0 };
         for row in 0..h.div_ceil(16) * 16 {
-            let mut sum = 0.0;
             for k in 0..lp {
                 let scale = scales[((row / 16) * groups + k / GROUP) * 16 + row % 16];
                 let code = packed[quads_index(bits, lp, (row, k))] - offset;
@@ -230,13 +230,7 @@ fn quads_panels_hold_the_codes_of_the_rows_layout_and_their_correction() {
                         "bits {bits} ({row}, {k})"
                     );
                 }
-                sum += scale * code;
             }
-            let got = correction[row];
-            assert!(
-                (got - 128.0 * sum).abs() <= 1e-4 * (1.0 + got.abs()),
-                "bits {bits} row {row}"
-            );
         }
     }
 }
@@ -247,22 +241,23 @@ fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
         let (rows, h, l) = (3usize, 20usize, 45usize);
         let lp = l.div_ceil(GROUP) * GROUP;
         let w = pseudo_random(23, h * l);
-        let [packed, scales, correction] = packed_quads(&w, (h, l), bits);
+        let [packed, scales] = packed_quads(&w, (h, l), bits);
         let codes: Vec<f64> = pseudo_random(24, rows * lp)
             .iter()
             .map(|v| (v * 127.0).round() + 128.0)
             .collect();
-        let x_scales = vec![0.01, 0.5, 2.0];
+        let groups = l.div_ceil(GROUP);
+        let x_scales: Vec<f64> = (0..rows * groups)
+            .map(|i| [0.01, 0.5, 2.0, 0.125][i % 4])
+            .collect();
         let (shape, dtype) =
             packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
-        let groups = l.div_ceil(GROUP) as i64;
         let panels = h.div_ceil(16) as i64;
         let args = vec![
             tensor("xq", vec![n(), c(lp as i64)], DataType::U8),
-            tensor("xs", vec![n()], DataType::F32),
+            tensor("xs", vec![n(), c(groups as i64)], DataType::F32),
             tensor("q", shape.into_iter().map(c).collect(), dtype),
-            tensor("s", vec![c(panels), c(groups), c(16)], DataType::F16),
-            tensor("corr", vec![c(panels), c(16)], DataType::F32),
+            tensor("s", vec![c(panels), c(groups as i64), c(16)], DataType::F16),
         ];
         let attrs = vec![("out_features", AttrValue::Int(h as i64))];
         let call = op(
@@ -276,7 +271,6 @@ fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
             x_scales.clone(),
             packed.clone(),
             scales.clone(),
-            correction,
         ];
         let got = run(&call, rows, inputs).remove(0);
         let offset = if bits == 4 { 8.0 } else { 0.0 };
@@ -287,7 +281,7 @@ fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
                     .map(|k| {
                         let scale = scales[((row / 16) * lp / GROUP + k / GROUP) * 16 + row % 16];
                         let weight = (packed[quads_index(bits, lp, (row, k))] - offset) * scale;
-                        (codes[r * lp + k] - 128.0) * x_scales[r] * weight
+                        (codes[r * lp + k] - 128.0) * x_scales[r * groups + k / GROUP] * weight
                     })
                     .sum();
             }

@@ -88,9 +88,9 @@ impl Machine<'_> {
         for (operand, &len) in inputs.iter().zip(&lens) {
             read.push(self.region(&operand.buffer, &operand.offset, len, error)?);
         }
-        let [a, a_scales, b, scales, corr] = [0, 1, 2, 3, 4].map(|i| read[i].as_slice());
-        self.write_region(c, lens[5], error, |out| {
-            scalars.reference((panel, weights), [a, a_scales, b, scales, corr], out)
+        let [a, a_scales, b, scales] = [0, 1, 2, 3].map(|i| read[i].as_slice());
+        self.write_region(c, lens[4], error, |out| {
+            scalars.reference((panel, weights), [a, a_scales, b, scales], out)
         })
     }
 

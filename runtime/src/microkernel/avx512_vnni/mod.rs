@@ -9,14 +9,17 @@
 //! [`super::qgemm::qgemm_entry`]): per group of 32 k, int32 sums of `EP` rows by `NQ`
 //! panels (`6 x 2` for the prefill block: 12 zmm of sums and 12 of f32 results; `1 x 1`
 //! for each of the decode GEMV's 4 panels in turn, each weight load folded into its
-//! `vpdpbusd`), then each sum converted to f32 and multiplied into the
-//! result by the group's scales (one FMA; the 16 f16 scales of a panel's group widened by
-//! one `vcvtph2ps`, AVX-512F). At the end, `(result - corr) * a_scale`, stored
-//! through a lane mask (partial blocks read only the `cols` corrections and write only
-//! their part of C).
+//! `vpdpbusd`), then each sum converted to f32, scaled by the group's weight scales less
+//! the group's correction (one FMA; the 16 f16 scales of a panel's group widened by one
+//! `vcvtph2ps`, AVX-512F) and multiplied into the result by the row's scale of the group
+//! (one FMA). At the end the results are stored through a lane mask (partial blocks write
+//! only their part of C).
 //!
-//! The activations stay bytes (`code + 128`, unsigned as `vpdpbusd` wants them) and the
-//! column corrections remove the `128 * w` they add. A 4-bit step's operands are unpacked
+//! The activations stay bytes (`code + 128`, unsigned as `vpdpbusd` wants them); each
+//! group's correction removes the `128 * w` they add: per panel (shared by the block's
+//! rows) one more `vpdpbusd` per operand, of bytes 1, sums the group's weights of each
+//! column, so `128 * sum w` times the scales is subtracted from the scaled sums (the
+//! panels hold nothing more than the weights and their scales). A 4-bit step's operands are unpacked
 //! as `16 * w`: `(nibble << 4) ^ 0x80` is `16 * (nibble - 8)` as a signed byte, one
 //! `vpternlogd` per operand (plus a shift for the low nibbles), where `nibble - 8` takes
 //! an `and` and a byte subtraction; the results are divided by 16 (exactly) at the end.
@@ -29,8 +32,8 @@ use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
     _mm512_dpbusd_epi32, _mm512_fmadd_ps, _mm512_fmsub_ps, _mm512_loadu_si512,
-    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_epi32,
-    _mm512_set1_epi8, _mm512_set1_ps, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_slli_epi16,
+    _mm512_mask_storeu_ps, _mm512_mul_ps, _mm512_set1_epi32, _mm512_set1_epi8, _mm512_set1_ps,
+    _mm512_setzero_ps, _mm512_setzero_si512, _mm512_slli_epi16, _mm512_slli_epi32,
     _mm512_ternarylogic_epi32,
 };
 
@@ -195,15 +198,22 @@ unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>
             prefetch_ahead(&panels, g * group_bytes, group_bytes, STREAM_PREFETCH_AHEAD);
         }
         // SAFETY: group `g < groups` of every lent row and panel.
-        let sums = unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };
+        let (sums, weight_sums) =
+            unsafe { group_sums::<W, EP, NQ>(&a_rows, &panels, g * QUANT_GROUP) };
         for q in 0..NQ {
-            // SAFETY: the 16 scales (32 bytes) of group `g` of lent panel `q`.
-            let scale =
-                unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(call.group_scales(q, g).cast())) };
-            for (acc_i, sums_i) in acc.iter_mut().zip(&sums) {
-                // SAFETY: the features.
-                acc_i[q] =
-                    unsafe { _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums_i[q]), scale, acc_i[q]) };
+            // SAFETY: the 16 scales (32 bytes) of group `g` of lent panel `q`; the features.
+            let (scale, corr) = unsafe {
+                let scale = _mm512_cvtph_ps(_mm256_loadu_si256(call.group_scales(q, g).cast()));
+                let offset = _mm512_cvtepi32_ps(_mm512_slli_epi32::<7>(weight_sums[q]));
+                (scale, _mm512_mul_ps(offset, scale))
+            };
+            for (i, (acc_i, sums_i)) in acc.iter_mut().zip(&sums).enumerate() {
+                // SAFETY: the features; the scale of group `g < groups` of row `i` (clamped
+                // to the lent rows), broadcast from memory.
+                acc_i[q] = unsafe {
+                    let group = _mm512_fmsub_ps(_mm512_cvtepi32_ps(sums_i[q]), scale, corr);
+                    _mm512_fmadd_ps(group, _mm512_set1_ps(call.a_scale(i, g)), acc_i[q])
+                };
             }
         }
     }
@@ -211,8 +221,9 @@ unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>
     unsafe { store_rows(call, &acc) }
 }
 
-/// The int32 sums `sum_{k0 <= k < k0 + 32} a_rows[i][k] * w_q(k)` (times
-/// [`VnniPanel::MAGNIFY`]) per row `i` and panel `q`, 16 columns a register.
+/// The int32 sums `sum_{k0 <= k < k0 + 32} a_rows[i][k] * w_q(k)` per row `i` and panel
+/// `q`, and the weight sums `sum_{k0 <= k < k0 + 32} w_q(k)` per panel `q` (all times
+/// [`VnniPanel::MAGNIFY`]), 16 columns a register.
 ///
 /// # Safety
 /// Depths `k0..k0 + 32` of every row of `a_rows` and every panel are readable; inlined
@@ -222,16 +233,18 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
     a_rows: &[*const u8; EP],
     panels: &[*const W; NQ],
     k0: usize,
-) -> [[__m512i; NQ]; EP] {
+) -> ([[__m512i; NQ]; EP], [__m512i; NQ]) {
     // SAFETY (rest): the features; every depth read is in `k0..k0 + 32`, readable.
-    let zero = unsafe { _mm512_setzero_si512() };
+    let (zero, ones) = unsafe { (_mm512_setzero_si512(), _mm512_set1_epi8(1)) };
     let mut sums = [[zero; NQ]; EP];
+    let mut weight_sums = [zero; NQ];
     for k in (k0..k0 + QUANT_GROUP).step_by(STEP) {
         let at = k / STEP * W::panel_stride(STEP);
         for half in 0..2 {
             let mut w = [zero; NQ];
-            for (w_q, &panel) in w.iter_mut().zip(panels) {
+            for ((w_q, &panel), weight_sum) in w.iter_mut().zip(panels).zip(&mut weight_sums) {
                 *w_q = unsafe { W::operand(panel.add(at), half) };
+                *weight_sum = unsafe { _mm512_dpbusd_epi32(*weight_sum, ones, *w_q) };
             }
             for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
                 let quad = unsafe { a_i.add(k + 4 * half).cast::<i32>().read_unaligned() };
@@ -242,11 +255,11 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
             }
         }
     }
-    sums
+    (sums, weight_sums)
 }
 
-/// Writes `c[i][j] = (acc[i][j] / MAGNIFY - corr[j]) * a_scale[i]` for the call's `rows x
-/// cols`, through lane masks (the corrections of the `cols` columns only are read).
+/// Writes `c[i][j] = acc[i][j] / MAGNIFY` for the call's `rows x cols`, through lane
+/// masks.
 ///
 /// # Safety
 /// As [`panels`]; `NQ` covers the call's columns.
@@ -256,18 +269,13 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     acc: &[[__m512; NQ]; EP],
 ) {
     let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * QPANEL));
-    // SAFETY (rest): the features; masked loads and stores touch only lanes `j < cols` of
-    // the lent `corr` and rows `i < rows` of `c`.
-    let mut corr = [unsafe { _mm512_setzero_ps() }; NQ];
-    for (q, corr_q) in corr.iter_mut().enumerate() {
-        *corr_q = unsafe { _mm512_maskz_loadu_ps(lanes[q], call.corr.add(q * QPANEL)) };
-    }
+    // SAFETY (rest): the features; masked stores touch only lanes `j < cols` of rows
+    // `i < rows` of `c`.
     let unmagnify = unsafe { _mm512_set1_ps(1.0 / W::MAGNIFY) };
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
-        let a_scale = unsafe { _mm512_set1_ps(call.a_scale(i)) };
         for q in 0..NQ {
             unsafe {
-                let v = _mm512_mul_ps(_mm512_fmsub_ps(acc_i[q], unmagnify, corr[q]), a_scale);
+                let v = _mm512_mul_ps(acc_i[q], unmagnify);
                 _mm512_mask_storeu_ps(call.out(i, q * QPANEL), lanes[q], v);
             }
         }

@@ -17,8 +17,10 @@ use crate::passes::{WeightFormat, WEIGHT_FORMATS};
 /// The quantized formats are `QuantizeWeights`' [`crate::passes::WEIGHT_FORMATS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
-    /// As the checkpoint stores the weights: `q0f16` when the embedding table is stored
-    /// as f16, else `q0f32` (bf16 is widened to f32).
+    /// As the checkpoint stores the weights: `w8a8` when it holds quantized blocks (a
+    /// GGUF file's Q8_0 blocks kept exactly, 4- to 6-bit ones put on its 8-bit grid, and
+    /// int8 activations per group of 32 as llama.cpp computes them), else `q0f16` when
+    /// the embedding table is stored as f16, else `q0f32` (bf16 is widened to f32).
     #[default]
     Auto,
     /// No quantization: 32-bit floats.
@@ -96,10 +98,19 @@ impl Quantization {
     /// The scheme for the checkpoint in `store` (`Auto` decided by what it stores).
     pub fn resolve(self, store: &WeightStore) -> Quantization {
         match self {
-            Quantization::Auto => match store.info(EMBEDDING_TABLE) {
-                Some(entry) if entry.stored == StoredAs::Dtype(DType::F16) => Quantization::Q0f16,
-                _ => Quantization::Q0f32,
-            },
+            Quantization::Auto => {
+                let blocks = |name: &str| {
+                    let entry = store.info(name);
+                    entry.is_some_and(|e| matches!(e.stored, StoredAs::Blocks(_)))
+                };
+                match store.info(EMBEDDING_TABLE) {
+                    _ if store.names().any(blocks) => Quantization::W8a8,
+                    Some(entry) if entry.stored == StoredAs::Dtype(DType::F16) => {
+                        Quantization::Q0f16
+                    }
+                    _ => Quantization::Q0f32,
+                }
+            }
             scheme => scheme,
         }
     }

@@ -3,9 +3,9 @@
 checks oxrelax against: token ids of hard strings and of the evaluation text, greedy
 continuations of four prompts, and perplexity over a prefix of the evaluation text.
 
-Greedy text and perplexity come from llama.cpp on an F32 GGUF of the same weights
-(llama-quantize --allow-requantize), the weights oxrelax computes with when it keeps no
-blocks. Run from the project root with ../shared beside it:
+Greedy text and perplexity (`ppl`) come from llama.cpp on an F32 GGUF of the same weights
+(llama-quantize --allow-requantize), what oxrelax computes with `--quant q0f32`; `ppl_file`
+is llama.cpp's perplexity on the file as it is, what `--quant auto` is checked against. Run from the project root with ../shared beside it:
 
     python3 tests/data/llamacpp/record.py smollm2 gemma3
 """
@@ -41,6 +41,13 @@ def tokenize(model, text):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def perplexity(model, text_file):
+    out = subprocess.run([os.path.join(BIN, "llama-perplexity"), "-m", model, "-f", text_file, "-c", str(CTX),
+                          "-b", str(CTX), "-t", "2"], capture_output=True, text=True, check=True)
+    final = [l for l in (out.stdout + out.stderr).splitlines() if "Final estimate: PPL" in l][0]
+    return float(final.split("PPL =")[1].split()[0])
+
+
 def ids_digest(ids):
     return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
 
@@ -63,10 +70,7 @@ def record(name):
     prefix = text.encode()[:PREFIX_BYTES].decode("utf-8", "ignore")
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write(prefix)
-    ppl_out = subprocess.run([os.path.join(BIN, "llama-perplexity"), "-m", f32, "-f", f.name, "-c", str(CTX),
-                              "-b", str(CTX), "-t", "2"], capture_output=True, text=True, check=True)
-    final = [l for l in (ppl_out.stdout + ppl_out.stderr).splitlines() if "Final estimate: PPL" in l][0]
-    ppl = float(final.split("PPL =")[1].split()[0])
+    ppl, ppl_file = perplexity(f32, f.name), perplexity(path, f.name)
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
     reference = {
         "model": name, "file": os.path.basename(path), "sha256": sha,
@@ -75,7 +79,7 @@ def record(name):
         "tokenize": [{"text": t, "ids": tokenize(path, t)} for t in HARD],
         "eval_text": {"tokens": len(eval_ids), "ids_sha256": ids_digest(eval_ids)},
         "greedy": greedy,
-        "perplexity": {"prefix_bytes": PREFIX_BYTES, "ctx": CTX, "ppl": ppl},
+        "perplexity": {"prefix_bytes": PREFIX_BYTES, "ctx": CTX, "ppl": ppl, "ppl_file": ppl_file},
     }
     with open(os.path.join(HERE, name + ".json"), "w", encoding="utf-8") as out:
         out.write("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"

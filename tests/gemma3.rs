@@ -102,14 +102,14 @@ fn gemma3_runs_in_every_weight_scheme_and_kv_dtype_near_the_reference() {
         .flatten()
         .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(scale > 0.5, "the logits are not trivial: {scale}");
-    // The 4-bit schemes and f16 storage hold the weights exactly: rounding only (the
-    // 4-bit decode GEMVs' 16-bit activations: 3.7e-4); int8 weights (1.2e-1) and the f16
-    // (1.7e-3) and int8 (4.3e-2) KV caches within their steps; all far below the error
-    // of ignoring the window (about 2).
+    // f16 storage holds the weights exactly: rounding only. The 4-bit schemes hold the
+    // projections exactly but keep the tied embedding and head at 8 bits, as q8f32 does
+    // (6.5e-2); int8 weights (1.2e-1) and the f16 (1.7e-3) and int8 (4.3e-2) KV caches
+    // within their steps; all far below the error of ignoring the window (about 2).
     let bounds = [
         (Quantization::Q0f16, KvDtype::F32, 1e-4),
-        (Quantization::Q4f32_1, KvDtype::F32, 1e-3),
-        (Quantization::Q4f16_1, KvDtype::F32, 1e-3),
+        (Quantization::Q4f32_1, KvDtype::F32, 0.2),
+        (Quantization::Q4f16_1, KvDtype::F32, 0.2),
         (Quantization::Q8f32, KvDtype::F32, 0.2),
         (Quantization::Q0f32, KvDtype::F16, 5e-3),
         (Quantization::Q0f32, KvDtype::Q8, 0.1),

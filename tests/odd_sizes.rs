@@ -7,7 +7,7 @@
 //! stays within its step.
 
 mod common;
-use common::{engine, greedy, load_as, load_with_kv};
+use common::{engine, greedy, load_as, load_with_kv, on_the_4_bit_grid};
 
 use oxrelax::model::{LoadedModel, Quantization};
 use oxrelax_models::KvDtype;
@@ -16,7 +16,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// The quantization group along a weight row.
-const QUANT_GROUP: usize = 32;
 use safetensors::tensor::TensorView;
 use std::path::Path;
 
@@ -121,30 +120,6 @@ fn write_model(dir: &Path, kind: Kind) {
         })
         .collect();
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
-}
-
-/// Random `[rows, depth]` weights that 4-bit group quantization keeps exactly: each group
-/// of [`QUANT_GROUP`] along a row (the last one shorter) is an f16-exact scale in
-/// `[0.01, 0.04)` times integers in `-7..=7`, one of them -8 (the group's peak, so its
-/// scale is the one the quantizer finds). Values reach about 0.3.
-fn on_the_4_bit_grid(rng: &mut StdRng, rows: usize, depth: usize) -> Vec<f32> {
-    let mut values = Vec::with_capacity(rows * depth);
-    for _ in 0..rows {
-        for start in (0..depth).step_by(QUANT_GROUP) {
-            let len = QUANT_GROUP.min(depth - start);
-            let scale = f32::from(rng.gen_range(10u16..40)) / 1024.0;
-            let peak = rng.gen_range(0..len);
-            values.extend((0..len).map(|k| {
-                let code = if k == peak {
-                    -8
-                } else {
-                    rng.gen_range(-7i8..=7)
-                };
-                f32::from(code) * scale
-            }));
-        }
-    }
-    values
 }
 
 /// The 21-token prompt every run is given.

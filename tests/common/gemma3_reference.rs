@@ -2,6 +2,7 @@
 //! `Gemma3TextConfig`), independent of the compiler: its random weights, the Hugging Face
 //! folder they are written to, and the logits of every position of a token sequence.
 
+use crate::common::on_the_4_bit_grid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use safetensors::tensor::TensorView;
@@ -316,28 +317,4 @@ fn attend(
 fn gelu_tanh(x: f64) -> f64 {
     let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
     0.5 * x * (1.0 + inner.tanh())
-}
-
-/// The quantization group along a weight row (every row here is a multiple of it).
-const QUANT_GROUP: usize = 32;
-
-/// Random `[rows, depth]` weights that 4-bit group quantization keeps exactly: each group
-/// of [`QUANT_GROUP`] along a row is an f16-exact scale in `[0.01, 0.04)` times integers
-/// in `-7..=7`, one of them -8 (the group's peak, so its scale is the one the quantizer
-/// finds).
-fn on_the_4_bit_grid(rng: &mut StdRng, rows: usize, depth: usize) -> Vec<f32> {
-    let mut values = Vec::with_capacity(rows * depth);
-    for _ in 0..rows * depth / QUANT_GROUP {
-        let scale = f32::from(rng.gen_range(10u16..40)) / 1024.0;
-        let peak = rng.gen_range(0..QUANT_GROUP);
-        values.extend((0..QUANT_GROUP).map(|k| {
-            let code = if k == peak {
-                -8
-            } else {
-                rng.gen_range(-7i8..=7)
-            };
-            f32::from(code) * scale
-        }));
-    }
-    values
 }

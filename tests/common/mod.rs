@@ -271,3 +271,31 @@ pub fn engine(model: oxrelax::model::LoadedModel) -> oxrelax_runtime::engine::En
     };
     Engine::new(model.vm, model.weights, config).unwrap()
 }
+
+/// The quantization group along a weight row.
+pub const QUANT_GROUP: usize = 32;
+
+/// Random `[rows, depth]` weights that 4-bit group quantization keeps exactly: each group
+/// of [`QUANT_GROUP`] along a row (the last one shorter) is an f16-exact scale in
+/// `[0.01, 0.04)` times integers in `-7..=7`, one of them -8 (the group's peak, so its
+/// scale is the one the quantizer finds). Values reach about 0.3.
+pub fn on_the_4_bit_grid(rng: &mut rand::rngs::StdRng, rows: usize, depth: usize) -> Vec<f32> {
+    use rand::Rng;
+    let mut values = Vec::with_capacity(rows * depth);
+    for _ in 0..rows {
+        for start in (0..depth).step_by(QUANT_GROUP) {
+            let len = QUANT_GROUP.min(depth - start);
+            let scale = f32::from(rng.gen_range(10u16..40)) / 1024.0;
+            let peak = rng.gen_range(0..len);
+            values.extend((0..len).map(|k| {
+                let code = if k == peak {
+                    -8
+                } else {
+                    rng.gen_range(-7i8..=7)
+                };
+                f32::from(code) * scale
+            }));
+        }
+    }
+    values
+}

@@ -1,10 +1,12 @@
-//! GGUF headers: any bytes are a checked file or a typed error, and every tensor of a
-//! file gives its bytes and dequantizes (or is a typed error for an unsupported type).
+//! GGUF files: any bytes are a checked file or a typed error; every tensor of a file gives
+//! its bytes and dequantizes (or is a typed error for an unsupported type); and a file read
+//! as a model gives its config, its tensors under Hugging Face names and its tokenizer
+//! files, or typed errors.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oxrelax_runtime::gguf::GgufFile;
+use oxrelax_runtime::gguf::{GgufFile, GgufModel};
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,4 +17,13 @@ fuzz_target!(|data: &[u8]| {
         let _ = file.tensor_bytes(&info.name);
         let _ = file.dequantize(&info.name);
     }
+    let Ok(model) = GgufModel::new(file) else {
+        return;
+    };
+    for name in model.tensors().keys() {
+        let _ = model.load(name);
+    }
+    let _ = model.tokenizer_json();
+    let _ = model.tokenizer_config_json();
+    let _ = model.generation_config_json();
 });

@@ -104,6 +104,7 @@ impl GgufModel {
             Fix::None => {}
             Fix::Shift(shift) => values.iter_mut().for_each(|v| *v -= shift),
             Fix::InterleavedRows { heads } => {
+                // Checked when the tensors were named: rows split into heads of pairs.
                 let rows = tensor.shape[0] as usize;
                 let width = values.len() / rows;
                 values = deinterleave_rows(&values, heads, rows / heads, width);
@@ -160,8 +161,8 @@ fn name_tensors(
         let rotated = heads.iter().find(|(proj, _)| hf.contains(proj));
         let fix = match rotated {
             Some(&(_, heads)) if arch.interleaved_rope => {
-                let rows = shape[0] as usize;
-                if heads == 0 || !rows.is_multiple_of(2 * heads) {
+                let rows = shape.first().copied().unwrap_or(0) as usize;
+                if heads == 0 || rows == 0 || !rows.is_multiple_of(2 * heads) {
                     return Err(bad(format!(
                         "{rows} rows do not split into {heads} heads of pairs"
                     )));

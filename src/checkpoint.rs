@@ -10,7 +10,7 @@ use oxrelax_runtime::weights::{is_gguf, WeightError, WeightStore};
 use std::path::{Path, PathBuf};
 
 /// Tokenizer files an artifact carries (`tokenizer.json` is what the runtime reads).
-pub const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
+const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
 /// Generation defaults an artifact carries.
 pub const GENERATION_CONFIG: &str = "generation_config.json";
 

@@ -247,16 +247,19 @@ impl WeightStore {
             }
             Backing::Gguf(model) => {
                 let shape = &model.tensors().get(name).ok_or_else(not_found)?.shape;
-                let values = model.load(name)?;
-                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                let file = self.source.clone();
-                let converted = convert::convert_bytes(&bytes, DType::F32, dtype)
-                    .map_err(|e| convert::load_error(e, name, &file, DType::F32, dtype))?;
-                Tensor::from_bytes(dtype, shape, &converted).map_err(|source| WeightError::Tensor {
+                let tensor_error = |source| WeightError::Tensor {
                     tensor: name.to_string(),
-                    file,
+                    file: self.source.clone(),
                     source,
-                })
+                };
+                let values = Tensor::from_slice(&model.load(name)?, shape).map_err(tensor_error)?;
+                if dtype == DType::F32 {
+                    return Ok(values);
+                }
+                let bytes = values.as_bytes().map_err(tensor_error)?;
+                let converted = convert::convert_bytes(bytes, DType::F32, dtype)
+                    .map_err(|e| convert::load_error(e, name, &self.source, DType::F32, dtype))?;
+                Tensor::from_bytes(dtype, shape, &converted).map_err(tensor_error)
             }
         }
     }

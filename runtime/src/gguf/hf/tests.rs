@@ -17,7 +17,7 @@ enum V<'a> {
 }
 
 /// Writes a version 3 GGUF file of `meta` and F32 `tensors` (name, GGUF dims, values).
-fn gguf(meta: &[(&str, V)], tensors: &[(&str, Vec<u64>, Vec<f32>)]) -> GgufFile {
+fn build(meta: &[(String, V)], tensors: &[(String, Vec<u64>, Vec<f32>)]) -> GgufFile {
     let mut b = Vec::new();
     let str = |b: &mut Vec<u8>, s: &str| {
         b.extend((s.len() as u64).to_le_bytes());
@@ -131,29 +131,6 @@ fn model_meta(arch: &'static str) -> Vec<(String, V<'static>)> {
         meta.push((k("attention.key_length"), V::U32(4)));
     }
     meta
-}
-
-fn build(meta: &[(String, V)], tensors: &[(String, Vec<u64>, Vec<f32>)]) -> GgufFile {
-    let meta: Vec<(&str, V)> = meta
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                V::U32(x) => V::U32(*x),
-                V::F32(x) => V::F32(*x),
-                V::Bool(x) => V::Bool(*x),
-                V::Str(s) => V::Str(s),
-                V::Strs(s) => V::Strs(s.clone()),
-                V::I32s(s) => V::I32s(s.clone()),
-                V::F32s(s) => V::F32s(s.clone()),
-            };
-            (k.as_str(), v)
-        })
-        .collect();
-    let tensors: Vec<(&str, Vec<u64>, Vec<f32>)> = tensors
-        .iter()
-        .map(|(n, d, v)| (n.as_str(), d.clone(), v.clone()))
-        .collect();
-    gguf(&meta, &tensors)
 }
 
 #[test]

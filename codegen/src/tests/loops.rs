@@ -156,8 +156,8 @@ fn vectorized_reduction_falls_back_to_serial() {
         bytes_of(&mut out).as_mut_ptr(),
     ];
     let dims = [c as i64, r as i64];
-    // SAFETY: x is [r, c] f32 and out is [r] f32, matching the dims (c, r).
     assert_eq!(
+        // SAFETY: x is [r, c] f32 and out is [r] f32, matching the dims (c, r).
         unsafe { kernel(args.as_ptr(), dims.as_ptr(), std::ptr::null()) },
         0
     );

@@ -366,8 +366,9 @@ impl<W: Panel, S: Scale> Call<W, S> {
         let depth = self.lda.max(0) as usize;
         let panel_stride = depth.div_ceil(W::PER_ELEMENT) * PANEL;
         let groups = depth.div_ceil(QUANT_GROUP);
-        // SAFETY (rest): NEON; rows `< rows` of `a`, the `panels` lent panels and their
-        // scales are read for depths `< kc` only (the caller's contract).
+        // Rows `< rows` of `a`, the `panels` lent panels and their scales are read for
+        // depths `< kc` only (the caller's contract).
+        // SAFETY: NEON is baseline on aarch64.
         let zero = unsafe { vdupq_n_f32(0.0) };
         let mut acc = [[[zero; 4]; NQ]; EP];
         // Quantized weights: the scales of `k`'s group, loaded at the group's first k.
@@ -376,23 +377,30 @@ impl<W: Panel, S: Scale> Call<W, S> {
             if let Some(scales) = self.scales.filter(|_| k % QUANT_GROUP == 0) {
                 for (q, s_q) in group_scales.iter_mut().enumerate().take(panels) {
                     let at = (q * groups + k / QUANT_GROUP) * PANEL;
+                    // SAFETY: group `k / 32` (`k < kc`) of panel `q < panels` holds one of
+                    // the columns, so its 16 scales are lent.
                     *s_q = unsafe { S::load16(scales.add(at)) };
                 }
             }
             let mut w = [[zero; 4]; NQ];
             for (q, w_q) in w.iter_mut().enumerate().take(panels) {
                 let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
+                // SAFETY: panel `q < panels` holds one of the columns, so its depth `k < kc`
+                // is lent.
                 *w_q = unsafe { W::load_k(self.b.add(at), k) };
                 if self.scales.is_some() {
                     let s = group_scales[q];
+                    // SAFETY: NEON is baseline on aarch64.
                     *w_q = std::array::from_fn(|l| unsafe { vmulq_f32(w_q[l], s[l]) });
                 }
             }
             for (i, acc_i) in acc.iter_mut().enumerate() {
                 let row = i.min(rows - 1) as isize;
+                // SAFETY: row `min(i, rows - 1) < rows` of `a` is lent for `kc > k` floats.
                 let x = unsafe { vdupq_n_f32(*self.a.offset(row * self.lda + k as isize)) };
                 for (acc_iq, w_q) in acc_i.iter_mut().zip(&w).take(panels) {
                     for (acc_l, &w_l) in acc_iq.iter_mut().zip(w_q) {
+                        // SAFETY: NEON is baseline on aarch64.
                         *acc_l = unsafe { vfmaq_f32(*acc_l, x, w_l) };
                     }
                 }
@@ -417,6 +425,7 @@ impl<W: Panel, S: Scale> Call<W, S> {
                 unsafe { vst1q_f32(stage.as_mut_ptr().add(4 * l), v) };
             }
         }
+        // SAFETY: row `i < rows` of `c` is lent (the contract), so its start is in bounds.
         let out = unsafe { self.c.offset(i as isize * self.ldc) };
         for (j, &value) in staged
             .iter()

@@ -151,14 +151,19 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
 ) {
     let panel = call.panel(q);
     let rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
-    // SAFETY (all): the features (the caller's contract); every depth read is below the
-    // call's whole groups, in rows and panels lent.
+    // Every depth read is below the call's whole groups, in rows and panels lent.
+    // SAFETY: NEON is baseline on aarch64.
     let mut acc = [[unsafe { vdupq_n_f32(0.0) }; NV]; EP];
     for g in 0..call.groups {
+        // SAFETY: NEON is baseline on aarch64.
         let mut sums = [[unsafe { vdupq_n_s32(0) }; NV]; EP];
         for k16 in (g * QUANT_GROUP..(g + 1) * QUANT_GROUP).step_by(16) {
+            // SAFETY: bytes `k16..k16 + 16` of lent row `min(i, rows - 1)` lie in group
+            // `g < groups`, readable (the contract).
             let codes: [int8x16_t; EP] = std::array::from_fn(|i| unsafe { codes(rows[i], k16) });
             for v in 0..NV {
+                // SAFETY: the quads of depths `k16..k16 + 16` (group `g < groups`) of vector
+                // `v0 + v < 4` of lent panel `q`; `dotprod` enabled by the entry point.
                 unsafe {
                     let w = [0, 4, 8, 12].map(|t| W::quad(panel, k16 + t, v0 + v));
                     for (sums_i, &codes_i) in sums.iter_mut().zip(&codes) {
@@ -171,10 +176,13 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
             }
         }
         let scales = call.group_scales(q, g);
+        // SAFETY: `g < groups`; `a_scale` clamps `i` to the lent rows.
         let a_scales: [f32; EP] = std::array::from_fn(|i| unsafe { call.a_scale(i, g) });
         for v in 0..NV {
+            // SAFETY: scales `4 (v0 + v)..+4` of the 16 of group `g` of lent panel `q`.
             let scale = unsafe { widen(scales.add((v0 + v) * LANES)) };
             for ((acc_i, sums_i), &a_scale) in acc.iter_mut().zip(&sums).zip(&a_scales) {
+                // SAFETY: NEON is baseline on aarch64.
                 acc_i[v] = unsafe {
                     let group = vmulq_n_f32(vcvtq_f32_s32(sums_i[v]), a_scale);
                     vfmaq_f32(acc_i[v], group, scale)
@@ -202,6 +210,7 @@ pub(super) unsafe fn store<W: QPanel>(call: &QCall<W>, i: usize, j: usize, value
         unsafe { vst1q_f32(call.out(i, j), values) };
         return;
     }
+    // SAFETY: NEON is baseline on aarch64; the lane indices are constants below 4.
     let lanes: [f32; LANES] = unsafe {
         [
             vgetq_lane_f32::<0>(values),

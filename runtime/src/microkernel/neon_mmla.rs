@@ -96,24 +96,31 @@ type Blocks<T> = [[[T; 2]; PASS_VECTORS]; ROW_PAIRS];
 unsafe fn pass<W: DotPanel>(call: &QCall<W>, q: usize, v0: usize) {
     let panel = call.panel(q);
     let rows: [*const u8; 2 * ROW_PAIRS] = std::array::from_fn(|i| call.a_row(i));
-    // SAFETY (all): the features (the caller's contract); every depth read is below the
-    // call's whole groups, in rows and panels lent.
+    // Every depth read is below the call's whole groups, in rows and panels lent.
+    // SAFETY: NEON is baseline on aarch64.
     let mut acc: Blocks<float32x4_t> = [[[unsafe { vdupq_n_f32(0.0) }; 2]; PASS_VECTORS]; 2];
     for g in 0..call.groups {
+        // SAFETY: NEON is baseline on aarch64.
         let mut sums: Blocks<int32x4_t> = [[[unsafe { vdupq_n_s32(0) }; 2]; PASS_VECTORS]; 2];
         for k16 in (g * QUANT_GROUP..(g + 1) * QUANT_GROUP).step_by(16) {
+            // SAFETY: bytes `k16..k16 + 16` of lent row `min(i, rows - 1)` lie in group
+            // `g < groups`, readable (the contract).
             let codes: [int8x16_t; 4] = std::array::from_fn(|i| unsafe { codes(rows[i], k16) });
             for half in 0..2 {
                 let k = k16 + half * 8;
+                // SAFETY: register shuffles only; NEON is baseline on aarch64.
                 let pairs: [int8x16_t; ROW_PAIRS] = std::array::from_fn(|p| unsafe {
                     row_pair(codes[2 * p], codes[2 * p + 1], half)
                 });
                 for v in 0..PASS_VECTORS {
+                    // SAFETY: the quads of depths `k..k + 8` (in group `g < groups`) of
+                    // vector `v0 + v < 4` of lent panel `q`; NEON baseline.
                     let columns = unsafe {
                         column_pairs(W::quad(panel, k, v0 + v), W::quad(panel, k + 4, v0 + v))
                     };
                     for (sums_p, &rows_p) in sums.iter_mut().zip(&pairs) {
                         for (sum, &cols) in sums_p[v].iter_mut().zip(&columns) {
+                            // SAFETY: `i8mm` is enabled in the entry point (the contract).
                             *sum = unsafe { smmla(*sum, rows_p, cols) };
                         }
                     }
@@ -123,15 +130,20 @@ unsafe fn pass<W: DotPanel>(call: &QCall<W>, q: usize, v0: usize) {
         let scales = call.group_scales(q, g);
         // Each row pair's scales of the group as its 2 x 2 blocks need them: `[x0, x0, x1,
         // x1]` (rows past `rows` repeat the last one's).
+        // SAFETY: `g < groups`; `a_scale` clamps rows past `rows` to the last lent one;
+        // the load reads the 4-float local array.
         let row_scales: [float32x4_t; ROW_PAIRS] = std::array::from_fn(|p| unsafe {
             let (first, second) = (call.a_scale(2 * p, g), call.a_scale(2 * p + 1, g));
             vld1q_f32([first, first, second, second].as_ptr())
         });
         for v in 0..PASS_VECTORS {
+            // SAFETY: scales `4 (v0 + v)..+4` of the 16 of group `g` of lent panel `q`.
             let scale = unsafe { widen(scales.add((v0 + v) * LANES)) };
+            // SAFETY: register shuffles only; NEON is baseline on aarch64.
             let pair_scales = unsafe { pair_scales(scale) };
             for ((acc_p, sums_p), &rows_p) in acc.iter_mut().zip(&sums).zip(&row_scales) {
                 for c in 0..2 {
+                    // SAFETY: NEON is baseline on aarch64.
                     acc_p[v][c] = unsafe {
                         let group = vmulq_f32(vcvtq_f32_s32(sums_p[v][c]), rows_p);
                         vfmaq_f32(acc_p[v][c], group, pair_scales[c])

@@ -268,10 +268,10 @@ unsafe fn scaled_sgemm<
             .enumerate()
         {
             for (k, &a_ik) in a_i.iter().enumerate() {
+                let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
                 // SAFETY: panel `q` holds one of the first `cols` columns, so the caller
                 // lends the elements of its first `kc` depths from `b + q * panel_stride`;
                 // `k < kc`.
-                let at = q * panel_stride + k / W::PER_ELEMENT * PANEL;
                 let b_k = unsafe { &*b.add(at).cast::<[W; PANEL]>() };
                 if scales.is_null() {
                     for (acc, &b_kj) in row_q.iter_mut().zip(b_k) {
@@ -279,8 +279,8 @@ unsafe fn scaled_sgemm<
                     }
                     continue;
                 }
-                // SAFETY: the caller lends the scales of every group of panel `q` read.
                 let scale_at = (q * groups + k / QUANT_GROUP) * PANEL;
+                // SAFETY: the caller lends the scales of every group of panel `q` read.
                 let s_k = unsafe { &*scales.add(scale_at).cast::<[S; PANEL]>() };
                 for ((acc, &b_kj), &s_kj) in row_q.iter_mut().zip(b_k).zip(s_k) {
                     *acc += a_ik * (b_kj.weight(k) * s_kj.into());
@@ -450,12 +450,14 @@ unsafe fn attention_row<KV: Copy + Into<f32>>(
             std::slice::from_raw_parts_mut(out, dim),
         )
     };
-    // SAFETY (each call): `j < keys`, so `dim` elements from `base + j * stride` are lent.
+    // SAFETY: every call below passes `j < keys` (loops over `0..keys`), so `dim`
+    // elements from `base + j * stride` are lent.
     let row = |base: *const KV, j: usize| unsafe {
         std::slice::from_raw_parts(base.add(j * stride), dim)
     };
-    // SAFETY (each call): `j < keys`, whose scales are lent with `scales`.
+    // SAFETY: every call below passes `j < keys`, whose key scale is lent with `scales`.
     let key_scale = |j: usize| scales.map_or(1.0, |s| unsafe { s.key(j) });
+    // SAFETY: every call below passes `j < keys`, whose value scale is lent with `scales`.
     let value_scale = |j: usize| scales.map_or(1.0, |s| unsafe { s.value(j) });
     let score = |j: usize| {
         let dot = q.iter().zip(row(k, j)).map(|(&a, &b)| a * b.into());

@@ -358,7 +358,7 @@ impl<W, S> Block<W, S> {
         // first `kc` depths from `b + q * panel_stride`).
         let panels: [*const W; NQ] =
             std::array::from_fn(|q| unsafe { self.b.add(q * W::panel_stride(lda)) });
-        // SAFETY (rest): the caller's CPU has the features (see above).
+        // SAFETY: `R`'s features are enabled in the entry point this is inlined into.
         let mut acc = [[unsafe { R::zero() }; NQ]; EP];
         // Runs of k sharing a scale (the whole call for floats).
         let group = if W::GROUP == 0 {
@@ -385,6 +385,7 @@ impl<W, S> Block<W, S> {
                     // weights [`PREFETCH_AHEAD`] ahead asked for.
                     let width = |k| W::depth_offset(k) * size_of::<W>();
                     prefetch_ahead(&panels, width(k0), width(group), PREFETCH_AHEAD);
+                    // SAFETY: `R`'s features are enabled in the entry point (the contract).
                     let mut part = [[unsafe { R::zero() }; NQ]; EP];
                     // SAFETY: forwarded contract; `k1 <= kc`.
                     unsafe { Self::add_products(&mut part, run, None) };
@@ -440,7 +441,7 @@ impl<W, S> Block<W, S> {
             // SAFETY: `k + 1 < ks.end`: depths `k` and `k + 1` of each lent panel.
             let pairs: [(R, R); NQ] =
                 std::array::from_fn(|q| unsafe { W::load_pair(panels[q], k) });
-            // SAFETY (both): forwarded contract; `k + 1 < ks.end`.
+            // SAFETY: forwarded contract; `k + 1 < ks.end`, so both depths are readable.
             unsafe {
                 add_outer(acc, a_rows, k, scaled(pairs.map(|p| p.0), scale));
                 add_outer(acc, a_rows, k + 1, scaled(pairs.map(|p| p.1), scale));

@@ -195,7 +195,7 @@ impl<S> Gemv<S> {
         let panel_bytes = self.lda.div_ceil(2) * HP;
         let scale_stride = self.lda.div_ceil(QUANT_GROUP) * HP;
         let group_bytes = QUANT_GROUP / 2 * HP;
-        // SAFETY (rest): the features (the caller's contract).
+        // SAFETY: `I`'s features are enabled in the entry point this is inlined into.
         let mut acc = [unsafe { I::Row::zero() }; PANELS];
         let acc = &mut acc[..self.panels()];
         // Uninitialized: a call writes (and reads) only the groups it rounds, so it does
@@ -252,13 +252,15 @@ impl<I: PairIsa> GroupSums for I {
         pairs: usize,
         codes: &[i16; QUANT_GROUP],
     ) -> I::Sums {
-        // SAFETY (rest): the features; every pair read is one of the lent ones.
+        // SAFETY: `I`'s features are enabled in the entry point this is inlined into.
         let mut sums = unsafe { I::zero_sums() };
         // Pair `p`'s two codes are dword `p` of the codes (little-endian: k, then k + 1).
         let pair_codes = codes.as_ptr().cast::<i32>();
         for p in 0..pairs.min(QUANT_GROUP / 2) {
             // SAFETY: dword `p < 16` of the 32 codes.
             let both = unsafe { pair_codes.add(p).read_unaligned() };
+            // SAFETY: `p < pairs`, so pair `pair0 + p` (16 bytes) of the panel is lent; the
+            // features are enabled by the entry point.
             sums = unsafe { I::add_pair(sums, panel.add((pair0 + p) * HP), both) };
         }
         sums

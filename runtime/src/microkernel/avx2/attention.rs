@@ -123,9 +123,9 @@ macro_rules! attention_entry {
         ) {
             let scalars = (keys, kv_stride, head_dim);
             for (row, (q, out)) in QueryRows::new(q, out, rows, head_dim).enumerate() {
-                // SAFETY: forwarded contract for each row; the body's features are
-                // enabled here.
                 let first = row == 0;
+                // SAFETY: `QueryRows` yields row `row`'s `head_dim` floats of `q` and `out`
+                // from the caller's lent rows; k/v as lent; `$features` enabled here.
                 unsafe { attention_row::<$kv>(q, (k, v), None, out, scalars, scale, first) }
             }
         }
@@ -167,8 +167,9 @@ pub(in crate::microkernel) unsafe extern "C" fn attention_q8kv(
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let scalars = (keys, kv_stride, head_dim);
     for (row, (q, out)) in QueryRows::new(q, out, rows, head_dim).enumerate() {
-        // SAFETY: forwarded contract for each row; the body's features are enabled here.
         let first = row == 0;
+        // SAFETY: `QueryRows` yields row `row`'s `head_dim` floats of `q` and `out`; k/v and
+        // their scales as lent (`AttentionQ8KvFn`); AVX2 and FMA enabled here.
         unsafe { attention_row::<i8>(q, (k, v), Some(scales), out, scalars, scale, first) }
     }
 }
@@ -197,10 +198,10 @@ unsafe fn attention_row<KV: KvElement>(
         kv_stride as usize,
         head_dim.max(0) as usize,
     );
-    // SAFETY (every block below): the caller lends `dim` floats at `q` and `out`, and key or
-    // value row `j < keys` at `k + j * stride` / `v + j * stride`, `dim` elements each; the
-    // features are enabled in the entry point this is inlined into; with `scales`, row
-    // `j < keys`'s scales are lent.
+    // The caller lends `dim` floats at `q` and `out`, and key or value row `j < keys` at
+    // `k + j * stride` / `v + j * stride`, `dim` elements each; with `scales`, row
+    // `j < keys`'s scales; the features are enabled in the entry point this is inlined into.
+    // SAFETY: `out` holds `dim` floats (caller's contract); AVX2/FMA enabled by the entry.
     unsafe { scale_row(out, dim, 0.0) };
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut block = [0.0f32; KEY_BLOCK];
@@ -213,30 +214,40 @@ unsafe fn attention_row<KV: KvElement>(
             dim,
         };
         let ahead = prefetch.then_some((v, keys));
+        // SAFETY: the block's rows `start..start + scores.len()` are below `keys`, so lent;
+        // `q` holds `dim` floats; features enabled by the entry point.
         unsafe { score_block(q, k, rows, scale, scores, ahead) };
         if let Some(scales) = scales {
             for (j, score) in scores.iter_mut().enumerate() {
+                // SAFETY: `start + j < keys`, a row whose key scale is lent.
                 *score *= unsafe { scales.key(start + j) };
             }
         }
-        let block_max = largest(scores);
+        // SAFETY: AVX2 and FMA are enabled in the entry point this is inlined into.
+        let block_max = unsafe { largest(scores) };
         if block_max > max {
             let correction = (max - block_max).exp();
             sum *= correction;
+            // SAFETY: `out` holds `dim` floats; AVX2/FMA enabled by the entry point.
             unsafe { scale_row(out, dim, correction) };
             max = block_max;
         }
+        // SAFETY: AVX2 and FMA are enabled in the entry point this is inlined into.
         sum += unsafe { exp_shifted(scores, max) };
         // The sum is taken: each weight becomes its value row's weight times its scale.
         if let Some(scales) = scales {
             for (j, p) in scores.iter_mut().enumerate() {
+                // SAFETY: `start + j < keys`, a row whose value scale is lent.
                 *p *= unsafe { scales.value(start + j) };
             }
         }
+        // SAFETY: the block's value rows are below `keys`, so lent; `out` holds `dim` floats
+        // and does not overlap them (caller's contract); features enabled by the entry.
         unsafe { accumulate_values(out, v, rows, scores) };
         start += scores.len();
     }
     if keys > 0 {
+        // SAFETY: `out` holds `dim` floats; AVX2/FMA enabled by the entry point.
         unsafe { scale_row(out, dim, 1.0 / sum) };
     }
 }
@@ -319,7 +330,7 @@ unsafe fn score_block<KV: KvElement>(
 /// enabling AVX2 and FMA (and F16C for f16), which the CPU has.
 #[inline(always)]
 unsafe fn dot8<KV: KvElement>(q: *const f32, rows: [*const KV; LANES], n: usize) -> __m256 {
-    // SAFETY (whole body): the features (caller's contract); every load reads `[i, i +
+    // SAFETY: the features (caller's contract); every load reads `[i, i +
     // LANES)` with `i + LANES <= n`, and the tails `i..n`, inside `q` and both rows.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); LANES];
@@ -513,7 +524,7 @@ unsafe fn accumulate_chunk<KV: KvElement, const R: usize>(
 /// AVX2 and FMA (and F16C for f16), which the CPU has.
 #[inline(always)]
 unsafe fn dot<KV: KvElement>(a: *const f32, b: *const KV, n: usize) -> f32 {
-    // SAFETY (whole body): the features (caller's contract); every load reads
+    // SAFETY: the features (caller's contract); every load reads
     // `a[i..i + LANES]` / `b[i..i + LANES]` with `i + LANES <= n`, the tail `i < n`.
     unsafe {
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());

@@ -44,7 +44,7 @@ impl A16Isa for Avx2 {
 
     #[inline(always)]
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32) {
-        // SAFETY (all): the features; the masked loads read only the `n` lent floats, and
+        // SAFETY: the features; the masked loads read only the `n` lent floats, and
         // the stores write the 32 codes.
         unsafe {
             let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

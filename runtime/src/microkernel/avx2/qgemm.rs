@@ -70,17 +70,22 @@ impl Avx2Panel for i8 {
         panels: &[*const i8; NQ],
         k0: usize,
     ) -> ([Row<__m256i, NQ>; EP], Row<__m256i, NQ>) {
-        // SAFETY (all): AVX2 (the caller's contract); every depth read is in
-        // `k0..k0 + 32`, whose bytes are readable.
+        // SAFETY: AVX2 is enabled in the caller this is inlined into (its contract).
         let (ones, bias) = unsafe { (_mm256_set1_epi16(1), _mm256_set1_epi8(-128)) };
+        // SAFETY: AVX2 (the caller's contract).
         let mut sums = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
         for k in (k0..k0 + QUANT_GROUP).step_by(4) {
             for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
+                // SAFETY: bytes `k..k + 4` of the row, `k + 4 <= k0 + 32`: readable depths.
                 let quad = unsafe { a_i.add(k).cast::<i32>().read_unaligned() };
+                // SAFETY: AVX2 (the caller's contract).
                 let code = unsafe { _mm256_xor_si256(_mm256_set1_epi32(quad), bias) };
+                // SAFETY: AVX2 (the caller's contract).
                 let magnitude = unsafe { _mm256_abs_epi8(code) };
                 for (sum_q, &panel) in sums_i.iter_mut().zip(panels) {
                     for (h, sum) in sum_q.iter_mut().enumerate() {
+                        // SAFETY: AVX2; the 32 bytes at `k * 16 + h * 32` lie in the panel's
+                        // 64-byte step of depths `k..k + 4`, inside the readable group.
                         unsafe {
                             let w = _mm256_loadu_si256(panel.add(k * 16 + h * 32).cast());
                             let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, code));
@@ -90,6 +95,7 @@ impl Avx2Panel for i8 {
                 }
             }
         }
+        // SAFETY: AVX2 (the caller's contract).
         (sums, [[unsafe { _mm256_setzero_si256() }; 2]; NQ])
     }
 }
@@ -109,8 +115,7 @@ impl Avx2Panel for u8 {
         panels: &[*const u8; NQ],
         k0: usize,
     ) -> ([Row<__m256i, NQ>; EP], Row<__m256i, NQ>) {
-        // SAFETY (all): AVX2 (the caller's contract); every depth read is in
-        // `k0..k0 + 32`, whose bytes are readable.
+        // SAFETY: AVX2 is enabled in the caller this is inlined into (its contract).
         let (ones, ones8, nibble, eight) = unsafe {
             (
                 _mm256_set1_epi16(1),
@@ -119,20 +124,27 @@ impl Avx2Panel for u8 {
                 _mm256_set1_epi8(8),
             )
         };
+        // SAFETY: AVX2 (the caller's contract).
         let mut sums16 = [[[unsafe { _mm256_setzero_si256() }; 2]; NQ]; EP];
+        // SAFETY: AVX2 (the caller's contract).
         let mut weight_sums = [[unsafe { _mm256_setzero_si256() }; 2]; NQ];
         for k in (k0..k0 + QUANT_GROUP).step_by(8) {
             for (q, &panel) in panels.iter().enumerate() {
                 for h in 0..2 {
+                    // SAFETY: AVX2; the 32 bytes at `k * 8 + h * 32` lie in the panel's
+                    // 64-byte step of depths `k..k + 8`, inside the readable group.
                     let (low, high) = unsafe {
                         let bytes = _mm256_loadu_si256(panel.add(k * 8 + h * 32).cast());
                         let low = _mm256_and_si256(bytes, nibble);
                         let high = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
                         (_mm256_sub_epi8(low, eight), _mm256_sub_epi8(high, eight))
                     };
+                    // SAFETY: AVX2 (the caller's contract).
                     weight_sums[q][h] =
                         unsafe { _mm256_add_epi8(weight_sums[q][h], _mm256_add_epi8(low, high)) };
                     for (sums_i, &a_i) in sums16.iter_mut().zip(a_rows) {
+                        // SAFETY: AVX2; the row's bytes `k..k + 8`, `k + 8 <= k0 + 32`, are
+                        // readable depths.
                         unsafe {
                             let quad = |at: usize| a_i.add(at).cast::<i32>().read_unaligned();
                             let both = _mm256_add_epi16(
@@ -148,12 +160,14 @@ impl Avx2Panel for u8 {
         for sums_i in sums16.iter_mut() {
             for sum_q in sums_i.iter_mut() {
                 for sum in sum_q.iter_mut() {
+                    // SAFETY: AVX2 (the caller's contract).
                     *sum = unsafe { _mm256_madd_epi16(*sum, ones) };
                 }
             }
         }
         for sum_q in weight_sums.iter_mut() {
             for sum in sum_q.iter_mut() {
+                // SAFETY: AVX2 (the caller's contract).
                 *sum = unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, *sum), ones) };
             }
         }
@@ -190,7 +204,7 @@ qgemm_entry!(
 unsafe fn panels<W: Avx2Panel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
     let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
-    // SAFETY (rest): the features (the caller's contract).
+    // SAFETY: AVX is enabled in the entry point this is inlined into (the contract).
     let mut acc = [[[unsafe { _mm256_setzero_ps() }; 2]; NQ]; EP];
     let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {

@@ -133,10 +133,12 @@ macro_rules! attention_entry {
             scale: f32,
         ) {
             let call = Call::new((k, v), None, (keys, kv_stride, head_dim), scale);
-            // SAFETY (both): forwarded contract; AVX-512F CPUs have AVX2, FMA and F16C.
+            // SAFETY: `attention_rows` passes `rows` lent query rows of `q`/`out`; k/v as lent
+            // here; AVX-512F CPUs have AVX2, FMA and F16C.
             let narrow = |q, out, rows| unsafe {
                 $narrow(q, k, v, out, rows, keys, kv_stride, head_dim, scale)
             };
+            // SAFETY: forwarded contract (`rows * head_dim` floats at `q`, `out`); AVX-512F.
             unsafe { attention_rows::<$kv>(q, out, rows, call, narrow) }
         }
     };
@@ -175,7 +177,8 @@ pub(in super::super) unsafe extern "C" fn attention_q8kv(
 ) {
     let scales = RowScales::new(k_scales, v_scales, scale_stride);
     let call = Call::new((k, v), Some(scales), (keys, kv_stride, head_dim), scale);
-    // SAFETY (both): forwarded contract; AVX-512F CPUs have AVX2 and FMA.
+    // SAFETY: `attention_rows` passes `rows` lent query rows of `q`/`out`; k/v and their
+    // scales as lent here; AVX-512F CPUs have AVX2 and FMA.
     let narrow = |q, out, rows| unsafe {
         narrow::attention_q8kv(
             q,
@@ -192,6 +195,7 @@ pub(in super::super) unsafe extern "C" fn attention_q8kv(
             scale_stride,
         )
     };
+    // SAFETY: forwarded contract (`rows * head_dim` floats at `q`, `out`); AVX-512F.
     unsafe { attention_rows::<i8>(q, out, rows, call, narrow) }
 }
 
@@ -285,8 +289,8 @@ unsafe fn attention_rows<KV: Kv16>(
     while r < rows {
         // SAFETY: rows `r..r + n` (n <= rows - r) of `q` and `out` are lent.
         let (q, out) = unsafe { (q.add(r * dim), out.add(r * dim)) };
-        // SAFETY (each arm): as above; AVX-512F is enabled here.
         if rows - r >= ROW_BATCH {
+            // SAFETY: `rows - r >= 8`, so 8 lent rows at `q` and `out`; AVX-512F enabled here.
             unsafe { attend::<KV>(q, out, call) };
             r += ROW_BATCH;
         } else {
@@ -311,7 +315,8 @@ unsafe fn attend<KV: Kv16>(q: *const f32, out: *mut f32, call: Call<KV>) {
     let mut start = 0;
     while start < call.keys {
         let block = &mut weights[..KEY_BLOCK.min(call.keys - start)];
-        // SAFETY (below): the block's keys are lent; `q` and `out` hold 8 rows.
+        // SAFETY: keys `start..start + block.len()` are below `keys`, so lent; `q` holds 8
+        // rows; AVX-512F enabled here.
         unsafe { score_block(q, &call, start, block) };
         let mut block_max = _mm256_set1_ps(f32::NEG_INFINITY);
         for s in block.iter() {
@@ -331,11 +336,14 @@ unsafe fn attend<KV: Kv16>(q: *const f32, out: *mut f32, call: Call<KV>) {
             sum = _mm256_add_ps(sum, p);
             // The sum is taken: each weight becomes its value row's weight times its scale.
             if let Some(scales) = call.scales {
+                // SAFETY: `start + j < keys`, a row whose value scale is lent.
                 p = _mm256_mul_ps(p, _mm256_set1_ps(unsafe { scales.value(start + j) }));
             }
             // SAFETY: `s` holds 8 floats.
             unsafe { _mm256_storeu_ps(s.as_mut_ptr(), p) };
         }
+        // SAFETY: `out` holds 8 rows of `dim`; the block's value rows are below `keys`, so
+        // lent; AVX-512F enabled here.
         unsafe { accumulate_values(out, &call, start, block, lanes(rescale)) };
         start += block.len();
     }
@@ -435,8 +443,9 @@ unsafe fn dot_products<KV: Kv16, const N: usize>(
 ) -> [[__m512; ROW_BATCH]; N] {
     let dim = call.dim;
     let full = dim / LANES * LANES;
-    let mut acc = [[_mm512_setzero_ps(); ROW_BATCH]; N];
-    // SAFETY (whole block): each key is lent for `dim` elements; every chunk `[d, d + 16)`
+    // SAFETY: AVX-512F is enabled in the caller this is inlined into (its contract).
+    let mut acc = [[unsafe { _mm512_setzero_ps() }; ROW_BATCH]; N];
+    // SAFETY: each key is lent for `dim` elements; every chunk `[d, d + 16)`
     // below `full`, and the tail `[full, dim)`, lies inside it and inside each query row.
     unsafe {
         let rows = keys.map(|j| call.key(j));
@@ -562,7 +571,7 @@ impl<KV: Kv16> Chunks<'_, KV> {
     #[target_feature(enable = "avx512f")]
     unsafe fn accumulate<const WHOLE: bool>(&self, out: *mut f32, d: usize, lens: [usize; 2]) {
         let dim = self.call.dim;
-        // SAFETY (whole block): as the function's contract; a chunk of length 0 is never
+        // SAFETY: as the function's contract; a chunk of length 0 is never
         // read (a masked load of no lanes, or zeros).
         unsafe {
             let at = |r: usize, c: usize| out.add(r * dim + d + c * LANES);

@@ -56,7 +56,7 @@ impl A16Isa for Vnni {
     #[inline(always)]
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i16; QUANT_GROUP]) -> (f32, i32) {
         let (m0, m1) = (lane_mask(n), lane_mask(n.saturating_sub(16)));
-        // SAFETY (all): the features; the masks read only the `n` lent floats, and the
+        // SAFETY: the features; the masks read only the `n` lent floats, and the
         // stores write the 32 codes.
         unsafe {
             let x0 = _mm512_maskz_loadu_ps(m0, a);
@@ -148,8 +148,8 @@ impl A16Isa for Vbmi {
     #[inline(always)]
     unsafe fn round_group(a: *const f32, n: usize, codes: &mut [i32; 16]) -> (f32, i32) {
         let mut words = [0i16; QUANT_GROUP];
-        // SAFETY (all): the features (VNNI's among them); the contract; the loads and
-        // stores touch the 32 words and the 16 dwords.
+        // SAFETY: the features (VNNI's among them); `Vnni::round_group` gets this contract
+        // (`n` lent floats at `a`); the loads and stores touch the 32 words, 16 dwords.
         unsafe {
             let rounded = Vnni::round_group(a, n, &mut words);
             let c = _mm512_loadu_si512(words.as_ptr().cast());
@@ -184,7 +184,7 @@ impl GroupSums for Vbmi {
         pairs: usize,
         codes: &[i32; 16],
     ) -> [__m512i; 2] {
-        // SAFETY (all): the features; every load reads only pairs below `pair0 + pairs`
+        // SAFETY: the features; every load reads only pairs below `pair0 + pairs`
         // of the panel (the last step through a byte mask), which are lent.
         unsafe {
             let mut sum = [_mm512_setzero_si512(); 2];

@@ -190,7 +190,7 @@ qgemm_entry!(
 unsafe fn panels<W: VnniPanel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     let a_rows: [*const u8; EP] = std::array::from_fn(|i| call.a_row(i));
     let panels: [*const W; NQ] = std::array::from_fn(|q| call.panel(q));
-    // SAFETY (rest): the features (the caller's contract).
+    // SAFETY: AVX-512F is enabled in the entry point this is inlined into (the contract).
     let mut acc = [[unsafe { _mm512_setzero_ps() }; NQ]; EP];
     let group_bytes = W::panel_stride(QUANT_GROUP) * size_of::<W>();
     for g in 0..call.groups {
@@ -234,7 +234,7 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
     panels: &[*const W; NQ],
     k0: usize,
 ) -> ([[__m512i; NQ]; EP], [__m512i; NQ]) {
-    // SAFETY (rest): the features; every depth read is in `k0..k0 + 32`, readable.
+    // SAFETY: AVX-512F/BW are enabled in the entry point this is inlined into.
     let (zero, ones) = unsafe { (_mm512_setzero_si512(), _mm512_set1_epi8(1)) };
     let mut sums = [[zero; NQ]; EP];
     let mut weight_sums = [zero; NQ];
@@ -243,13 +243,19 @@ unsafe fn group_sums<W: VnniPanel, const EP: usize, const NQ: usize>(
         for half in 0..2 {
             let mut w = [zero; NQ];
             for ((w_q, &panel), weight_sum) in w.iter_mut().zip(panels).zip(&mut weight_sums) {
+                // SAFETY: the step at depth `k`, `k + 8 <= k0 + 32`, lies in the readable
+                // group of the panel; the features are enabled by the entry point.
                 *w_q = unsafe { W::operand(panel.add(at), half) };
+                // SAFETY: AVX-512 VNNI is enabled in the entry point (the contract).
                 *weight_sum = unsafe { _mm512_dpbusd_epi32(*weight_sum, ones, *w_q) };
             }
             for (sums_i, &a_i) in sums.iter_mut().zip(a_rows) {
+                // SAFETY: bytes `k + 4 * half..+4` of the row are below `k0 + 32`, readable.
                 let quad = unsafe { a_i.add(k + 4 * half).cast::<i32>().read_unaligned() };
+                // SAFETY: AVX-512F is enabled in the entry point (the contract).
                 let a4 = unsafe { _mm512_set1_epi32(quad) };
                 for (sum, &w_q) in sums_i.iter_mut().zip(&w) {
+                    // SAFETY: AVX-512 VNNI is enabled in the entry point (the contract).
                     *sum = unsafe { _mm512_dpbusd_epi32(*sum, a4, w_q) };
                 }
             }
@@ -269,11 +275,12 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     acc: &[[__m512; NQ]; EP],
 ) {
     let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * QPANEL));
-    // SAFETY (rest): the features; masked stores touch only lanes `j < cols` of rows
-    // `i < rows` of `c`.
+    // SAFETY: AVX-512F is enabled in the entry point this is inlined into (the contract).
     let unmagnify = unsafe { _mm512_set1_ps(1.0 / W::MAGNIFY) };
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
         for q in 0..NQ {
+            // SAFETY: AVX-512F; the masked store touches only lanes `j < cols` of row
+            // `i < rows` of `c`, which are lent.
             unsafe {
                 let v = _mm512_mul_ps(acc_i[q], unmagnify);
                 _mm512_mask_storeu_ps(call.out(i, q * QPANEL), lanes[q], v);

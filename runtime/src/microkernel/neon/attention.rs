@@ -151,9 +151,10 @@ unsafe fn attention_row<KV: NeonKv>(
         kv_stride as usize,
         head_dim.max(0) as usize,
     );
-    // SAFETY (rest): `dim` floats at `q` and `out` (not overlapping the inputs), and row
-    // `j < keys` of `k` and `v` (`dim` elements from `j * stride`) are lent, with its
-    // scales when `scales` are given (the caller's contract).
+    // The caller lends `dim` floats at `q` and `out` (not overlapping the inputs), and row
+    // `j < keys` of `k` and `v` (`dim` elements from `j * stride`), with its scales when
+    // `scales` are given.
+    // SAFETY: `out` holds `dim` floats (the caller's contract).
     unsafe { scale_row(out, 0.0, dim) };
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut block = [0.0f32; KEY_BLOCK];
@@ -162,13 +163,16 @@ unsafe fn attention_row<KV: NeonKv>(
         let scores = &mut block[..KEY_BLOCK.min(keys - start)];
         for (j, score) in scores.iter_mut().enumerate() {
             let row = start + j;
+            // SAFETY: `row < keys`, whose key scale is lent with `scales`.
             let key_scale = scales.map_or(1.0, |s| unsafe { s.key(row) });
+            // SAFETY: `row < keys`: `dim` elements of key `row` and `dim` floats at `q` lent.
             *score = scale * unsafe { dot(q, k.add(row * stride), dim) } * key_scale;
         }
         let block_max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         if block_max > max {
             let correction = (max - block_max).exp();
             sum *= correction;
+            // SAFETY: `out` holds `dim` floats (the caller's contract).
             unsafe { scale_row(out, correction, dim) };
             max = block_max;
         }
@@ -176,12 +180,16 @@ unsafe fn attention_row<KV: NeonKv>(
             let row = start + j;
             let p = (score - max).exp();
             sum += p;
+            // SAFETY: `row < keys`, whose value scale is lent with `scales`.
             let weight = p * scales.map_or(1.0, |s| unsafe { s.value(row) });
+            // SAFETY: `row < keys`: value `row`'s `dim` elements lent; `out` holds `dim`
+            // floats and does not overlap it.
             unsafe { add_scaled(out, v.add(row * stride), weight, dim) };
         }
         start += scores.len();
     }
     if keys > 0 {
+        // SAFETY: `out` holds `dim` floats (the caller's contract).
         unsafe { divide(out, sum, dim) };
     }
 }
@@ -192,7 +200,7 @@ unsafe fn attention_row<KV: NeonKv>(
 /// `dim` readable floats at `a` and elements at `b`.
 #[inline(always)]
 unsafe fn dot<KV: NeonKv>(a: *const f32, b: *const KV, dim: usize) -> f32 {
-    // SAFETY (whole body): every load reads `[d, d + LANES)` with `d + LANES <= dim`, the
+    // SAFETY: every load reads `[d, d + LANES)` with `d + LANES <= dim`, the
     // tail `d < dim`; NEON.
     unsafe {
         let (mut acc0, mut acc1) = (vdupq_n_f32(0.0), vdupq_n_f32(0.0));
@@ -218,7 +226,7 @@ unsafe fn dot<KV: NeonKv>(a: *const f32, b: *const KV, dim: usize) -> f32 {
 /// `dim` floats writable at `out` and elements readable at `x`, not overlapping.
 #[inline(always)]
 unsafe fn add_scaled<KV: NeonKv>(out: *mut f32, x: *const KV, p: f32, dim: usize) {
-    // SAFETY (whole body): indices below `dim` (the caller's contract); NEON.
+    // SAFETY: indices below `dim` (the caller's contract); NEON.
     unsafe {
         let weight = vdupq_n_f32(p);
         let mut d = 0;
@@ -244,7 +252,7 @@ unsafe fn scale_row(row: *mut f32, factor: f32, dim: usize) {
         unsafe { std::ptr::write_bytes(row, 0, dim) };
         return;
     }
-    // SAFETY (rest): indices below `dim` (the caller's contract); NEON.
+    // SAFETY: indices below `dim` (the caller's contract); NEON.
     unsafe {
         let f = vdupq_n_f32(factor);
         let mut d = 0;
@@ -264,7 +272,7 @@ unsafe fn scale_row(row: *mut f32, factor: f32, dim: usize) {
 /// `dim` writable floats at `out`.
 #[inline(always)]
 unsafe fn divide(out: *mut f32, sum: f32, dim: usize) {
-    // SAFETY (rest): indices below `dim` (the caller's contract); NEON.
+    // SAFETY: indices below `dim` (the caller's contract); NEON.
     unsafe {
         let divisor = vdupq_n_f32(sum);
         let mut d = 0;

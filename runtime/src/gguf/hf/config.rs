@@ -22,6 +22,7 @@ pub(crate) fn config_json(file: &GgufFile, arch: &ArchSpec) -> Result<Value, Ggu
         reason,
     };
     let optional_u32 = |name: &str| optional(file, &key(name), GgufFile::get_u32);
+    let layers = block_count(file, arch)?;
     let hidden = file.get_u32(&key("embedding_length"))?;
     let heads = file.get_u32(&key("attention.head_count"))?;
     if heads == 0 {
@@ -67,10 +68,7 @@ pub(crate) fn config_json(file: &GgufFile, arch: &ArchSpec) -> Result<Value, Ggu
         "intermediate_size",
         json!(file.get_u32(&key("feed_forward_length"))?),
     );
-    set(
-        "num_hidden_layers",
-        json!(file.get_u32(&key("block_count"))?),
-    );
+    set("num_hidden_layers", json!(layers));
     set("num_attention_heads", json!(heads));
     set(
         "num_key_value_heads",
@@ -101,7 +99,7 @@ pub(crate) fn config_json(file: &GgufFile, arch: &ArchSpec) -> Result<Value, Ggu
         }
     }
     if arch.gguf == "gemma3" {
-        gemma3_fields(file, arch, (hidden, heads, head_dim), &mut config)?;
+        gemma3_fields(file, arch, (layers, hidden, heads, head_dim), &mut config)?;
     }
     Ok(Value::Object(config))
 }
@@ -111,11 +109,10 @@ pub(crate) fn config_json(file: &GgufFile, arch: &ArchSpec) -> Result<Value, Ggu
 fn gemma3_fields(
     file: &GgufFile,
     arch: &ArchSpec,
-    (hidden, heads, head_dim): (u32, u32, u32),
+    (layers, hidden, heads, head_dim): (u32, u32, u32, u32),
     config: &mut Map<String, Value>,
 ) -> Result<(), GgufError> {
     let key = |name: &str| format!("{}.{name}", arch.gguf);
-    let layers = file.get_u32(&key("block_count"))?;
     if let Some(cap) = optional(file, &key("final_logit_softcapping"), GgufFile::get_f32)? {
         if cap != 0.0 {
             return Err(GgufError::BadValue {
@@ -159,6 +156,22 @@ fn gemma3_fields(
     config.insert("query_pre_attn_scalar".into(), json!(query_scalar));
     config.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
     Ok(())
+}
+
+/// `{arch}.block_count`: the number of layers, at most the number of tensors the file
+/// holds (each layer has some), so nothing sized by it outgrows the file.
+fn block_count(file: &GgufFile, arch: &ArchSpec) -> Result<u32, GgufError> {
+    let key = format!("{}.block_count", arch.gguf);
+    let layers = file.get_u32(&key)?;
+    let tensors = file.tensors().len();
+    if layers as usize > tensors {
+        return Err(GgufError::BadValue {
+            path: file.path().to_path_buf(),
+            key,
+            reason: format!("{layers} layers, but the file holds {tensors} tensors"),
+        });
+    }
+    Ok(layers)
 }
 
 /// Which of `layers` layers use the sliding window: the per-layer flags `key` gives, or

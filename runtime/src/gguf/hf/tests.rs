@@ -278,6 +278,10 @@ fn what_cannot_be_built_is_a_typed_error_naming_it() {
     assert!(err.contains("RoPE over 2 of 4"), "{err}");
     let err = with("llama.rope.scaling.type", V::Str("yarn"));
     assert!(err.contains("`yarn`"), "{err}");
+    // A layer count past what the file holds sizes nothing (the fuzzer's Gemma 3 file
+    // of four billion layers).
+    let err = with("llama.block_count", V::U32(u32::MAX));
+    assert!(err.contains("4294967295 layers"), "{err}");
     let err = with("llama.attention.head_count", V::U32(0));
     assert!(err.contains("head_count"), "{err}");
     let err = with("llama.attention.head_count", V::U32(3));

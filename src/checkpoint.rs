@@ -10,9 +10,13 @@ use oxrelax_runtime::weights::{is_gguf, WeightError, WeightStore};
 use std::path::{Path, PathBuf};
 
 /// Tokenizer files an artifact carries (`tokenizer.json` is what the runtime reads).
-const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
+const TOKENIZER_FILES: [&str; 3] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+];
 /// Generation defaults an artifact carries.
-pub const GENERATION_CONFIG: &str = "generation_config.json";
+pub use oxrelax_runtime::chat::GENERATION_CONFIG;
 
 /// A model's config and weights, opened from a folder or a GGUF file.
 #[derive(Debug)]

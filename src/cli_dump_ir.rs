@@ -5,6 +5,7 @@ use oxrelax::artifact::{
     check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass,
     modules_after_passes_of, source_module, Manifest,
 };
+use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;
 use oxrelax::npu::{partition_pipeline, PartitionNpu, Soc, QNN_HTP};
 use oxrelax::passes::Instrument;
@@ -63,15 +64,18 @@ pub struct DumpIrArgs {
 
 /// Runs the pipeline on the model's exported module and prints or writes the IR.
 pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if is_artifact(&args.model) {
+    let scheme = if is_artifact(&args.model) {
         check_kv_dtype(&Manifest::read(&args.model)?, &args.model, args.kv_dtype)?;
-    }
+        args.quant
+    } else {
+        args.quant.resolve(&Checkpoint::open(&args.model)?.store)
+    };
     let defaults = ExportOptions::default();
     let options = ExportOptions {
-        kv_dtype: args.quant.kv_dtype(args.kv_dtype),
+        kv_dtype: scheme.kv_dtype(args.kv_dtype),
         ..defaults
     };
-    let module = source_module(&args.model, &options, args.quant)?;
+    let module = source_module(&args.model, &options, scheme)?;
     let instrument = Instrument {
         verbose: args.verbose,
         ..Instrument::default()

@@ -89,12 +89,13 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    /// How a model folder is exported with these options.
-    fn export_options(&self) -> ExportOptions {
+    /// How a model folder is exported with these options under `scheme` (the resolved
+    /// quantization, whose default KV dtype applies when none is asked for).
+    fn export_options(&self, scheme: Quantization) -> ExportOptions {
         ExportOptions {
             max_context: self.max_context,
             prefill_chunk: self.prefill_chunk,
-            kv_dtype: self.quantization.kv_dtype(self.kv_dtype),
+            kv_dtype: scheme.kv_dtype(self.kv_dtype),
         }
     }
 }
@@ -126,8 +127,8 @@ pub struct LoadedModel {
 /// the arenas allocated (with the weights as compiled and the planned arenas).
 pub fn load_hf(dir: &Path, options: &LoadOptions) -> Result<LoadedModel, LoadError> {
     let Checkpoint { config, store, .. } = Checkpoint::open(dir)?;
-    let export = options.export_options();
-    let (model, exported) = export_for(&config, options.quantization.resolve(&store), &export)?;
+    let scheme = options.quantization.resolve(&store);
+    let (model, exported) = export_for(&config, scheme, &options.export_options(scheme))?;
     let declared = expected_weights(&model);
     let mut memory = declared_estimate(&config, &exported, &declared);
     memory.check(options.max_memory)?;

@@ -697,3 +697,18 @@ fn target_features_pick_the_microkernels_an_artifact_runs() {
         "{stderr}"
     );
 }
+
+#[test]
+fn files_the_manifest_does_not_list_change_nothing() {
+    let (_tmp, dir) = compiled();
+    let opened = |dir: &Path| {
+        let artifact = Artifact::open(dir).unwrap();
+        let tokenizer = artifact.tokenizer().unwrap().unwrap();
+        let config = artifact.engine_config(Some(&tokenizer)).unwrap();
+        (tokenizer.config().chat_template.clone(), config.eos_ids)
+    };
+    let before = opened(&dir);
+    std::fs::write(dir.join("chat_template.jinja"), "{{ 'dropped in' }}").unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"eos_token_id": [5, 6]}"#).unwrap();
+    assert_eq!(opened(&dir), before);
+}

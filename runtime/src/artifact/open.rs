@@ -3,7 +3,7 @@
 use super::error::ArtifactError;
 use super::manifest::{Manifest, MANIFEST_FILE, MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE};
 use crate::abi::SharedKernelLibrary;
-use crate::chat::{eos_ids, eos_token_ids, Tokenizer};
+use crate::chat::{eos_ids_of, eos_token_ids, Tokenizer, GENERATION_CONFIG};
 use crate::engine::{Engine, EngineConfig};
 use crate::microkernel::MicrokernelSet;
 use crate::packed::Registry;
@@ -196,24 +196,23 @@ impl Artifact {
 
     /// The tokenizer, if the artifact has one.
     pub fn tokenizer(&self) -> Result<Option<Tokenizer>, ArtifactError> {
-        let listed = self
-            .manifest
-            .tokenizer_files
-            .iter()
-            .any(|f| f == "tokenizer.json");
-        Ok(match listed {
-            true => Some(Tokenizer::from_dir(&self.dir)?),
+        let listed = |name: &str| self.manifest.tokenizer_files.iter().any(|f| f == name);
+        Ok(match listed("tokenizer.json") {
+            true => Some(Tokenizer::from_listed(&self.dir, listed)?),
             false => None,
         })
     }
 
     /// The engine's sizes, from the manifest, and the ids that end generation: those of
-    /// `generation_config.json`, the model config and `tokenizer`.
+    /// `generation_config.json` (when listed), the recorded model config and `tokenizer`.
     pub fn engine_config(
         &self,
         tokenizer: Option<&Tokenizer>,
     ) -> Result<EngineConfig, ArtifactError> {
-        let mut eos = eos_ids(&self.dir, tokenizer)?;
+        let generation = Some(GENERATION_CONFIG)
+            .filter(|name| self.manifest.files.contains_key(*name))
+            .map(|name| self.dir.join(name));
+        let mut eos = eos_ids_of(generation, tokenizer)?;
         eos.extend(eos_token_ids(&self.manifest.model_config));
         eos.sort_unstable();
         eos.dedup();

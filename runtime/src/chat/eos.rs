@@ -2,15 +2,29 @@
 //! `eos_token_id` (a number or a list) of `generation_config.json` and of `config.json`,
 //! and the tokenizer's EOS token.
 
-use super::generation::read_model_json;
+use super::generation::{read_model_json, GENERATION_CONFIG};
 use super::{ChatError, Tokenizer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The files of a Hugging Face folder whose `eos_token_id` ends generation.
+const EOS_FILES: [&str; 2] = [GENERATION_CONFIG, "config.json"];
 
 /// Every EOS id of the model in `dir`, sorted and deduplicated: those of
 /// `generation_config.json`, `config.json` (each read when present) and `tokenizer`.
 pub fn eos_ids(dir: &Path, tokenizer: Option<&Tokenizer>) -> Result<Vec<u32>, ChatError> {
-    let mut ids = eos_ids_in(&dir.join("generation_config.json"))?;
-    ids.extend(eos_ids_in(&dir.join("config.json"))?);
+    eos_ids_of(EOS_FILES.map(|name| dir.join(name)), tokenizer)
+}
+
+/// Every EOS id of `files` (each read when present) and `tokenizer`, sorted and
+/// deduplicated.
+pub fn eos_ids_of(
+    files: impl IntoIterator<Item = PathBuf>,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Vec<u32>, ChatError> {
+    let mut ids = Vec::new();
+    for file in files {
+        ids.extend(eos_ids_in(&file)?);
+    }
     ids.extend(tokenizer.iter().flat_map(|t| t.eos_ids().to_vec()));
     ids.sort_unstable();
     ids.dedup();

@@ -30,13 +30,16 @@ pub(crate) fn read_model_json(path: &Path) -> Result<Option<serde_json::Value>, 
         })
 }
 
+/// The file of a model's generation defaults (sampling, end-of-sequence ids).
+pub const GENERATION_CONFIG: &str = "generation_config.json";
+
 /// How the model in `dir` samples by default, as transformers' `generate` does with its
 /// `generation_config.json`: greedy unless `do_sample` is true, then `temperature`,
 /// `top_p` and `top_k` (transformers' defaults 1.0, 1.0 and 50 for those left out);
 /// `repetition_penalty` either way. Without the file: greedy. Values out of range are an
 /// error naming the file.
 pub fn sampling_defaults(dir: &Path) -> Result<SamplingConfig, ChatError> {
-    let path = dir.join("generation_config.json");
+    let path = dir.join(GENERATION_CONFIG);
     let Some(json) = read_model_json(&path)? else {
         return Ok(SamplingConfig::default());
     };

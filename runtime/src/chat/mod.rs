@@ -23,8 +23,8 @@ mod tests;
 
 pub use config::TokenizerConfig;
 pub use detokenizer::Detokenizer;
-pub use eos::{eos_ids, eos_token_ids};
+pub use eos::{eos_ids, eos_ids_of, eos_token_ids};
 pub use error::ChatError;
-pub use generation::sampling_defaults;
+pub use generation::{sampling_defaults, GENERATION_CONFIG};
 pub use template::{ChatTemplate, Message, SpecialTokens, TEMPLATE_FUEL, TEMPLATE_OUTPUT_LIMIT};
 pub use tokenizer::Tokenizer;

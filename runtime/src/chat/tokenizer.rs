@@ -39,14 +39,21 @@ impl Tokenizer {
     /// Loads `tokenizer.json` from a model folder, with `tokenizer_config.json` and
     /// `chat_template.jinja` when present.
     pub fn from_dir(dir: &Path) -> Result<Self, ChatError> {
+        Self::from_listed(dir, |name| dir.join(name).is_file())
+    }
+
+    /// Loads `tokenizer.json` from `dir`, with `tokenizer_config.json` and
+    /// `chat_template.jinja` when `listed` names them (an artifact reads only the files
+    /// its manifest lists and hashes).
+    pub fn from_listed(dir: &Path, listed: impl Fn(&str) -> bool) -> Result<Self, ChatError> {
         let config_path = dir.join(CONFIG_JSON);
-        let mut config = if config_path.is_file() {
+        let mut config = if listed(CONFIG_JSON) {
             TokenizerConfig::from_file(&config_path)?
         } else {
             TokenizerConfig::default()
         };
         let template_path = dir.join(TEMPLATE_JINJA);
-        let jinja = template_path.is_file();
+        let jinja = listed(TEMPLATE_JINJA);
         if jinja {
             let bytes = read(&template_path)?;
             config.chat_template = Some(String::from_utf8_lossy(&bytes).into_owned());

@@ -19,7 +19,7 @@ type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 /// Arguments of `oxrelax bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// A Hugging Face model folder (or a compiled artifact).
+    /// A Hugging Face model folder, a GGUF file, or a compiled artifact.
     dir: PathBuf,
     /// Prompt tokens to prefill.
     #[arg(long, default_value_t = 128)]

@@ -20,7 +20,8 @@ type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 /// Arguments of `oxrelax compare`.
 #[derive(Args)]
 pub struct CompareArgs {
-    /// A Hugging Face model folder with a tokenizer.
+    /// A Hugging Face model folder or a GGUF file, with a tokenizer (not a compiled
+    /// artifact: both schemes are built from the checkpoint).
     pub model: PathBuf,
     /// The prompt text (encoded with the model's tokenizer, special tokens added).
     #[arg(long)]

@@ -1,4 +1,5 @@
-//! `oxrelax compile`: a Hugging Face model folder in, an artifact folder out.
+//! `oxrelax compile`: a Hugging Face model folder or a GGUF file in, an artifact folder
+//! out.
 
 use crate::cli_generate::{kv_dtype_parser, memory_size_parser};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -86,21 +87,24 @@ impl NpuCompileArgs {
 /// Arguments of `oxrelax compile`.
 #[derive(clap::Args)]
 pub struct CompileArgs {
-    /// The Hugging Face model folder (config.json, safetensors, tokenizer files).
+    /// The model: a Hugging Face folder (config.json, safetensors, tokenizer files) or a
+    /// GGUF file.
     model: PathBuf,
     /// The artifact folder to write: created, or replacing an earlier artifact that holds
     /// nothing but its own files, or an empty folder (the new artifact is written beside
     /// it and renamed into place); any other folder is refused.
     #[arg(short, long)]
     output: PathBuf,
-    /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
-    /// or else q0f32).
+    /// How to store the projection weights (auto: as the checkpoint stores them: w8a8
+    /// for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding table,
+    /// else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in the
     /// attention kernel) or q8 (int8 codes with a scale per position and KV head, about a
     /// quarter of the memory, dequantized in the attention kernel). Default: f16 for the
-    /// weight-quantized schemes (q8f32, q4f32_1, q4f16_1, w8a8, w4a8), else f32.
+    /// weight-quantized schemes (q8f32, q4f32_1, q4f16_1, w8a8, w4a8; --quant auto
+    /// resolved first, so a GGUF file of quantized blocks gets f16), else f32.
     #[arg(long, value_parser = kv_dtype_parser())]
     kv_dtype: Option<KvDtype>,
     /// Tokens per `prefill` call at most.
@@ -128,7 +132,8 @@ pub struct CompileArgs {
     #[arg(long)]
     linker: Option<String>,
     /// Also partition prefill and decode for an NPU and write its graphs to `npu/`
-    /// (`qnn`: Qualcomm HTP through QNN, W4A16).
+    /// (`qnn`: Qualcomm HTP through QNN, with the recipe --npu-recipe names or picks:
+    /// W4A16 or W8A16).
     #[arg(long, value_parser = ["qnn"])]
     npu: Option<String>,
     #[command(flatten)]

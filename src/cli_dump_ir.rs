@@ -25,7 +25,7 @@ pub enum NpuBackend {
 /// Arguments of `oxrelax dump-ir`.
 #[derive(clap::Args)]
 pub struct DumpIrArgs {
-    /// An artifact folder or a Hugging Face model folder.
+    /// An artifact folder, a Hugging Face model folder or a GGUF file.
     model: PathBuf,
     /// Print the module after this pass (`input` for the exported module); the
     /// module after the last pass when neither this nor `-o` is given.
@@ -42,7 +42,9 @@ pub struct DumpIrArgs {
     /// Keep only these graph functions and the primitive functions they call.
     #[arg(long = "function")]
     functions: Vec<String>,
-    /// How to store a model folder's projection weights (auto: as stored).
+    /// How to store a model folder's or GGUF file's projection weights (auto: as stored:
+    /// w8a8 for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding
+    /// table, else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
     /// Partition the model for this NPU backend instead of compiling it for the CPU:
@@ -55,9 +57,9 @@ pub struct DumpIrArgs {
     /// Tokens per NPU prefill graph call (with `--npu`).
     #[arg(long, default_value_t = 32, requires = "npu", value_parser = clap::value_parser!(i64).range(1..=4096))]
     chunk: i64,
-    /// How a model folder's KV cache stores keys and values (the scheme's default when
-    /// absent: f16 for the weight-quantized ones, else f32; an artifact keeps its own,
-    /// and asking it for another is an error).
+    /// How a model folder's or GGUF file's KV cache stores keys and values (default: f16
+    /// when --quant names a weight-quantized scheme, else f32, also for --quant auto; an
+    /// artifact keeps its own, and asking it for another is an error).
     #[arg(long, value_parser = kv_dtype_parser())]
     kv_dtype: Option<KvDtype>,
 }

@@ -28,13 +28,16 @@ pub struct ModelArgs {
     /// chunks. An artifact keeps the one it was compiled with.
     #[arg(long)]
     pub prefill_chunk: Option<i64>,
-    /// How to store the projection weights (auto: as the checkpoint stores them, q0f16
-    /// or else q0f32); a compiled artifact keeps its own.
+    /// How to store the projection weights (auto: as the checkpoint stores them: w8a8
+    /// for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding table,
+    /// else q0f32); a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
     pub quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in
     /// the attention kernel) or q8 (int8 codes with a scale per position and KV head,
-    /// dequantized in the attention kernel); f32 when absent. A compiled artifact keeps its own:
+    /// dequantized in the attention kernel). Default: f16 when --quant names a
+    /// weight-quantized scheme (q8f32, q4f32_1, q4f16_1, w8a8, w4a8), else f32 (also for
+    /// --quant auto, even where it resolves to w8a8). A compiled artifact keeps its own:
     /// asking it for another is an error.
     #[arg(long, value_parser = kv_dtype_parser())]
     pub kv_dtype: Option<KvDtype>,
@@ -46,8 +49,10 @@ pub struct ModelArgs {
     #[arg(long, value_name = "T")]
     pub threads: Option<usize>,
     /// The most memory the model may take, in bytes or with a K, M, G or T suffix (8G,
-    /// 512M): a model whose estimate (weights + KV cache + arenas) exceeds it is refused
-    /// before it is loaded. Default: the physical memory (or `ulimit -v` when lower).
+    /// 512M): a model whose estimate (weights + KV cache + arenas) exceeds it is refused,
+    /// for a folder or GGUF file before its weights are read, for a compiled artifact
+    /// only after its weights are read (before its engine is built). Default: the
+    /// physical memory (or `ulimit -v` when lower).
     #[arg(long, value_name = "BYTES", value_parser = memory_size_parser)]
     pub max_memory: Option<u64>,
 }

@@ -4,15 +4,18 @@
 
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
+use oxrelax::checkpoint::Checkpoint;
+use oxrelax::model::Quantization;
+use oxrelax_runtime::artifact::{is_artifact, Manifest};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Arguments of `oxrelax perplexity`.
 #[derive(Args)]
 pub struct PerplexityArgs {
-    /// A Hugging Face model folder (or a compiled artifact) with a tokenizer.
+    /// A Hugging Face model folder, a GGUF file, or a compiled artifact, with a tokenizer.
     model: PathBuf,
     /// The text to score (UTF-8), tokenized whole with the model's tokenizer, BOS first.
     #[arg(long)]
@@ -21,8 +24,9 @@ pub struct PerplexityArgs {
     /// scored.
     #[arg(long, default_value_t = 512)]
     ctx: usize,
-    /// Print one JSON object (`ppl`, `tokens`, `chunks`, `ctx`, `quant`) as the last line
-    /// of stdout.
+    /// Print one JSON object (`ppl`, `nll`: the mean negative log-likelihood, natural log,
+    /// of the scored tokens, `tokens`, `chunks`, `ctx`, `quant`: the scheme that ran,
+    /// `--quant auto` resolved or an artifact's own) as the last line of stdout.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -38,6 +42,21 @@ struct PerplexityJson {
     chunks: usize,
     ctx: usize,
     quant: String,
+}
+
+/// The scheme the model at `dir` runs with: a compiled artifact's recorded one, else
+/// `quant` resolved against the checkpoint ([`Quantization::resolve`]).
+fn scheme_ran(dir: &Path, quant: Quantization) -> CliResult<String> {
+    if is_artifact(dir) {
+        return Ok(Manifest::read(dir)?.quantization);
+    }
+    if quant != Quantization::Auto {
+        return Ok(quant.name().to_string());
+    }
+    Ok(quant
+        .resolve(&Checkpoint::open(dir)?.store)
+        .name()
+        .to_string())
 }
 
 /// Runs `oxrelax perplexity`.
@@ -76,7 +95,7 @@ pub fn run(args: &PerplexityArgs) -> CliResult<()> {
             tokens: result.tokens,
             chunks: result.chunks,
             ctx: args.ctx,
-            quant: args.load.quant.name().to_string(),
+            quant: scheme_ran(&args.model, args.load.quant)?,
         };
         println!("{}", serde_json::to_string(&line)?);
     }

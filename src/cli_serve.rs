@@ -11,8 +11,8 @@ use std::time::Duration;
 /// Arguments of `oxrelax serve`.
 #[derive(Args)]
 pub struct ServeCommand {
-    /// The model: a compiled artifact or a Hugging Face folder. Its folder name is the
-    /// model id requests name.
+    /// The model: a compiled artifact, a Hugging Face folder or a GGUF file. Its folder
+    /// or file name is the model id requests name.
     model: PathBuf,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -57,7 +57,7 @@ struct InvalidSeconds {
     reason: String,
 }
 
-/// The id of the model at `path`: its folder's name.
+/// The id of the model at `path`: its folder's (or GGUF file's) name.
 fn model_id(path: &Path) -> String {
     let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     path.file_name().map_or_else(

@@ -27,8 +27,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Read a module in the text form, run the front-end pipeline (normalize, legalize
-    /// ops, dead code elimination) and print the result.
+    /// Read a module in the text form, run the host's front-end pipeline (normalize, the
+    /// split and rewrite phases, weight quantization in quantized functions, lifting
+    /// weight-only computations into transform_params, legalize ops, fuse ops, dead code
+    /// elimination) and print the result.
     Opt {
         /// The module's text form.
         file: PathBuf,
@@ -43,14 +45,15 @@ enum Command {
         verify: bool,
     },
     /// Time the compiled matmul, softmax and rms_norm kernels and a decode GEMV on cold
-    /// weights (f32, symbolic token count) next to measured memory bandwidth and fp32
-    /// FMA peak, and numpy; `--json` adds one JSON line of rows.
+    /// weights (f32 activations, weights stored as --cold-quant says: f32 by default;
+    /// symbolic token count) next to measured memory bandwidth and fp32 FMA peak, and
+    /// numpy; `--json` adds one JSON line of rows.
     BenchKernel(oxrelax::bench::BenchArgs),
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.
     Tokenize(cli_tokenize::TokenizeArgs),
-    /// Compile a Hugging Face model folder into an artifact folder (bytecode, module,
-    /// converted weights, tokenizer, manifest with hashes).
+    /// Compile a Hugging Face model folder or a GGUF file into an artifact folder
+    /// (bytecode, module, converted weights, tokenizer, manifest with hashes).
     Compile(cli_compile::CompileArgs),
     /// Print a model's IR after a pass of the compile pipeline, or write it after every
     /// pass into a folder.
@@ -72,8 +75,9 @@ enum Command {
     /// Check an artifact's `npu/` folder (model_net.json, model.bin) against QNN's op
     /// definitions and the runtime's rules; prints every violation.
     QnnValidate(cli_qnn_validate::QnnValidateArgs),
-    /// Serve a model over an OpenAI-compatible HTTP API (`/v1/completions`,
-    /// `/v1/chat/completions`, `/v1/models`, `/health`) until SIGTERM or Ctrl-C.
+    /// Serve a model over an OpenAI-compatible HTTP API (`POST /v1/completions`,
+    /// `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/models/{id}`,
+    /// `GET /health`, `GET /stats`) until SIGTERM or Ctrl-C.
     Serve(cli_serve::ServeCommand),
 }
 

@@ -13,7 +13,9 @@ pub use crate::passes::WEIGHT_QUANT_ATTR;
 use crate::passes::{WeightFormat, WEIGHT_FORMATS};
 
 /// A weight quantization scheme. Norms and biases stay f32, and activations are f32
-/// except the inputs of linear layers under `w8a8` / `w4a8`.
+/// except the inputs of linear layers under `w8a8` / `w4a8`, and those of the 4-bit
+/// decode GEMV under `q4f32_1` / `q4f16_1` on x86-64 with AVX-512 VNNI or VBMI, or AVX2
+/// (not AVX-512F alone), which rounds each group of 32 to 16-bit fixed point.
 /// The quantized formats are `QuantizeWeights`' [`crate::passes::WEIGHT_FORMATS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
@@ -40,10 +42,14 @@ pub enum Quantization {
     /// reduction, one f32 scale per group and output column (an eighth of f32's bytes,
     /// plus the scales). The embedding table and the output head are int8 (as `q8f32`'s,
     /// as llama.cpp keeps them above its 4-bit body); a tied embedding is quantized once
-    /// and shared.
+    /// and shared. On x86-64 with AVX-512 VNNI or VBMI, or AVX2 (not AVX-512F alone),
+    /// the 4-bit decode GEMV rounds each group of 32 activations to 16-bit fixed point;
+    /// elsewhere activations stay f32.
     #[value(name = "q4f32_1")]
     Q4f32_1,
-    /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations stay f32).
+    /// As `q4f32_1` with f16 scales (MLC-LLM's `q4f16_1`; activations as under
+    /// `q4f32_1`: f32, except that on x86-64 with AVX-512 VNNI or VBMI, or AVX2, the
+    /// 4-bit decode GEMV rounds each group of 32 to 16-bit fixed point).
     #[value(name = "q4f16_1")]
     Q4f16_1,
     /// MNN's dynamic quantization with int8 weights: int8 in groups of 32 along the

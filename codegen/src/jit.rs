@@ -13,7 +13,8 @@ use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_runtime::abi::{KernelFn, KernelLibrary};
 use std::collections::BTreeMap;
 
-/// A compiled kernel with the kernel ABI of DESIGN.md.
+/// A compiled kernel with the runtime's kernel ABI ([`KernelFn`]: tensor data pointers,
+/// symbolic dim values and the runtime environment in, 0 or an error code out).
 pub type RawKernel = KernelFn;
 
 fn cranelift_error(func: &str, message: impl std::fmt::Display) -> CodegenError {

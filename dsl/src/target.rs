@@ -48,11 +48,9 @@ const F32_TILES: MatmulTiles = MatmulTiles {
 
 /// f32 tiles of AVX-512 targets: the `12 x 32` block over two panels (24 zmm
 /// accumulators; per k two panel loads and 12 broadcasts feed 24 FMAs, so the FMA units
-/// bound it). Measured on a 2-core Sapphire Rapids (`bench-kernel`, SGEMM 2048^3):
-/// `14 x 16` blocks 218 GFLOP/s, `6 x 64` 259, `14 x 32` 245, `12 x 32` 286 with 256-deep
-/// L blocks, 319 with 512, 340 with 1024 and 397 with 2048 (numpy/OpenBLAS 356): a task's
-/// 4 panels of a 2048-deep L block (512 KiB) stay in L2 and each call streams one
-/// block's two panels once per 12 rows. The GEMV is memory bound: AVX2's is kept.
+/// bound it), with 2048-deep L blocks: a task's 4 panels of an L block (512 KiB) stay in
+/// L2 and each call streams one block's two panels once per 12 rows. The GEMV is memory
+/// bound: AVX2's is kept.
 const AVX512_TILES: MatmulTiles = MatmulTiles {
     gemm_kernel: "sgemm_12x32",
     ep: 12,

@@ -82,7 +82,8 @@ oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
 /* oxrelax_open for an artifact compiled with --npu qnn, its NPU graphs run by npu:
  * "htp" (Qualcomm's libQnnHtp.so from the folder qnn_lib_dir, or from the folder
  * OXRELAX_QNN_LIB_DIR names when qnn_lib_dir is NULL, on the artifact's context
- * binary; on a phone, the device's library), "sim" or "sim-integer" (the host reference
+ * binary; designed to load the device's library on a phone, but only exercised with
+ * the x86-64 simulation library so far), "sim" or "sim-integer" (the host reference
  * backend). */
 oxrelax_status oxrelax_open_npu(const char *artifact_dir, const char *npu, const char *qnn_lib_dir,
                                 oxrelax_model **out);

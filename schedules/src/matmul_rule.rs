@@ -39,9 +39,8 @@ const PARALLEL_MIN_MACS: i64 = 1 << 16;
 
 /// Calls a parallel decode GEMV makes at least: a matrix no wider than the microkernel's
 /// block (TinyLlama's 256-column k and v projections under the 256-column 4-bit GEMV) is
-/// split into narrower calls, so it does not run on one thread while the others wait. On
-/// 2 cores, a 256 x 2048 q4f16_1 GEMV from memory took 10.0 us in one call, 7.9 in two of
-/// 128 columns and 9.2 in four of 64 (each call rounds the activations again).
+/// split into narrower calls, so it does not run on one thread while the others wait (but
+/// into few: each call rounds the activations again).
 const MIN_GEMV_CALLS: i64 = 2;
 
 /// The parts of a recognized `packed_matmul`.

@@ -1,7 +1,8 @@
 //! Schedule rules, dlight-style: each rule recognizes a primitive function (by its
 //! structure, or by the op identity and pattern legalization keeps on it) and returns it
-//! scheduled for a target, or declines. [`rules_for`] is the ordered list per target;
-//! [`schedule_for`] applies the first rule that accepts.
+//! scheduled for a target, or declines. [`rules_for`] is the ordered list, the same for
+//! every target (the target matters inside the rules, e.g. the matmul rules' tile
+//! tables); [`schedule_for`] applies the first rule that accepts.
 
 use crate::attention_rule::AttentionRule;
 use crate::default_rule::{default_schedule, ScheduleConfig};
@@ -34,7 +35,9 @@ impl ScheduleRule for FallbackRule {
     }
 }
 
-/// The rules for `target`, tried in order; the last always applies.
+/// The rules, tried in order; the last always applies. Every target gets the same list
+/// (`target` is unused here): the target matters inside the rules it is applied with
+/// (the matmul rules read its tile tables).
 pub fn rules_for(_target: &Target) -> Vec<Box<dyn ScheduleRule>> {
     vec![
         Box::new(GemvRule),

@@ -5,6 +5,8 @@ use super::spec::{ColdGemv, KernelSpec, MatmulShape, RowShape, MAX_DIM};
 use super::timing::RunPlan;
 use super::BenchError;
 use crate::quantization::Quantization;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::ValueEnum;
 use oxrelax_runtime::ThreadPool;
 use std::time::Duration;
 
@@ -96,11 +98,32 @@ pub struct BenchArgs {
     /// How the cold GEMV's weights are stored, one cold GEMV per scheme given: `q0f32`
     /// (f32 panels, the one numpy runs too), or the quantized panels and group scales of
     /// `q8f32`, `q4f32_1` or `q4f16_1` (GB/s counts the bytes as stored).
-    #[arg(long, value_name = "Q", num_args = 1.., default_value = "q0f32")]
+    #[arg(
+        long,
+        value_name = "Q",
+        num_args = 1..,
+        default_value = "q0f32",
+        value_parser = cold_quant_parser()
+    )]
     pub cold_quant: Vec<Quantization>,
     /// Also print the results as a JSON array (one object per kernel) on the last line.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The schemes the cold GEMV times (f32 activations): the values `--cold-quant` lists
+/// and accepts.
+pub const COLD_QUANTS: [Quantization; 4] = [
+    Quantization::Q0f32,
+    Quantization::Q8f32,
+    Quantization::Q4f32_1,
+    Quantization::Q4f16_1,
+];
+
+/// The parser of `--cold-quant`: the name of one of [`COLD_QUANTS`].
+fn cold_quant_parser() -> impl TypedValueParser<Value = Quantization> {
+    PossibleValuesParser::new(COLD_QUANTS.map(Quantization::name))
+        .try_map(|name| <Quantization as ValueEnum>::from_str(&name, false))
 }
 
 /// [`BenchArgs`] checked: what to run and how.

@@ -15,9 +15,7 @@ pub const PROBE_BYTES: usize = 256 << 20;
 const PASSES: usize = 5;
 
 /// Sequential streams each thread reads at once, as a decode GEMV reads 4 weight panels
-/// in lockstep: one stream per core does not reach the memory system's rate everywhere
-/// (a 2-core Zen 5 VM, 2026-11-26, in C, one run: 34.3 GB/s with one stream per thread,
-/// 51.3 GB/s with four; its GEMVs streamed 44-56 GB/s).
+/// in lockstep: one stream per core does not reach the memory system's rate everywhere.
 const STREAMS: usize = 4;
 
 /// Read bandwidth in GB/s (10^9 bytes per second), median of `PASSES` passes.

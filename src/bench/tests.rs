@@ -464,3 +464,24 @@ fn figures_print_with_three_significant_digits() {
         assert_eq!(report::significant(value), want);
     }
 }
+
+#[test]
+fn cold_quant_accepts_only_the_schemes_the_cold_gemv_times() {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    use clap::Parser;
+    for scheme in args::COLD_QUANTS {
+        let cli = Cli::try_parse_from(["bench-kernel", "--cold-quant", scheme.name()]).unwrap();
+        assert_eq!(cli.args.cold_quant, vec![scheme]);
+    }
+    for refused in ["w8a8", "w4a8", "q0f16", "auto"] {
+        let err = Cli::try_parse_from(["bench-kernel", "--cold-quant", refused])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("q4f16_1"), "{err}");
+    }
+}

@@ -10,11 +10,10 @@
 //!
 //! The embedding table and the output head are int8 with float activations under every
 //! format ([`WeightFormat::head`]): under the 4-bit ones they stay at 8 bits, as llama.cpp
-//! keeps them above its 4-bit body (on a pretrained model, SmolLM2-135M, a 4-bit tied
-//! embedding alone costs about as much perplexity as every 4-bit projection together),
-//! and under the int8-activation ones the logits are computed from the float hidden state
-//! (its int8 rounding moved SmolLM2's perplexity by 0.07% in a simulation, a fifth of
-//! what the activations' rounding in all the projections costs). They are a small part of
+//! keeps them above its 4-bit body (a 4-bit tied embedding costs accuracy out of
+//! proportion to its size), and under the int8-activation ones the logits are computed
+//! from the float hidden state (rounding it to int8 would put its error straight into
+//! the logits). They are a small part of
 //! the bytes a decode step streams in larger models; the embedding table's lookup reads
 //! one row per token.
 

@@ -1,5 +1,6 @@
-//! `ScheduleKernels`: schedules every primitive function with the target's ordered rule
-//! list (the first rule that accepts a function schedules it).
+//! `ScheduleKernels`: schedules every primitive function for the target with the ordered
+//! rule list ([`rules_for`], the same list for every target; the first rule that accepts
+//! a function schedules it; the matmul rules read the target's tile tables).
 
 use super::{Pass, PassError};
 use oxrelax_dsl::{IRModule, Target};

@@ -8,8 +8,11 @@
 //!   scale `max |w| / 127`.
 //! - 4: int4 panels `[P, ceil(L/2), HP, 2]` u4, two values of `l` per byte
 //!   (`packed[p, l/2, j, l%2]` is weight `(p*HP + j, l)` plus 8, so a nibble `n` means
-//!   `n - 8`); scale `-m / 8` with `m` the group's value of largest magnitude (as
-//!   llama.cpp's q4_0: `m` becomes exactly -8, the other values use all 16 levels).
+//!   `n - 8`); scale chosen per group by a search: with `m` the group's value of largest
+//!   magnitude, each of 8 candidate divisors `n` (8 among them, llama.cpp's q4_0 choice
+//!   `-m / 8`) gives codes `clamp(round(-w * n / m), -8, 7)`, and the candidate whose
+//!   least-squares scale for its codes leaves the least error wins (the legalization's
+//!   `Q4_DIVISORS` and `least_squares_scales`).
 //!
 //! With `layout = "quads"` (the dynamic-int8 schemes' panels, [`int_quant`](super::int_quant)),
 //! the reduction is zero-padded to whole groups (`Lp = ceil(L/32)*32`) and each column

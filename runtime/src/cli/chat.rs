@@ -24,8 +24,8 @@ pub enum OverflowArg {
 /// Arguments of `chat` (`oxrelax chat`, `oxrelax-run chat`).
 #[derive(Args)]
 pub struct ChatArgs {
-    /// The model (a compiled artifact; with `oxrelax`, also a Hugging Face folder), with
-    /// a tokenizer and chat template.
+    /// The model (a compiled artifact; with `oxrelax`, also a Hugging Face folder or a
+    /// GGUF file), with a tokenizer and chat template.
     pub dir: PathBuf,
     /// Tokens per reply at most.
     #[arg(long, default_value_t = 256)]

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 #[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_ids"])))]
 #[command(group(ArgGroup::new("model_given").required(true).args(["model", "model_option"])))]
 pub struct GenerateArgs {
-    /// The model: a compiled artifact (with `oxrelax`, also a Hugging Face folder).
+    /// The model: a compiled artifact (with `oxrelax`, also a Hugging Face folder or a
+    /// GGUF file).
     #[arg(value_name = "MODEL")]
     model: Option<PathBuf>,
     /// The model, as an option (the same as MODEL).

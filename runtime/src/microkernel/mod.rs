@@ -559,12 +559,13 @@ impl Microkernel {
 
     /// Whether implementations of this f32-activation kernel may round each group of
     /// [`QUANT_GROUP`] activations (from the call's first depth) to 16-bit fixed point
-    /// before multiplying: `code = round(a * 32767 / m)` with `m` the group's largest
-    /// magnitude, an error of at most `m / 65534` per activation (finer than f16 for
-    /// every value within 32x of the largest). The 4-bit decode GEMVs do on x86
-    /// (`vpdpwssd` on AVX-512 VNNI, `vpmaddwd` on AVX2: two int16 products per lane, where
-    /// f32 needs a widening per weight); a NaN or infinite activation still makes the
-    /// result NaN.
+    /// before multiplying: `code = round(a * CODE_MAX / m)` with `m` the group's largest
+    /// magnitude and `CODE_MAX` the largest code (`x86_gemv_a16::CODE_MAX`), an error of
+    /// at most `m / (2 * CODE_MAX)` per activation (finer than f16 for every value within
+    /// 32x of the largest). The 4-bit decode GEMVs do on x86 (`vpdpwssd` on AVX-512 VNNI,
+    /// `vpmaddwd` on AVX2: two int16 products per lane, where f32 needs a widening per
+    /// weight; `vpdpbusd` on the codes' two bytes on AVX-512 VBMI); a NaN or infinite
+    /// activation still makes the result NaN.
     pub fn rounds_activations(self) -> bool {
         self.spec().rounds_activations
     }

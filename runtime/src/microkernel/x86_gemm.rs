@@ -544,30 +544,22 @@ pub(super) unsafe fn store_block<R: Row16, const EP: usize>(
 }
 
 /// How far ahead of the group it reads a decode GEMV that reads 4 panels side by side
-/// (this file's) asks for the next weights of each (software prefetch; on a 2-core Zen 4,
-/// 1 KiB ahead decoded TinyLlama w4a8 ~4% faster than none and than 4 KiB, when that
-/// GEMV read 4 panels side by side too).
+/// (this file's) asks for the next weights of each (software prefetch; the distance was
+/// chosen by timing decode against no prefetch and against longer distances).
 pub(super) const PREFETCH_AHEAD: usize = 1024;
 
 /// How far ahead a decode GEMV that streams its panels one after the other (the
 /// int8-activation GEMVs and [`super::x86_gemv_a16`]'s) asks for the next weights: past
-/// the end of a panel this is the next one's start. On a 2-core Zen 5, alternated runs:
-/// w4a8 TinyLlama decode 66.7 against 63.8 tok/s with 8 KiB against 1 KiB (medians of
-/// 6), stories110m w4a8 570-586 against 521-538, w8a8 the same; q4f16_1 78.5 against
-/// 70.3 (medians of 4) with the 16-bit GEMV's panels read this way against side by side
-/// with 1 KiB ahead, the same in a slow stretch of the VM's bandwidth.
+/// the end of a panel this is the next one's start (the distance was chosen by timing
+/// decode against [`PREFETCH_AHEAD`]'s).
 pub(super) const STREAM_PREFETCH_AHEAD: usize = 8192;
 
 /// Asks for the cache lines of bytes `at + ahead ..` (`bytes` of them) of every panel,
 /// where the GEMV reads bytes `at ..` now (a hint: it never faults, so the lines may lie
 /// past the end of a panel), with this CPU's [`stream_prefetch`] hint. A decode step reads
-/// each weight once and streams hundreds of MB of them; on a 2-core Zen 5 (32 MiB L3) the
-/// non-temporal hint keeps them from evicting what the next kernels reread (activations,
-/// norm weights, the KV cache): alternated runs in the VM's slow memory state, TinyLlama
-/// w4a8 at 512 positions decoded 74.0/75.3/76.9 against 71.0/70.4/71.1 tok/s with `T0`,
-/// q4f16_1 at 128 positions 77.4-82.1 (median 81.3) against 77.4-78.6 (78.2); in its fast
-/// state the same within noise. On Intel Sapphire Rapids it halves decode speed instead
-/// (see [`super::x86_stream_prefetch`]).
+/// each weight once and streams hundreds of MB of them; where the hint is non-temporal it
+/// keeps them from evicting what the next kernels reread (activations, norm weights, the
+/// KV cache); which hint each CPU vendor gets is [`super::x86_stream_prefetch`]'s.
 #[inline(always)]
 pub(super) fn prefetch_ahead<W, const NQ: usize>(
     panels: &[*const W; NQ],

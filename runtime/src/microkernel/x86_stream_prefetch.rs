@@ -1,13 +1,9 @@
 //! Which software-prefetch hint the decode GEMVs use for the weights they stream, per CPU
 //! vendor (a table), overridable with [`STREAM_PREFETCH_ENV`]. The same hint that helps
-//! one vendor's memory system starves another's: on a 2-core AMD Zen 5 VM the
-//! non-temporal hint decoded TinyLlama w4a8 a few percent faster than plain prefetches in
-//! its slow memory state (they fill every cache level and evict what the next kernels
-//! reread); on a 2-core Intel Sapphire Rapids VM with ~20 GB/s to memory it halved decode
-//! speed (alternated runs, TinyLlama w8a8 7.7-8.5 against 16.9-18.4 tok/s with `T0`,
-//! w4a8 17.2-19.8 against 26.4-29.2, q4f16_1 18.7-22.7 against 25.6-28.0, stories110m
-//! w4a8 161-195 against 273-317; `T1` within noise of `T0`, no software prefetch at all
-//! 14.5-15.0 and 21.1-22.8).
+//! one vendor's memory system starves another's: AMD CPUs get the non-temporal hint,
+//! which keeps streamed weights from evicting what the next kernels reread (plain
+//! prefetches fill every cache level); Intel CPUs get `T0`, as the non-temporal hint slows
+//! their decode down.
 
 use std::sync::OnceLock;
 

@@ -234,8 +234,8 @@ pub struct BlockwiseExpansion {
 impl BlockwiseExpansion {
     /// Whether Qualcomm's HTP backend computes this block layout correctly: one block per
     /// channel, blocks of a multiple of 32 elements, or an even number of blocks of 16.
-    /// (Measured against libQnnHtp.so: blocks of 8 or 48, and odd counts of blocks of 16,
-    /// are accepted and compute garbage.)
+    /// (libQnnHtp.so accepts blocks of 8 or 48, and odd counts of blocks of 16, but
+    /// computes garbage with them.)
     pub fn htp_computes(&self) -> bool {
         htp_computes_blocks(self.block_size, self.num_blocks_per_axis)
     }

@@ -38,8 +38,6 @@ pub(crate) enum Pages {
     /// Huge pages, where the OS has transparent ones (Linux, Android): for buffers read
     /// whole on every step (weights, arenas). A decode step streams every weight once,
     /// and in 4 KiB pages each 4 KiB of that stream is another TLB miss and page walk.
-    /// TinyLlama decode on a 2-core Zen 5, 6 alternated pairs each (artifacts): q4f16_1
-    /// 1.04-1.12x in 5 pairs, 0.95x in one (median 1.08x); w4a8 median 1.08x (0.96-1.43x).
     Huge,
     /// Base pages: for a buffer filled a little at a time (the KV cache), so only what is
     /// written becomes resident.
@@ -49,9 +47,7 @@ pub(crate) enum Pages {
 /// The environment variable that turns huge pages off when set to `0`, `off` or `false`
 /// (read once, at the first large allocation): large buffers then keep base pages, and
 /// [`crate::artifact::Artifact::open`] leaves an artifact's weights in their file mapping
-/// instead of copying them: a faster start and a few percent slower decode (TinyLlama
-/// on a 2-core Zen 5: opening its q4f16_1 artifact 0.55 s against 1.06-2.04 s; decode
-/// 82.0-84.7 against 83.9-86.8 tok/s over 4 alternated pairs).
+/// instead of copying them: a faster start (no copy) and a slower decode (base pages).
 pub const HUGE_PAGES_ENV: &str = "OXRELAX_HUGE_PAGES";
 
 /// The file whose contents say which transparent huge page mode the OS runs.

@@ -67,7 +67,10 @@ pub const SPLIT_PHASE: Phase = phase("rewrite-split", SPLIT_RULES, 4);
 /// The phases after weight quantization, in pipeline order: the transposes of
 /// dequantized weights fused into their dequantization, then dequantized weights fused
 /// into their readers, then the float weights' transposes fused into their packing,
-/// then residual adds into the norms reading them.
+/// then the `add+rms_norm` rule family ([`NORM_RULES`]), whose fusion of a residual add
+/// into the norm reading it extraction keeps only when nothing else reads the sum (on
+/// the supported models every sum has another reader, the next residual add or for the
+/// last the slice of the last position, so it is never kept).
 pub const PHASES: [Phase; 4] = [
     phase("rewrite-transpose", TRANSPOSE_RULES, 4),
     phase("rewrite-dequantize", DEQUANTIZE_RULES, 8),

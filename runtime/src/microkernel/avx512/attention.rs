@@ -34,10 +34,8 @@ const LANES: usize = 16;
 /// Query rows attending together (a call's batch): one score lane each in a ymm register.
 const ROW_BATCH: usize = 8;
 
-/// How many keys ahead the key and value rows are prefetched (measured with a prototype of
-/// this kernel on a Zen 5 VM, 32 heads x 528 keys x 64 f16 in the model's strided layout,
-/// from memory: 8 keys ahead no better than none, 16 and 32 about a fifth faster; 64 and
-/// 128, asked for into L2, slower again).
+/// How many keys ahead the key and value rows are prefetched (chosen by timing: fewer
+/// hid too little of the memory latency, more, asked for into L2, were slower again).
 const PREFETCH_KEYS: usize = 16;
 
 /// A key or value element widened to 16 f32 lanes as it is loaded.
@@ -266,7 +264,7 @@ impl<KV> Call<KV> {
 
 /// The rows of a call, [`ROW_BATCH`] at a time, the last 1 to 7 by `narrow(q, out, rows)`
 /// (the AVX2 kernel, one row at a time with its softmax over 8 keys at once: as fast for
-/// 4 rows as this kernel and faster for fewer, measured); zeros when there are no keys.
+/// 4 rows as this kernel and faster for fewer); zeros when there are no keys.
 ///
 /// # Safety
 /// As the entry points: `rows * dim` floats at `q` and `out`; `narrow` is the AVX2 kernel
@@ -364,10 +362,8 @@ fn lanes(x: __m256) -> [f32; ROW_BATCH] {
 /// `scores[j][r] = scale * q_r . k_{start + j}` (times the key row's scale), two keys at a
 /// time (each query chunk loaded once for both, and their 16 dot products reduced
 /// together: [`reduce16`]), the last odd key alone; prefetches the rows [`PREFETCH_KEYS`]
-/// ahead. Against one key at a time, a microbenchmark on a Zen 5 VM (one thread, two kv
-/// heads of 8 query rows, f16 keys and values in the model's strided layout, medians):
-/// 528 keys 16.8 us against 18.3 from L2, 18.6 against 20.9 from L3, 59.0 against 67.2
-/// from memory; 1536 keys 53.2 against 62.0 from cache and 166 against 197 from memory.
+/// ahead. Two keys at a time rather than one, so each query chunk is loaded once for
+/// both.
 ///
 /// # Safety
 /// `8 * dim` floats at `q`; keys `start..start + scores.len()` lent; AVX-512F.

@@ -2,8 +2,9 @@
 //! the API ([`api`]), loading the library ([`library`]), a backend and device for a SoC
 //! ([`backend`]), and contexts holding a net's graphs, built node by node or restored
 //! from a context binary, and run on real values ([`context`]). On x86-64 the library
-//! prepares graphs for the SoC and executes them in simulation; on a phone the same code
-//! loads the device's library.
+//! prepares graphs for the SoC and executes them in simulation. The same code is designed
+//! to load the device's library on a phone, but has only been exercised with the x86-64
+//! library so far.
 
 pub mod api;
 pub mod backend;

@@ -6,7 +6,7 @@
 //! publish; written here for 64-bit accumulators). Both roundings are to nearest, ties
 //! away from zero (the high multiply's too, where gemmlowp's rounds negative ties up);
 //! as in those libraries, rounding twice can differ from one rounding of the exact
-//! product by one unit when the right shift is small (under 1% of random cases).
+//! product by one unit when the right shift is small (rarely).
 
 /// The smallest shift kept: multipliers below `2^-62` become 0.
 const MIN_SHIFT: i32 = -62;

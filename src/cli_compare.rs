@@ -9,6 +9,7 @@
 use crate::cli_compile::NpuCompileArgs;
 use crate::cli_generate::{open_engine, ModelArgs};
 use clap::Args;
+use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, Generation, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
@@ -160,11 +161,15 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     drop(reference);
     let mut quantized = open_engine(&args.model, &args.load)?.engine;
     let drift = teacher_forced_drift(&mut quantized, &prompt, &generation)?;
-    let kv_dtype = args.load.quant.kv_dtype(args.load.kv_dtype);
+    let scheme = args
+        .load
+        .quant
+        .resolve(&Checkpoint::open(&args.model)?.store);
+    let kv_dtype = scheme.kv_dtype(args.load.kv_dtype);
     println!(
         "{} ({} KV cache) against q0f32 (f32 KV cache) over {} logit rows ({} prompt, {} \
          generated): max |diff| {:.3e}, top-1 agreement {:.1}%",
-        args.load.quant.name(),
+        scheme.name(),
         kv_dtype,
         drift.rows,
         prompt.len(),
@@ -174,7 +179,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
     );
     if args.json {
         let line = CompareJson {
-            quant: args.load.quant.name(),
+            quant: scheme.name(),
             kv_dtype: kv_dtype.name(),
             drift,
             generated: generation.ids.len(),

@@ -229,7 +229,8 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// On Ctrl-C or SIGTERM, removes the half-written artifact before exiting (code 130).
+/// On Ctrl-C (SIGINT), removes the half-written artifact before exiting (code 130); other
+/// signals leave the hidden staging folder behind.
 fn remove_partial_output_on_interrupt(output: &Path) {
     let staging = staging_dir(output);
     // Without a handler (one is installed already) the default signal action stays.

@@ -58,7 +58,7 @@ pub struct DumpIrArgs {
     #[arg(long, default_value_t = 32, requires = "npu", value_parser = clap::value_parser!(i64).range(1..=4096))]
     chunk: i64,
     /// How a model folder's or GGUF file's KV cache stores keys and values (default: f16
-    /// when --quant names a weight-quantized scheme, else f32, also for --quant auto; an
+    /// for the weight-quantized schemes, --quant auto resolved first, else f32; an
     /// artifact keeps its own, and asking it for another is an error).
     #[arg(long, value_parser = kv_dtype_parser())]
     kv_dtype: Option<KvDtype>,

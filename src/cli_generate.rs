@@ -35,10 +35,10 @@ pub struct ModelArgs {
     pub quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in
     /// the attention kernel) or q8 (int8 codes with a scale per position and KV head,
-    /// dequantized in the attention kernel). Default: f16 when --quant names a
-    /// weight-quantized scheme (q8f32, q4f32_1, q4f16_1, w8a8, w4a8), else f32 (also for
-    /// --quant auto, even where it resolves to w8a8). A compiled artifact keeps its own:
-    /// asking it for another is an error.
+    /// dequantized in the attention kernel). Default: f16 for the weight-quantized schemes
+    /// (q8f32, q4f32_1, q4f16_1, w8a8, w4a8; --quant auto resolved first, so a GGUF file
+    /// of quantized blocks gets f16), else f32. A compiled artifact keeps its own: asking
+    /// it for another is an error.
     #[arg(long, value_parser = kv_dtype_parser())]
     pub kv_dtype: Option<KvDtype>,
     /// The backend of an artifact's NPU graphs.

@@ -129,8 +129,8 @@ pub fn compile_artifact(
 }
 
 /// The folder an artifact for `out` (as [`resolve_output`] gives it) is written into by
-/// this process: a hidden sibling, so the final rename stays on one file system. An
-/// interrupted compile removes it.
+/// this process: a hidden sibling, so the final rename stays on one file system. A compile
+/// interrupted by Ctrl-C removes it.
 pub fn staging_dir(out: &Path) -> PathBuf {
     sibling(out, "partial")
 }

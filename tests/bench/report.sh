@@ -40,7 +40,8 @@ rows=(
 )
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-"$bin" bench-kernel --matmul 1x64x64 --rows 1 --runs 3 > "$out/limits.txt"
+limits() { "$bin" bench-kernel --matmul 1x64x64 --rows 1 --runs 3; }
+limits > "$out/limits.txt"
 i=0
 for row in "${rows[@]}"; do
   IFS='|' read -r model type quant <<< "$row"
@@ -53,6 +54,7 @@ for row in "${rows[@]}"; do
   echo "$model|$type|$quant" > "$out/row.$i"
   i=$((i + 1))
 done
+limits > "$out/limits-after.txt" # the machine's state can drift during a sitting
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 "$py" - "$out" "$i" docs/benchmarks.md "$prompt" "$gen" "$runs" <<'PY'
@@ -66,10 +68,12 @@ dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
 limits = open(os.path.join(out, "limits.txt")).read()
 peak = re.search(r"fp32 FMA peak.*= ([0-9.]+) GFLOP/s", limits)
 bw = re.search(r"pool \(threads (\d+)\) ([0-9.]+) GB/s", limits)
+bw_after = re.search(r"pool \(threads \d+\) ([0-9.]+) GB/s", open(os.path.join(out, "limits-after.txt")).read())
 lines = [f"## {cpu}, {os.cpu_count()} cores", "",
          f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} at commit `{commit}`{' (uncommitted changes)' if dirty else ''}; "
          f"ISA: {', '.join(isa) or 'none of note'}; fp32 FMA peak {peak.group(1) if peak else '?'} GFLOP/s, "
-         f"read bandwidth {bw.group(2) if bw else '?'} GB/s on {bw.group(1) if bw else '?'} threads "
+         f"read bandwidth {bw.group(2) if bw else '?'} GB/s on {bw.group(1) if bw else '?'} threads before the runs "
+         f"and {bw_after.group(1) if bw_after else '?'} GB/s after "
          f"(`oxrelax bench-kernel`). Prompt {prompt} tokens, {gen} generated, median of {runs} runs, all cores. "
          "Ratio: oxrelax / llama.cpp (above 1: oxrelax faster). Weight GB/s: the bytes of every weight "
          "tensor times decode steps per second (an upper bound of what a step streams).", "",

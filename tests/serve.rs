@@ -659,37 +659,58 @@ fn sigterm_lets_the_request_in_flight_finish() {
 
 #[test]
 fn after_the_shutdown_grace_what_is_left_is_cancelled() {
-    let mut server = Server::start(&["--shutdown-grace", "0.3"]);
-    // A client that never finishes its request, and a generation longer than the grace.
+    let mut server = Server::start(&["--shutdown-grace", "0.05"]);
+    // A client that never finishes its request.
     let mut stuck = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
     stuck
         .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
+    // More long generations than the grace can finish, however fast each one is: the
+    // worker is inside one of them when the grace ends, and the rest are queued.
     let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": LONG,
         "temperature": 0, "stream": true});
-    let mut reader = server.stream("/v1/completions", body);
-    assert!(next_event(&mut reader).is_some());
-    // A request waiting behind it.
-    let waiting = {
-        let url = server.url("/v1/completions");
-        std::thread::spawn(move || {
-            let body = json!({"model": "tiny-llama", "prompt": PROMPT, "max_tokens": 4});
-            into_text(ureq::post(&url).send_string(&body.to_string()))
+    let mut first = server.stream("/v1/completions", body.clone());
+    assert!(next_event(&mut first).is_some());
+    let queued: Vec<_> = (0..QUEUED_BEHIND)
+        .map(|_| {
+            let url = server.url("/v1/completions");
+            let body = body.to_string();
+            std::thread::spawn(move || into_text(ureq::post(&url).send_string(&body)))
         })
-    };
-    std::thread::sleep(Duration::from_millis(200));
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
     let status = server.terminate();
     assert!(status.success(), "{status}");
-    // The stream ends with an error event, then [DONE].
-    let events = all_events(reader);
-    let last = events.last().unwrap();
-    assert_eq!(last["error"]["type"], "server_error", "{last}");
-    // The waiting request is a 503.
-    let (status, text) = waiting.join().unwrap();
-    assert_eq!(status, 503, "{text}");
-    let error: Value = serde_json::from_str(&text).unwrap();
-    assert!(error["error"]["message"].is_string(), "{error}");
-    let line = server.wait_for_log(|l| l.starts_with("cmpl-"));
-    assert!(line.ends_with("cancelled"), "{line}");
+    // Every stream ends with [DONE]: at its length, or, for the one cut off, with an
+    // error event; the requests still queued are 503s.
+    let mut outcomes = vec![stream_outcome(all_events(first))];
+    for request in queued {
+        let (status, text) = request.join().unwrap();
+        outcomes.push(match status {
+            200 => stream_outcome(all_events(BufReader::new(text.as_bytes()))),
+            503 => {
+                let error: Value = serde_json::from_str(&text).unwrap();
+                assert!(error["error"]["message"].is_string(), "{error}");
+                "503"
+            }
+            _ => panic!("status {status}: {text}"),
+        });
+    }
+    assert!(outcomes.contains(&"cancelled"), "{outcomes:?}");
+    assert!(outcomes.contains(&"503"), "{outcomes:?}");
+    server.wait_for_log(|l| l.starts_with("cmpl-") && l.ends_with("cancelled"));
     server.wait_for_log(|l| l.ends_with("stopped"));
+}
+
+/// Long generations queued behind the first in [`after_the_shutdown_grace_what_is_left_is_cancelled`].
+const QUEUED_BEHIND: usize = 40;
+
+/// How a stream's events end: `"length"` or `"cancelled"` (an OpenAI `server_error`).
+fn stream_outcome(events: Vec<Value>) -> &'static str {
+    let last = events.last().unwrap();
+    if last["error"]["type"] == "server_error" {
+        return "cancelled";
+    }
+    assert_eq!(last["choices"][0]["finish_reason"], "length", "{last}");
+    "length"
 }

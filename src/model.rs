@@ -5,12 +5,11 @@
 use crate::artifact::{is_artifact, load_artifact, ArtifactError};
 use crate::build::build_checked;
 use crate::checkpoint::Checkpoint;
-use crate::lower_vm::runtime_dtype;
 use crate::memory::{compiled_estimate, declared_estimate, default_limit, MemoryError};
 use crate::passes::{Instrument, TRANSFORM_PARAMS};
 use crate::{BuildError, Built};
 use oxrelax_dsl::nn::Module;
-use oxrelax_dsl::{DataType, IRModule, Target};
+use oxrelax_dsl::{DType, IRModule, Target};
 use oxrelax_models::{
     causal_lm, CausalLM, ExportOptions, Exported, KvDtype, ModelConfig, ModelError,
 };
@@ -179,7 +178,7 @@ pub fn expected_weights(model: &CausalLM) -> Vec<ExpectedTensor> {
         .map(|((name, shape), dtype)| ExpectedTensor {
             name,
             shape,
-            dtype: runtime_dtype(dtype.unwrap_or(DataType::F32)),
+            dtype: dtype.unwrap_or(DType::F32),
         })
         .collect()
 }
@@ -253,7 +252,7 @@ pub fn compiled_weights(module: &IRModule) -> Option<Vec<ExpectedTensor>> {
             Some(ExpectedTensor {
                 name: p.name.clone(),
                 shape,
-                dtype: runtime_dtype(tensor.dtype),
+                dtype: tensor.dtype,
             })
         })
         .collect()

@@ -4,10 +4,9 @@
 //! scheme marks every weighted function ([`WEIGHT_QUANT_ATTR`]) so `QuantizeWeights`
 //! quantizes its linear weights at compile time.
 
-use oxrelax_dsl::{AttrValue, DataType, IRModule};
+use oxrelax_dsl::{AttrValue, DType, IRModule};
 use oxrelax_models::KvDtype;
 use oxrelax_runtime::weights::{StoredAs, WeightStore};
-use oxrelax_runtime::DType;
 
 pub use crate::passes::WEIGHT_QUANT_ATTR;
 use crate::passes::{WeightFormat, WEIGHT_FORMATS};
@@ -123,10 +122,10 @@ impl Quantization {
 
     /// The dtype the model declares its projection weights (and embedding table) in:
     /// what loading converts the checkpoint to, before any compile-time quantization.
-    pub fn storage_dtype(self) -> DataType {
+    pub fn storage_dtype(self) -> DType {
         match self {
-            Quantization::Q0f16 => DataType::F16,
-            _ => DataType::F32,
+            Quantization::Q0f16 => DType::F16,
+            _ => DType::F32,
         }
     }
 

@@ -6,7 +6,7 @@ mod common;
 
 use oxrelax::passes::{DeadCodeElimination, FuseOps, LegalizeOps, Normalize, Pass};
 use oxrelax_dsl::text::{parse_module, print_module};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, Var};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, Var};
 
 /// Snapshots `module` under `name` in the top-level `snapshots/` folder, after checking
 /// that its text form parses back to the same module.
@@ -71,7 +71,7 @@ fn attention_through_the_front_end() {
 }
 
 fn tensor(name: &str, shape: Vec<SymExpr>) -> Expr {
-    Expr::Var(Var::new(name, StructInfo::tensor(shape, DataType::F32)))
+    Expr::Var(Var::new(name, StructInfo::tensor(shape, DType::F32)))
 }
 
 /// A module `f(x: [n, 16], y: [n, 16])` whose body is built by `body`, legalized.
@@ -109,7 +109,7 @@ fn legalized_op_families() {
                 vec![
                     op::exp(x).unwrap(),
                     op::gelu(x, true).unwrap(),
-                    op::astype(x, DataType::F16).unwrap(),
+                    op::astype(x, DType::F16).unwrap(),
                 ]
             }),
         ),
@@ -141,7 +141,7 @@ fn legalized_op_families() {
             "prim.norm",
             legalized(|bb, x, _| {
                 let w = Expr::from(
-                    bb.emit(op::ones(vec![16.into()], DataType::F32).unwrap())
+                    bb.emit(op::ones(vec![16.into()], DType::F32).unwrap())
                         .unwrap(),
                 );
                 vec![
@@ -171,7 +171,7 @@ fn legalized_op_families() {
             "prim.gather",
             legalized(|bb, x, _| {
                 let ids = Expr::from(
-                    bb.emit(op::zeros(vec![3.into()], DataType::I32).unwrap())
+                    bb.emit(op::zeros(vec![3.into()], DType::I32).unwrap())
                         .unwrap(),
                 );
                 vec![op::take(x, &ids, 0).unwrap()]
@@ -182,15 +182,13 @@ fn legalized_op_families() {
             legalized(|bb, x, _| {
                 let n = common::n().expr();
                 let mask = Expr::from(
-                    bb.emit(
-                        op::full(vec![n.clone(), n], f64::NEG_INFINITY, DataType::F32).unwrap(),
-                    )
-                    .unwrap(),
+                    bb.emit(op::full(vec![n.clone(), n], f64::NEG_INFINITY, DType::F32).unwrap())
+                        .unwrap(),
                 );
                 vec![
                     op::triu(&mask, 1).unwrap(),
                     op::r#where(
-                        &Expr::from(bb.emit(op::astype(x, DataType::Bool).unwrap()).unwrap()),
+                        &Expr::from(bb.emit(op::astype(x, DType::Bool).unwrap()).unwrap()),
                         x,
                         x,
                     )

@@ -8,7 +8,7 @@ use common::fixture_models;
 
 use oxrelax::passes::Instrument;
 use oxrelax::{build, Built};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 use oxrelax_models::{causal_lm, ExportOptions, ModelConfig, ModelError};
 use oxrelax_runtime::weights::{ExpectedTensor, WeightError, WeightStore};
 use oxrelax_runtime::{Tensor, Value};
@@ -30,7 +30,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// What the models expect to load: every weight as f32.
 fn expected_weights(config: &ModelConfig) -> Vec<ExpectedTensor> {
-    oxrelax::model::expected_weights(&causal_lm(config, DataType::F32).unwrap())
+    oxrelax::model::expected_weights(&causal_lm(config, DType::F32).unwrap())
 }
 
 /// A fixture model compiled for the host, with its weights loaded.
@@ -43,7 +43,7 @@ struct Loaded {
 impl Loaded {
     fn new(dir: &Path) -> Loaded {
         let config = ModelConfig::from_file(&dir.join("config.json")).unwrap();
-        let model = causal_lm(&config, DataType::F32).unwrap();
+        let model = causal_lm(&config, DType::F32).unwrap();
         let options = ExportOptions {
             max_context: 256,
             prefill_chunk: 64,

@@ -16,7 +16,7 @@ use oxrelax::passes::{arena_size, planned_bytes, Instrument, ARENA_OFFSETS, TRAN
 use oxrelax::{build, Built};
 use oxrelax_dsl::ir::BindingValue;
 use oxrelax_dsl::nn::{NnError, RotaryEmbedding};
-use oxrelax_dsl::{AttrValue, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, Var};
+use oxrelax_dsl::{AttrValue, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, Var};
 use oxrelax_runtime::vm::Instr;
 use oxrelax_runtime::{SharedKvCache, Value};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -241,7 +241,7 @@ fn two_layers_with_kv_cache_match_ndarray_over_prefill_and_decode() {
 fn f32_bytes(elements: i64) -> i64 {
     planned_bytes(&StructInfo::tensor(
         vec![SymExpr::int(elements)],
-        DataType::F32,
+        DType::F32,
     ))
     .unwrap()
 }
@@ -370,7 +370,7 @@ fn module_with_unbound_m(
         SymExpr::int(2),
         SymExpr::int(16),
     ];
-    let x = Var::new("x", StructInfo::tensor(shape, DataType::F32));
+    let x = Var::new("x", StructInfo::tensor(shape, DType::F32));
     let mut bb = BlockBuilder::new();
     bb.function("forward", vec![x.clone()], true, |bb| {
         let y = bb.dataflow(|bb| {
@@ -411,8 +411,7 @@ fn an_unbound_symbolic_dim_is_a_clear_error() {
     // well-formedness check rejects the binding first.
     let zeros = || {
         module_with_unbound_m(|bb, _| {
-            let zeros =
-                oxrelax_dsl::op::zeros(vec![past().expr(), SymExpr::int(16)], DataType::F32);
+            let zeros = oxrelax_dsl::op::zeros(vec![past().expr(), SymExpr::int(16)], DType::F32);
             Ok(bb.emit(zeros.map_err(NnError::op("zeros"))?)?.into())
         })
     };

@@ -159,11 +159,11 @@ fn wrong_argument_shape_is_a_clear_error() {
 #[test]
 fn f16_linear_weights_stay_f16_and_match_ndarray() {
     use oxrelax_dsl::nn::{Linear, Prefix, Spec};
-    use oxrelax_dsl::{DataType, StructInfo, Var};
-    let linear = Linear::new(&Prefix::new("proj"), 64, 37, false, DataType::F16);
+    use oxrelax_dsl::{DType, StructInfo, Var};
+    let linear = Linear::new(&Prefix::new("proj"), 64, 37, false, DType::F16);
     let x = Var::new(
         "x",
-        StructInfo::tensor(vec![1.into(), common::n().expr(), 64.into()], DataType::F32),
+        StructInfo::tensor(vec![1.into(), common::n().expr(), 64.into()], DType::F32),
     );
     let module = Spec::new()
         .function("forward", vec![x], |m: &Linear, bb, xs| {
@@ -175,7 +175,7 @@ fn f16_linear_weights_stay_f16_and_match_ndarray() {
     let text = oxrelax_dsl::text::print_module(&built.module);
     let host_gemm = oxrelax_dsl::Target::host().matmul_tiles().gemm_kernel;
     let f16_gemm =
-        oxrelax_dsl::tir::MicrokernelSpec::gemm_over(host_gemm, (DataType::F16, None)).unwrap();
+        oxrelax_dsl::tir::MicrokernelSpec::gemm_over(host_gemm, (DType::F16, None)).unwrap();
     let call = format!("microkernel {}(", f16_gemm.name);
     assert!(text.contains(&call), "{call} in {text}");
     let mut rng = StdRng::seed_from_u64(3);

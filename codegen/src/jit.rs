@@ -9,8 +9,8 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use oxrelax_abi::{KernelFn, KernelLibrary};
 use oxrelax_dsl::tir::PrimFunc;
-use oxrelax_runtime::abi::{KernelFn, KernelLibrary};
 use std::collections::BTreeMap;
 
 /// A compiled kernel with the runtime's kernel ABI ([`KernelFn`]: tensor data pointers,

@@ -9,7 +9,7 @@ use cranelift_module::{default_libcall_names, DataDescription, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use oxrelax_dsl::tir::PrimFunc;
 
-pub use oxrelax_runtime::abi::kernel_symbol;
+pub use oxrelax_abi::kernel_symbol;
 
 /// The object file (ELF, Mach-O or COFF, as `isa`'s triple says) holding every primitive
 /// function of `funcs`, compiled for `isa` (which must be position-independent), each

@@ -15,7 +15,7 @@ mod common;
 use common::*;
 use ndarray::{ArrayD, IxDyn};
 use oxrelax_dsl::op;
-use oxrelax_dsl::{AttrValue, DataType, Target};
+use oxrelax_dsl::{AttrValue, DType, Target};
 
 const TOL: f64 = 1e-5;
 
@@ -97,19 +97,19 @@ fn rule(kernel: &Kernel) -> Option<&str> {
 /// [`reference`].
 fn check(target: &Target, q8: bool) {
     let mut rng = rng(11);
-    let kv_dtype = if q8 { DataType::I8 } else { DataType::F32 };
+    let kv_dtype = if q8 { DType::I8 } else { DType::F32 };
     for (heads, kv_heads, dim) in HEADS {
         for past in PAST {
             for causal in [true, false] {
-                let q = var("q", vec![n(), c(heads), c(dim)], DataType::F32);
+                let q = var("q", vec![n(), c(heads), c(dim)], DType::F32);
                 let kv_shape = vec![n() + c(past), c(kv_heads), c(dim)];
                 let k = var("k", kv_shape.clone(), kv_dtype);
                 let v = var("v", kv_shape, kv_dtype);
                 let scale = 1.0 / (dim as f64).sqrt();
                 let call = if q8 {
                     let rows = vec![n() + c(past), c(kv_heads)];
-                    let ks = var("k_scales", rows.clone(), DataType::F32);
-                    let vs = var("v_scales", rows, DataType::F32);
+                    let ks = var("k_scales", rows.clone(), DType::F32);
+                    let vs = var("v_scales", rows, DType::F32);
                     op::attention_q8kv(&q, (&k, &ks), (&v, &vs), scale, causal).unwrap()
                 } else {
                     op::attention(&q, &k, &v, scale, causal).unwrap()
@@ -119,12 +119,12 @@ fn check(target: &Target, q8: bool) {
                 for rows in ROWS {
                     let (n, t) = (rows as usize, (rows + past) as usize);
                     let (h, g, d) = (heads as usize, kv_heads as usize, dim as usize);
-                    let qs = random(&mut rng, &[n, h, d], DataType::F32, -2.0, 2.0);
+                    let qs = random(&mut rng, &[n, h, d], DType::F32, -2.0, 2.0);
                     let (got, want) = if q8 {
-                        let codes = [0, 1]
-                            .map(|_| random(&mut rng, &[t, g, d], DataType::I8, -127.0, 128.0));
+                        let codes =
+                            [0, 1].map(|_| random(&mut rng, &[t, g, d], DType::I8, -127.0, 128.0));
                         let scales =
-                            [0, 1].map(|_| random(&mut rng, &[t, g], DataType::F32, 0.0, 0.03));
+                            [0, 1].map(|_| random(&mut rng, &[t, g], DType::F32, 0.0, 0.03));
                         let inputs = [&qs, &codes[0], &codes[1], &scales[0], &scales[1]];
                         let (ks, vs) = (
                             dequantized(&codes[0], &scales[0]),
@@ -135,8 +135,8 @@ fn check(target: &Target, q8: bool) {
                             reference(&qs, &ks, &vs, scale, causal),
                         )
                     } else {
-                        let ks = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
-                        let vs = random(&mut rng, &[t, g, d], DataType::F32, -2.0, 2.0);
+                        let ks = random(&mut rng, &[t, g, d], DType::F32, -2.0, 2.0);
+                        let vs = random(&mut rng, &[t, g, d], DType::F32, -2.0, 2.0);
                         let got = kernel.run1(rows, &[&qs, &ks, &vs]);
                         (got, reference(&qs, &ks, &vs, scale, causal))
                     };
@@ -144,7 +144,7 @@ fn check(target: &Target, q8: bool) {
                         "{:?} {kv_dtype} heads={heads}/{kv_heads} dim={dim} past={past} n={rows} causal={causal}",
                         target.features
                     );
-                    assert_close(&got, &want, DataType::F32, TOL, &what);
+                    assert_close(&got, &want, DType::F32, TOL, &what);
                 }
             }
         }

@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use ndarray::{ArrayD, IxDyn, Zip};
 use oxrelax_dsl::op::{self, InferError};
-use oxrelax_dsl::{DataType, Expr, SymExpr};
+use oxrelax_dsl::{DType, Expr, SymExpr};
 
 type Build1 = fn(&Expr) -> Result<Expr, InferError>;
 type Build2 = fn(&Expr, &Expr) -> Result<Expr, InferError>;
@@ -74,7 +74,7 @@ unary_tests! {
 
 #[test]
 fn astype_converts_between_storage_dtypes() {
-    use DataType::{BF16, F16, F32, I32};
+    use DType::{BF16, F16, F32, I32};
     let mut rng = rng(2);
     let shape = vec![n(), c(17)];
     for (from, to) in [
@@ -105,18 +105,18 @@ fn astype_converts_between_storage_dtypes() {
 fn astype_to_8_bit_truncates_and_wraps_as_the_scalar_cast_does() {
     let mut rng = rng(12);
     let shape = vec![n(), c(19)];
-    let wrap = |to: DataType, v: f32| {
+    let wrap = |to: DType, v: f32| {
         let int = v.trunc() as i64;
-        f64::from(if to == DataType::U8 {
+        f64::from(if to == DType::U8 {
             i32::from(int as u8)
         } else {
             i32::from(int as i8)
         })
     };
-    for to in [DataType::U8, DataType::I8] {
-        let kernel = compile(&op::astype(&var("x", shape.clone(), DataType::F32), to).unwrap());
+    for to in [DType::U8, DType::I8] {
+        let kernel = compile(&op::astype(&var("x", shape.clone(), DType::F32), to).unwrap());
         for n in NS {
-            let x = random(&mut rng, &dims(&shape, n), DataType::F32, -1000.0, 1000.0);
+            let x = random(&mut rng, &dims(&shape, n), DType::F32, -1000.0, 1000.0);
             let want = x.mapv(|v| wrap(to, v));
             assert_exact(&kernel.run1(n, &[&x]), &want, &format!("astype f32->{to}"));
         }
@@ -196,11 +196,11 @@ fn where_selects_with_broadcasting() {
     ];
     for dtype in FLOATS {
         for (sc, sa, sb) in &cases {
-            let cond = var("cond", sc.clone(), DataType::Bool);
+            let cond = var("cond", sc.clone(), DType::Bool);
             let (a, b) = (var("a", sa.clone(), dtype), var("b", sb.clone(), dtype));
             let kernel = compile(&op::r#where(&cond, &a, &b).unwrap());
             for n in NS {
-                let cond = random(&mut rng, &dims(sc, n), DataType::Bool, 0.0, 2.0);
+                let cond = random(&mut rng, &dims(sc, n), DType::Bool, 0.0, 2.0);
                 let a = random(&mut rng, &dims(sa, n), dtype, -4.0, 4.0);
                 let b = random(&mut rng, &dims(sb, n), dtype, -4.0, 4.0);
                 let shape = broadcast_shape(&broadcast_shape(cond.shape(), a.shape()), b.shape());
@@ -227,18 +227,18 @@ fn static_shapes_without_dims() {
         (vec![c(3), c(17)], vec![c(3), c(17)]),
     ] {
         let (a, b) = (
-            var("a", sa.clone(), DataType::F32),
-            var("b", sb.clone(), DataType::F32),
+            var("a", sa.clone(), DType::F32),
+            var("b", sb.clone(), DType::F32),
         );
         let kernel = compile(&op::multiply(&a, &b).unwrap());
         assert!(kernel.func.dims.is_empty());
-        let a = random(&mut rng, &dims(&sa, 0), DataType::F32, -4.0, 4.0);
-        let b = random(&mut rng, &dims(&sb, 0), DataType::F32, -4.0, 4.0);
+        let a = random(&mut rng, &dims(&sa, 0), DType::F32, -4.0, 4.0);
+        let b = random(&mut rng, &dims(&sb, 0), DType::F32, -4.0, 4.0);
         let want = zip2(&f64s(&a), &f64s(&b), |x, y| x * y);
         assert_close(
             &kernel.run1(0, &[&a, &b]),
             &want,
-            DataType::F32,
+            DType::F32,
             1e-6,
             "static multiply",
         );
@@ -247,7 +247,7 @@ fn static_shapes_without_dims() {
 
 #[test]
 fn contiguous_elementwise_kernels_are_vectorized() {
-    let f32 = DataType::F32;
+    let f32 = DType::F32;
     let x = var("x", vec![n(), c(64)], f32);
     let calls = [
         ("add", op::add(&x, &x).unwrap()),
@@ -266,8 +266,8 @@ fn contiguous_elementwise_kernels_are_vectorized() {
         (
             "f16 multiply",
             op::multiply(
-                &var("a", vec![c(17), n()], DataType::F16),
-                &var("b", vec![n()], DataType::F16),
+                &var("a", vec![c(17), n()], DType::F16),
+                &var("b", vec![n()], DType::F16),
             )
             .unwrap(),
         ),
@@ -284,10 +284,10 @@ fn contiguous_elementwise_kernels_are_vectorized() {
 fn rank4_nest_large_enough_to_parallelize() {
     let mut rng = rng(6);
     let shape = vec![c(2), c(4), n(), c(16)];
-    let x = var("x", shape.clone(), DataType::F32);
+    let x = var("x", shape.clone(), DType::F32);
     let kernel = compile(&op::add(&x, &x).unwrap());
     for n in NS {
-        let x = random(&mut rng, &dims(&shape, n), DataType::F32, -4.0, 4.0);
+        let x = random(&mut rng, &dims(&shape, n), DType::F32, -4.0, 4.0);
         let want = f64s(&x).mapv(|v| v + v);
         assert_exact(&kernel.run1(n, &[&x, &x]), &want, "add [2, 4, n, 16]");
     }

@@ -10,7 +10,7 @@ use common::*;
 use ndarray::{concatenate, s, ArrayD, Axis, IxDyn, Slice};
 use oxrelax_dsl::ir::Expr;
 use oxrelax_dsl::op;
-use oxrelax_dsl::{DataType, SymExpr};
+use oxrelax_dsl::{DType, SymExpr};
 
 /// Builds an op on inputs of `shapes` (named `x0`, `x1`, ...) for every float dtype,
 /// runs it for every `n` on inputs in `[-4, 4)` and compares every output exactly with
@@ -49,7 +49,7 @@ fn check(
 fn take_gathers_embedding_rows() {
     let mut rng = rng(31);
     for dtype in FLOATS {
-        for index_dtype in [DataType::I32, DataType::I64] {
+        for index_dtype in [DType::I32, DType::I64] {
             for index_shape in [vec![n()], vec![c(3), n()]] {
                 let table = var("table", vec![c(129), c(64)], dtype);
                 let ids = var("ids", index_shape.clone(), index_dtype);
@@ -84,12 +84,12 @@ fn take_gathers_embedding_rows() {
 #[test]
 fn take_along_an_inner_axis() {
     let mut rng = rng(32);
-    let x = var("x", vec![c(3), c(17)], DataType::F32);
-    let ids = var("ids", vec![n()], DataType::I32);
+    let x = var("x", vec![c(3), c(17)], DType::F32);
+    let ids = var("ids", vec![n()], DType::I32);
     let kernel = compile(&op::take(&x, &ids, 1).unwrap());
     for n in NS {
-        let x = random(&mut rng, &[3, 17], DataType::F32, -4.0, 4.0);
-        let ids = random(&mut rng, &[n as usize], DataType::I32, 0.0, 17.0);
+        let x = random(&mut rng, &[3, 17], DType::F32, -4.0, 4.0);
+        let ids = random(&mut rng, &[n as usize], DType::I32, 0.0, 17.0);
         let want = ArrayD::from_shape_fn(IxDyn(&[3, n as usize]), |i| {
             f64::from(x[[i[0], ids[[i[1]]] as usize]])
         });
@@ -267,10 +267,10 @@ fn triu_keeps_the_upper_triangle() {
 #[test]
 fn full_fills_a_symbolic_shape() {
     for (dtype, fill) in [
-        (DataType::F32, 0.1),
-        (DataType::F16, 0.1),
-        (DataType::BF16, -2.5),
-        (DataType::I32, 7.0),
+        (DType::F32, 0.1),
+        (DType::F16, 0.1),
+        (DType::BF16, -2.5),
+        (DType::I32, 7.0),
     ] {
         let shape = vec![n(), c(17)];
         let kernel = compile(&op::full(shape.clone(), fill, dtype).unwrap());
@@ -287,8 +287,8 @@ fn full_fills_a_symbolic_shape() {
 /// Gathering embedding rows copies each row with vector loads and stores.
 #[test]
 fn take_copies_rows_with_vectors() {
-    let table = var("table", vec![c(129), c(64)], DataType::F32);
-    let ids = var("ids", vec![n()], DataType::I32);
+    let table = var("table", vec![c(129), c(64)], DType::F32);
+    let ids = var("ids", vec![n()], DType::I32);
     let clif = compile(&op::take(&table, &ids, 0).unwrap()).clif();
     assert!(clif.contains("load.f32x4"), "{clif}");
 }
@@ -298,14 +298,14 @@ fn take_copies_rows_with_vectors() {
 #[test]
 fn concat_with_an_empty_part() {
     let parts = [
-        var("past", vec![n(), c(16)], DataType::F32),
-        var("new", vec![c(3), c(16)], DataType::F32),
+        var("past", vec![n(), c(16)], DType::F32),
+        var("new", vec![c(3), c(16)], DType::F32),
     ];
     let kernel = compile(&op::concat(&parts, 0).unwrap());
     let mut rng = rng(31);
     for rows in [0, 2] {
-        let past = random(&mut rng, &[rows, 16], DataType::F32, -4.0, 4.0);
-        let new = random(&mut rng, &[3, 16], DataType::F32, -4.0, 4.0);
+        let past = random(&mut rng, &[rows, 16], DType::F32, -4.0, 4.0);
+        let new = random(&mut rng, &[3, 16], DType::F32, -4.0, 4.0);
         let got = kernel.run(rows as i64, &[&past, &new]);
         let want = concatenate(Axis(0), &[past.view(), new.view()]).unwrap();
         assert_eq!(got[0], want, "rows = {rows}");

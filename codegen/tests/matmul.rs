@@ -176,7 +176,7 @@ fn reference_matmul_follows_numpy_shapes() {
 /// parallel loop (the reduction stays serial inside it).
 #[test]
 fn batched_matmul_runs_one_parallel_loop_over_the_output() {
-    let dtype = oxrelax_dsl::DataType::F32;
+    let dtype = oxrelax_dsl::DType::F32;
     let a = var("a", vec![c(2), n(), c(17)], dtype);
     let b = var("b", vec![c(2), c(17), c(3)], dtype);
     let kernel = compile(&op::matmul(&a, &b).unwrap());

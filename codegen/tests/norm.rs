@@ -14,7 +14,7 @@ use common::*;
 use ndarray::{ArrayD, IxDyn};
 use oxrelax_dsl::ir::Expr;
 use oxrelax_dsl::op;
-use oxrelax_dsl::{DataType, SymExpr};
+use oxrelax_dsl::{DType, SymExpr};
 
 const TOL: f64 = 1e-5;
 
@@ -161,7 +161,7 @@ struct Rotary {
 }
 
 impl Rotary {
-    fn new(heads: i64, dim: i64, dtype: DataType) -> Self {
+    fn new(heads: i64, dim: i64, dtype: DType) -> Self {
         let x = var("x", vec![c(heads), n(), c(dim)], dtype);
         let cos = var("cos", vec![n(), c(dim)], dtype);
         let sin = var("sin", vec![n(), c(dim)], dtype);
@@ -199,7 +199,7 @@ impl Rotary {
 
 /// `cos`/`sin` tables `[n, dim]` of the positions `0..n` with base 10000, rounded to
 /// `dtype`, as Hugging Face's `LlamaRotaryEmbedding` builds them.
-fn rotary_tables(n: usize, dim: usize, dtype: DataType) -> (ArrayD<f32>, ArrayD<f32>) {
+fn rotary_tables(n: usize, dim: usize, dtype: DType) -> (ArrayD<f32>, ArrayD<f32>) {
     let angle = |i: &IxDyn| {
         let frequency = 10000f64.powf(-2.0 * (i[1] % (dim / 2)) as f64 / dim as f64);
         i[0] as f64 * frequency
@@ -242,7 +242,7 @@ fn rotary_embedding_hugging_face_style() {
 /// The scaling stage of both norms stores contiguously and is vectorized.
 #[test]
 fn norm_output_stage_is_vectorized() {
-    let dtype = DataType::F32;
+    let dtype = DType::F32;
     let x = var("x", vec![n(), c(64)], dtype);
     let (gamma, beta) = (
         var("gamma", vec![c(64)], dtype),

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use oxrelax_codegen::{compile_object, isa, kernel_symbol};
 use oxrelax_dsl::legalize::legalize_call;
-use oxrelax_dsl::{op, DataType, Expr};
+use oxrelax_dsl::{op, DType, Expr};
 use oxrelax_schedules::{default_schedule, ScheduleConfig};
 
 /// ELF `e_machine` values and the Mach-O CPU type of arm64.
@@ -15,7 +15,7 @@ const EM_AARCH64: u16 = 183;
 const MACHO_ARM64: u32 = 0x0100_000c;
 
 fn object_for(triple: &str, features: &[&str]) -> (String, Vec<u8>) {
-    let x = var("x", vec![n(), c(17)], DataType::F32);
+    let x = var("x", vec![n(), c(17)], DType::F32);
     let Expr::Call(call) = op::silu(&x).unwrap() else {
         unreachable!("op constructors build calls")
     };

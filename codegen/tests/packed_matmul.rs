@@ -17,7 +17,7 @@ use common::*;
 use ndarray::{ArrayD, Ix2, IxDyn};
 use oxrelax_dsl::op;
 use oxrelax_dsl::tir::QUANT_GROUP;
-use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
+use oxrelax_dsl::{AttrValue, DType, SymExpr, Target};
 use rand::rngs::StdRng;
 
 const TOL: f64 = 1e-4;
@@ -40,11 +40,11 @@ fn rule(kernel: &Kernel) -> String {
 }
 
 /// The weight dtypes the cases run with.
-const WEIGHTS: [DataType; 2] = [DataType::F32, DataType::F16];
+const WEIGHTS: [DType; 2] = [DType::F32, DType::F16];
 
 /// The packed weight of `w` (`[H, L]` of `dtype`), made by the compiled `pack_weight`
 /// kernel.
-fn packed(w: &ArrayD<f32>, dtype: DataType, target: &Target) -> ArrayD<f32> {
+fn packed(w: &ArrayD<f32>, dtype: DType, target: &Target) -> ArrayD<f32> {
     let (h, l) = (w.shape()[0] as i64, w.shape()[1] as i64);
     let weight = var("w", vec![c(h), c(l)], dtype);
     let hp = target.matmul_tiles().hp;
@@ -67,7 +67,7 @@ fn reference(x: &ArrayD<f32>, w: &ArrayD<f32>) -> ArrayD<f64> {
 }
 
 fn assert_matches(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
-    assert_close(got, want, DataType::F32, TOL, what);
+    assert_close(got, want, DType::F32, TOL, what);
 }
 
 /// A random weight `[H, L]` of `weights`, its packed panels, and `packed_matmul` over
@@ -75,22 +75,22 @@ fn assert_matches(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
 fn random_case(
     rng: &mut StdRng,
     target: &Target,
-    (weights, (l, h)): (DataType, (i64, i64)),
+    (weights, (l, h)): (DType, (i64, i64)),
     rows: SymExpr,
 ) -> (ArrayD<f32>, ArrayD<f32>, Kernel) {
     let w = random(rng, &[h as usize, l as usize], weights, -1.0, 1.0);
     let panels = packed(&w, weights, target);
-    let x = var("x", vec![c(1), rows, c(l)], DataType::F32);
+    let x = var("x", vec![c(1), rows, c(l)], DType::F32);
     let p = var("p", panels_shape(&panels), weights);
     let kernel = compile_for(&op::packed_matmul(&x, &p, h).unwrap(), target);
     let text = oxrelax_dsl::text::print_prim_func("k", &kernel.func);
     let f16_kernel = text.contains("_f16(");
-    assert_eq!(f16_kernel, weights == DataType::F16, "{text}");
+    assert_eq!(f16_kernel, weights == DType::F16, "{text}");
     (w, panels, kernel)
 }
 
 /// Every (weight dtype, shape) case.
-fn cases() -> impl Iterator<Item = (DataType, (i64, i64))> {
+fn cases() -> impl Iterator<Item = (DType, (i64, i64))> {
     WEIGHTS
         .into_iter()
         .flat_map(|w| SHAPES.into_iter().map(move |shape| (w, shape)))
@@ -104,7 +104,7 @@ fn prefill_rows_run_on_the_tensorized_matmul() {
             let (w, panels, kernel) = random_case(&mut rng, &target, (weights, (l, h)), n());
             assert_eq!(rule(&kernel), "matmul");
             for rows in [1, 5, 6, 13, 129] {
-                let xs = random(&mut rng, &[1, rows, l as usize], DataType::F32, -1.0, 1.0);
+                let xs = random(&mut rng, &[1, rows, l as usize], DType::F32, -1.0, 1.0);
                 let got = kernel.run1(rows as i64, &[&xs, &panels]);
                 let what = format!("{:?} {weights} L={l} H={h} rows={rows}", target.features);
                 assert_matches(&got, &reference(&xs, &w), &what);
@@ -120,7 +120,7 @@ fn one_row_runs_on_the_gemv() {
         for (weights, (l, h)) in cases() {
             let (w, panels, kernel) = random_case(&mut rng, &target, (weights, (l, h)), c(1));
             assert_eq!(rule(&kernel), "gemv");
-            let xs = random(&mut rng, &[1, 1, l as usize], DataType::F32, -1.0, 1.0);
+            let xs = random(&mut rng, &[1, 1, l as usize], DType::F32, -1.0, 1.0);
             let got = kernel.run1(1, &[&xs, &panels]);
             let what = format!("{:?} {weights} L={l} H={h}", target.features);
             assert_matches(&got, &reference(&xs, &w), &what);
@@ -132,8 +132,8 @@ fn one_row_runs_on_the_gemv() {
 fn packed_weights_are_zero_padded_panels() {
     let target = Target::host();
     let mut rng = rng(9);
-    let w = random(&mut rng, &[37, 20], DataType::F32, -1.0, 1.0);
-    let panels = packed(&w, DataType::F32, &target);
+    let w = random(&mut rng, &[37, 20], DType::F32, -1.0, 1.0);
+    let panels = packed(&w, DType::F32, &target);
     assert_eq!(panels.shape(), [3, 20, 16]);
     for p in 0..3 {
         for l in 0..20 {
@@ -156,18 +156,18 @@ fn panels_shape(panels: &ArrayD<f32>) -> Vec<SymExpr> {
 fn random_quantized(
     rng: &mut StdRng,
     (l, h): (i64, i64),
-    (weights, scale_dtype): (DataType, DataType),
+    (weights, scale_dtype): (DType, DType),
 ) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
     let (l, h) = (l as usize, h as usize);
     let panels = h.div_ceil(16);
     let groups = l.div_ceil(QUANT_GROUP as usize);
     let scales = random(rng, &[panels, groups, 16], scale_dtype, -0.02, 0.02);
-    let four_bits = weights == DataType::U4;
+    let four_bits = weights == DType::U4;
     let q = if four_bits {
         let shape = [panels, l.div_ceil(2), 16, 2];
-        random(rng, &shape, DataType::U4, 0.0, 16.0)
+        random(rng, &shape, DType::U4, 0.0, 16.0)
     } else {
-        random(rng, &[panels, l, 16], DataType::I8, -127.0, 128.0)
+        random(rng, &[panels, l, 16], DType::I8, -127.0, 128.0)
     };
     // The weight of depth `k` of column `lane` of panel `p`.
     let value = |p: usize, k: usize, lane: usize| {
@@ -187,9 +187,9 @@ fn random_quantized(
 #[test]
 fn quantized_panels_with_group_scales_run_on_the_quantized_microkernels() {
     let formats = [
-        (DataType::I8, DataType::F32, "_q8("),
-        (DataType::U4, DataType::F32, "_q4("),
-        (DataType::U4, DataType::F16, "_q4f16("),
+        (DType::I8, DType::F32, "_q8("),
+        (DType::U4, DType::F32, "_q4("),
+        (DType::U4, DType::F16, "_q4f16("),
     ];
     for target in targets() {
         let mut rng = rng(10);
@@ -199,7 +199,7 @@ fn quantized_panels_with_group_scales_run_on_the_quantized_microkernels() {
                 let p = var("p", panels_shape(&q), weights);
                 let s = var("s", panels_shape(&scales), scale_dtype);
                 for rows in [c(1), n()] {
-                    let x = var("x", vec![c(1), rows.clone(), c(l)], DataType::F32);
+                    let x = var("x", vec![c(1), rows.clone(), c(l)], DType::F32);
                     let product = op::packed_matmul_quant(&x, &p, &s, h).unwrap();
                     let kernel = compile_for(&product, &target);
                     let text = oxrelax_dsl::text::print_prim_func("k", &kernel.func);
@@ -208,8 +208,7 @@ fn quantized_panels_with_group_scales_run_on_the_quantized_microkernels() {
                         if rows.as_const() == Some(1) && count > 1 {
                             continue;
                         }
-                        let xs =
-                            random(&mut rng, &[1, count, l as usize], DataType::F32, -1.0, 1.0);
+                        let xs = random(&mut rng, &[1, count, l as usize], DType::F32, -1.0, 1.0);
                         let got = kernel.run1(count as i64, &[&xs, &q, &scales]);
                         let what = format!(
                             "{:?} {weights}/{scale_dtype} L={l} H={h} rows={count}",

@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use ndarray::{ArrayD, Axis};
 use oxrelax_dsl::op;
-use oxrelax_dsl::{DataType, Expr, SymExpr};
+use oxrelax_dsl::{DType, Expr, SymExpr};
 
 #[derive(Clone, Copy, Debug)]
 enum Reduce {
@@ -149,7 +149,7 @@ fn softmax_reference(x: &ArrayD<f64>, axis: usize) -> ArrayD<f64> {
 fn check_softmax(
     shape: &[SymExpr],
     axis: i64,
-    make: impl Fn(&mut rand::rngs::StdRng, &[usize], DataType) -> ArrayD<f32>,
+    make: impl Fn(&mut rand::rngs::StdRng, &[usize], DType) -> ArrayD<f32>,
 ) {
     let mut rng = rng(11);
     let normalized = usize::try_from(if axis < 0 {
@@ -197,7 +197,7 @@ fn softmax_of_large_values_does_not_overflow() {
 #[test]
 fn softmax_gives_masked_entries_zero_weight() {
     // Every third column (never the first) is -inf, as an attention mask makes it.
-    let masked = |rng: &mut rand::rngs::StdRng, dims: &[usize], dtype: DataType| {
+    let masked = |rng: &mut rand::rngs::StdRng, dims: &[usize], dtype: DType| {
         let mut x = random(rng, dims, dtype, -5.0, 5.0);
         let last = x.ndim() - 1;
         for (index, v) in x.indexed_iter_mut() {

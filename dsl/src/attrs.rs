@@ -1,6 +1,6 @@
 //! Attributes of op calls and functions: a small typed map printed as `key=value`.
 
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ pub enum AttrValue {
     /// A string (an approximation mode).
     Str(String),
     /// A data type (`astype`'s target).
-    DType(DataType),
+    DType(DType),
     /// A symbolic shape (`full`'s shape).
     Shape(Vec<SymExpr>),
 }

@@ -4,7 +4,6 @@
 
 pub mod attrs;
 pub mod builder;
-pub mod dtype;
 pub mod fuse;
 pub mod ir;
 pub mod legalize;
@@ -24,8 +23,8 @@ pub mod wellformed;
 
 pub use attrs::{AttrValue, Attrs};
 pub use builder::BlockBuilder;
-pub use dtype::DataType;
 pub use ir::{Expr, Function, IRModule, Var};
+pub use oxrelax_abi::DType;
 pub use struct_info::{StructInfo, TensorInfo, TensorShape};
 pub use sym::{SymExpr, SymVar};
 pub use target::{IntMatmulTiles, MatmulTiles, Target};

@@ -1,6 +1,6 @@
 //! Struct info: the static type and shape knowledge every graph-IR value carries.
 
-use crate::{DataType, SymExpr, SymVar};
+use crate::{DType, SymExpr, SymVar};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -21,12 +21,12 @@ pub struct TensorInfo {
     /// The shape, as far as it is known.
     pub shape: TensorShape,
     /// The element type.
-    pub dtype: DataType,
+    pub dtype: DType,
 }
 
 impl TensorInfo {
     /// A tensor of known shape.
-    pub fn new(shape: Vec<SymExpr>, dtype: DataType) -> Self {
+    pub fn new(shape: Vec<SymExpr>, dtype: DType) -> Self {
         TensorInfo {
             shape: TensorShape::Known(shape),
             dtype,
@@ -61,14 +61,14 @@ pub enum StructInfo {
     /// A shape value (e.g. the argument of `reshape`); `None` when only unknown.
     Shape(Option<Vec<SymExpr>>),
     /// A scalar of a data type (a `PrimValue`).
-    Scalar(DataType),
+    Scalar(DType),
     /// An opaque runtime object (a KV cache, a string).
     Object,
 }
 
 impl StructInfo {
     /// A tensor of known shape.
-    pub fn tensor(shape: Vec<SymExpr>, dtype: DataType) -> Self {
+    pub fn tensor(shape: Vec<SymExpr>, dtype: DType) -> Self {
         StructInfo::Tensor(TensorInfo::new(shape, dtype))
     }
 

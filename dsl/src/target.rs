@@ -3,6 +3,7 @@
 //! once; a target can also be named with explicit features (so tests can force AVX2 or
 //! scalar code on any host).
 
+use oxrelax_abi::host;
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
@@ -124,71 +125,7 @@ const INT_TILE_TABLE: &[IntTileRow] = &[
     },
 ];
 
-/// The CPU features a target may name, per architecture: those the tile tables and
-/// microkernels distinguish (and the host is probed for).
-pub const KNOWN_FEATURES: &[(&str, &[&str])] = &[
-    (
-        "x86_64",
-        &[
-            "sse4.1",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "avx512f",
-            "avx512bw",
-            "avx512vnni",
-            "avx512vbmi",
-        ],
-    ),
-    ("aarch64", &["neon", "dotprod", "i8mm", "fp16"]),
-];
-
-/// The x86-64 features the host is probed for.
-#[cfg(target_arch = "x86_64")]
-fn detect_host_features() -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    macro_rules! probe {
-        ($($name:tt),*) => {$(
-            if std::arch::is_x86_feature_detected!($name) {
-                found.insert($name.to_string());
-            }
-        )*};
-    }
-    probe!(
-        "sse4.1",
-        "avx",
-        "avx2",
-        "fma",
-        "f16c",
-        "avx512f",
-        "avx512bw",
-        "avx512vnni",
-        "avx512vbmi"
-    );
-    found
-}
-
-/// The aarch64 features the host is probed for.
-#[cfg(target_arch = "aarch64")]
-fn detect_host_features() -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    macro_rules! probe {
-        ($($name:tt),*) => {$(
-            if std::arch::is_aarch64_feature_detected!($name) {
-                found.insert($name.to_string());
-            }
-        )*};
-    }
-    probe!("neon", "dotprod", "i8mm", "fp16");
-    found
-}
-
-/// No probing on other architectures.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn detect_host_features() -> BTreeSet<String> {
-    BTreeSet::new()
-}
+pub use oxrelax_abi::host::KNOWN_FEATURES;
 
 /// Restricts the host target to those of its detected features this lists
 /// (comma-separated, e.g. `avx2,fma`), so one machine can compare the tile table's rows
@@ -198,17 +135,15 @@ pub const TARGET_FEATURES_ENV: &str = "OXRELAX_TARGET_FEATURES";
 
 /// The host's detected features, restricted by [`TARGET_FEATURES_ENV`] if it is set.
 fn host_features() -> BTreeSet<String> {
-    let detected = detect_host_features();
-    match std::env::var(TARGET_FEATURES_ENV) {
-        Ok(allowed) => {
-            let allowed: BTreeSet<&str> = allowed.split(',').map(str::trim).collect();
-            detected
-                .into_iter()
-                .filter(|f| allowed.contains(f.as_str()))
-                .collect()
-        }
-        Err(_) => detected,
-    }
+    let allowed = std::env::var(TARGET_FEATURES_ENV).ok();
+    let allowed: Option<BTreeSet<&str>> = allowed
+        .as_deref()
+        .map(|list| list.split(',').map(str::trim).collect());
+    host::detected_features()
+        .iter()
+        .filter(|f| allowed.as_ref().is_none_or(|allowed| allowed.contains(*f)))
+        .map(|f| f.to_string())
+        .collect()
 }
 
 /// What code is generated for.
@@ -226,7 +161,7 @@ impl Target {
     pub fn host() -> Target {
         static HOST: OnceLock<Target> = OnceLock::new();
         HOST.get_or_init(|| Target {
-            triple: host_triple(),
+            triple: host::host_triple(),
             features: host_features(),
         })
         .clone()
@@ -302,17 +237,6 @@ impl Target {
     }
 }
 
-/// The triple of the host, from the compile-time architecture and OS.
-fn host_triple() -> String {
-    let arch = std::env::consts::ARCH;
-    match std::env::consts::OS {
-        "linux" => format!("{arch}-unknown-linux-gnu"),
-        "android" => format!("{arch}-linux-android"),
-        "macos" => format!("{arch}-apple-darwin"),
-        os => format!("{arch}-unknown-{os}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,8 +244,7 @@ mod tests {
     #[test]
     fn the_host_is_probed_for_known_features_only() {
         let host = Target::host();
-        let detected = detect_host_features();
-        let names: Vec<&str> = detected.iter().map(String::as_str).collect();
+        let names: Vec<&str> = host.features.iter().map(String::as_str).collect();
         assert!(Target::named(&host.triple, &names).is_ok(), "{names:?}");
         assert!(Target::named(&host.triple, &["+nosuch"]).is_err());
     }

@@ -2,14 +2,11 @@
 
 use crate::ir::{Binding, BindingValue, Call, Callee, Expr, Var};
 use crate::tir::{PrimFunc, Stmt};
-use crate::{DataType, StructInfo, SymExpr};
+use crate::{DType, StructInfo, SymExpr};
 
 /// An f32 tensor of static shape.
 pub(crate) fn t(dims: &[i64]) -> StructInfo {
-    StructInfo::tensor(
-        dims.iter().map(|&d| SymExpr::int(d)).collect(),
-        DataType::F32,
-    )
+    StructInfo::tensor(dims.iter().map(|&d| SymExpr::int(d)).collect(), DType::F32)
 }
 
 /// A call with the given struct info (not inferred).

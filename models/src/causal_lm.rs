@@ -7,7 +7,7 @@ use crate::decoder::kv_cache::{self, KvLayout};
 use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
 use oxrelax_dsl::nn::RotaryEmbedding;
 use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, SymExpr};
 
 /// Which positions' logits a forward pass returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl CausalLM {
     pub fn new(
         config: &ModelConfig,
         options: LayerOptions,
-        weights: DataType,
+        weights: DType,
     ) -> Result<Self, NnError> {
         let model = Prefix::new("model");
         let (hidden, vocab) = (config.hidden_size, config.vocab_size);
@@ -78,18 +78,17 @@ impl CausalLM {
         };
         Ok(CausalLM {
             config: config.clone(),
-            embed_tokens: Embedding::new(&embed_prefix, vocab, hidden, DataType::F32)
+            embed_tokens: Embedding::new(&embed_prefix, vocab, hidden, DType::F32)
                 .stored_as(weights),
             layers,
             norm: RMSNorm::new(
                 &model.child("norm"),
                 hidden,
                 config.rms_norm_eps,
-                DataType::F32,
+                DType::F32,
             )
             .with_unit_offset(options.unit_offset_norms),
-            lm_head: Linear::new(&head_prefix, hidden, vocab, false, DataType::F32)
-                .stored_as(weights),
+            lm_head: Linear::new(&head_prefix, hidden, vocab, false, DType::F32).stored_as(weights),
             rope,
             local_rope,
             embed_scale: options.scaled_embedding.then(|| (hidden as f64).sqrt()),
@@ -123,7 +122,7 @@ impl CausalLM {
         let Some(scale) = self.embed_scale else {
             return Ok(x);
         };
-        let scale = emit(bb, "embed_scale", op::full(vec![], scale, DataType::F32))?;
+        let scale = emit(bb, "embed_scale", op::full(vec![], scale, DType::F32))?;
         emit(bb, "embed_scale", op::multiply(&x, &scale))
     }
 

@@ -17,14 +17,14 @@ macro_rules! causal_lm_class {
             /// The model of `config`, which must be of this class's architecture, with
             /// f32 weights.
             pub fn new(config: &$crate::ModelConfig) -> Result<Self, $crate::ModelError> {
-                Self::with_weights(config, oxrelax_dsl::DataType::F32)
+                Self::with_weights(config, oxrelax_dsl::DType::F32)
             }
 
             /// The model of `config` whose projection weights (and embedding table) are
             /// stored as `weights` (f32 or f16); it computes in f32.
             pub fn with_weights(
                 config: &$crate::ModelConfig,
-                weights: oxrelax_dsl::DataType,
+                weights: oxrelax_dsl::DType,
             ) -> Result<Self, $crate::ModelError> {
                 if config.architecture != Self::ARCHITECTURE {
                     return Err($crate::ModelError::WrongArchitecture {

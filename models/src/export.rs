@@ -6,7 +6,7 @@ use crate::decoder::kv_cache::{self, KvDtype};
 use crate::decoder::{emit, Dims};
 use crate::error::ModelError;
 use oxrelax_dsl::nn::{NnError, Spec};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
 
 /// How a model is exported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub struct Exported {
 fn ids_input(tokens: SymExpr) -> Var {
     Var::new(
         "ids",
-        StructInfo::tensor(vec![SymExpr::int(1), tokens], DataType::I32),
+        StructInfo::tensor(vec![SymExpr::int(1), tokens], DType::I32),
     )
 }
 
@@ -156,8 +156,8 @@ impl CausalLM {
     fn add_softmax_with_temperature(&self, bb: &mut BlockBuilder) -> Result<(), NnError> {
         let vocab = self.config().vocab_size;
         let shape = vec![SymExpr::int(1), SymExpr::int(1), SymExpr::int(vocab)];
-        let logits = Var::new("logits", StructInfo::tensor(shape, DataType::F32));
-        let temperature = Var::new("temperature", StructInfo::tensor(vec![], DataType::F32));
+        let logits = Var::new("logits", StructInfo::tensor(shape, DType::F32));
+        let temperature = Var::new("temperature", StructInfo::tensor(vec![], DType::F32));
         let params = vec![logits.clone(), temperature.clone()];
         bb.function("softmax_with_temperature", params, true, |bb| {
             let probs = bb.dataflow(|bb| {

@@ -37,11 +37,11 @@ pub use phi3::Phi3ForCausalLM;
 pub use qwen2::Qwen2ForCausalLM;
 pub use qwen3::Qwen3ForCausalLM;
 
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// The model of `config`'s architecture, its projection weights and embedding table
 /// stored as `weights` (f32, or f16 widened as the kernels read them).
-pub fn causal_lm(config: &ModelConfig, weights: DataType) -> Result<CausalLM, ModelError> {
+pub fn causal_lm(config: &ModelConfig, weights: DType) -> Result<CausalLM, ModelError> {
     Ok(match config.architecture {
         Architecture::Llama => LlamaForCausalLM::with_weights(config, weights)?.into_inner(),
         Architecture::Qwen2 => Qwen2ForCausalLM::with_weights(config, weights)?.into_inner(),

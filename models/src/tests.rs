@@ -74,7 +74,7 @@ fn llama_weights_are_named_and_shaped_as_hugging_face() {
 
 #[test]
 fn tied_models_have_no_lm_head_weight() {
-    let model = causal_lm(&config("LlamaForCausalLM", true), DataType::F32).unwrap();
+    let model = causal_lm(&config("LlamaForCausalLM", true), DType::F32).unwrap();
     let names: Vec<String> = model.weight_shapes().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names.len(), 20);
     assert!(!names.iter().any(|n| n.starts_with("lm_head")));
@@ -111,7 +111,7 @@ fn llama_attention_and_mlp_bias_follow_the_config() {
     let mut with_bias = config("LlamaForCausalLM", false);
     with_bias.attention_bias = true;
     with_bias.mlp_bias = true;
-    let names: Vec<String> = causal_lm(&with_bias, DataType::F32)
+    let names: Vec<String> = causal_lm(&with_bias, DType::F32)
         .unwrap()
         .weight_shapes()
         .into_iter()
@@ -128,14 +128,10 @@ fn llama_attention_and_mlp_bias_follow_the_config() {
 #[test]
 fn f16_weights_cover_projections_and_embeddings_not_norms_or_biases() {
     for tied in [false, true] {
-        let model = causal_lm(&config("Qwen2ForCausalLM", tied), DataType::F16).unwrap();
+        let model = causal_lm(&config("Qwen2ForCausalLM", tied), DType::F16).unwrap();
         for param in model.parameters() {
             let f32_kept = param.name.ends_with("norm.weight") || param.name.ends_with(".bias");
-            let want = if f32_kept {
-                DataType::F32
-            } else {
-                DataType::F16
-            };
+            let want = if f32_kept { DType::F32 } else { DType::F16 };
             assert_eq!(param.dtype(), Some(want), "{}", param.name);
         }
         let module = model.export(&ExportOptions::default()).unwrap().module;
@@ -161,7 +157,7 @@ fn a_class_rejects_configs_of_other_architectures() {
 
 #[test]
 fn export_builds_every_function_with_bounded_dims() {
-    let model = causal_lm(&config("Qwen3ForCausalLM", true), DataType::F32).unwrap();
+    let model = causal_lm(&config("Qwen3ForCausalLM", true), DType::F32).unwrap();
     let options = ExportOptions {
         max_context: 512,
         prefill_chunk: 32,
@@ -212,7 +208,7 @@ fn export_builds_every_function_with_bounded_dims() {
 
 #[test]
 fn export_rejects_non_positive_options() {
-    let model = causal_lm(&config("LlamaForCausalLM", false), DataType::F32).unwrap();
+    let model = causal_lm(&config("LlamaForCausalLM", false), DType::F32).unwrap();
     let options = ExportOptions {
         prefill_chunk: 0,
         ..ExportOptions::default()
@@ -232,12 +228,12 @@ fn kv_dtypes_are_named_f32_f16_and_q8() {
         "unknown KV cache dtype `bf16` (expected one of f32, f16, q8)"
     );
     assert_eq!(KvDtype::default(), KvDtype::F32);
-    assert_eq!(KvDtype::Q8.element(), DataType::I8);
+    assert_eq!(KvDtype::Q8.element(), DType::I8);
 }
 
 #[test]
 fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
-    let model = causal_lm(&config("Qwen2ForCausalLM", true), DataType::F32).unwrap();
+    let model = causal_lm(&config("Qwen2ForCausalLM", true), DType::F32).unwrap();
     let options = ExportOptions {
         kv_dtype: KvDtype::F16,
         ..ExportOptions::default()
@@ -263,7 +259,7 @@ fn an_f16_kv_cache_is_created_appended_to_and_viewed_as_f16() {
 
 #[test]
 fn a_q8_kv_cache_is_quantized_by_compiled_ops_and_read_by_attention_q8kv() {
-    let model = causal_lm(&config("Qwen2ForCausalLM", true), DataType::F32).unwrap();
+    let model = causal_lm(&config("Qwen2ForCausalLM", true), DType::F32).unwrap();
     let options = ExportOptions {
         kv_dtype: KvDtype::Q8,
         ..ExportOptions::default()

@@ -13,7 +13,7 @@ fn model() -> CausalLM {
 
 fn model_of(config: &serde_json::Value) -> CausalLM {
     let config = ModelConfig::from_json(&config.to_string()).unwrap();
-    causal_lm(&config, oxrelax_dsl::DataType::F32).unwrap()
+    causal_lm(&config, oxrelax_dsl::DType::F32).unwrap()
 }
 
 /// The text of `model`'s exported `prefill`.

@@ -12,7 +12,7 @@ pub mod dtype;
 pub mod engine;
 pub mod files;
 pub mod gguf;
-pub mod host;
+pub use oxrelax_abi::host;
 pub mod kv_cache;
 pub mod memory;
 pub mod microkernel;

@@ -4,7 +4,7 @@
 //! being read and written through memory on every iteration.
 
 use oxrelax_dsl::tir::{Buffer, PrimExpr, PrimFunc, Stmt};
-use oxrelax_dsl::{DataType, SymExpr};
+use oxrelax_dsl::{DType, SymExpr};
 
 /// Applies the rewrite to every matching init/reduction pair in `func`.
 pub fn accumulate_in_registers(func: &PrimFunc) -> PrimFunc {
@@ -16,7 +16,7 @@ pub fn accumulate_in_registers(func: &PrimFunc) -> PrimFunc {
     }
 }
 
-type DtypeOf<'a> = dyn Fn(&str) -> Option<DataType> + 'a;
+type DtypeOf<'a> = dyn Fn(&str) -> Option<DType> + 'a;
 
 fn rewrite(stmt: &Stmt, dtype_of: &DtypeOf<'_>, counter: &mut usize) -> Stmt {
     match stmt {

@@ -19,7 +19,7 @@ use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelSpec, PrimExpr, PrimFunc,
     Stmt,
 };
-use oxrelax_dsl::{AttrValue, DataType, SymExpr, Target};
+use oxrelax_dsl::{AttrValue, DType, SymExpr, Target};
 
 /// Parallelize when the calls do at least this many multiply-adds (at the dims' upper
 /// bounds).
@@ -67,7 +67,7 @@ fn recognize(func: &PrimFunc) -> Option<Attention<'_>> {
     let plain = [q, k, v, out]
         .iter()
         .all(|b| b.strides.is_none() && b.shape.len() == 3);
-    let f32_rows = q.dtype == DataType::F32 && out.dtype == DataType::F32;
+    let f32_rows = q.dtype == DType::F32 && out.dtype == DType::F32;
     if !plain || !f32_rows || k.dtype != v.dtype || func.num_outputs != 1 {
         return None;
     }

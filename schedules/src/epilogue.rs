@@ -10,7 +10,7 @@ use crate::tir_build::{for_loop, index, let_in};
 use crate::window_lanes::WindowPart;
 use oxrelax_dsl::fuse::Epilogue;
 use oxrelax_dsl::tir::{BinOp, Buffer, ForKind, PrimExpr, Stmt};
-use oxrelax_dsl::{DataType, SymExpr};
+use oxrelax_dsl::{DType, SymExpr};
 
 /// The variables of a tile's epilogue: the row within the tile, the flat row, the first
 /// column and the column within the tile.
@@ -67,12 +67,12 @@ fn staged(epilogue: &Epilogue, prefix: &[PrimExpr], cols: PrimExpr, width: i64) 
     });
     let staged = PrimExpr::Load {
         buffer: STAGE.to_string(),
-        dtype: DataType::F32,
+        dtype: DType::F32,
         indices: vec![index(COLUMN)],
     };
     let copy = vectorized(COLUMN, cols, &nest.buffer, indices, staged);
     Stmt::Allocate {
-        buffer: Buffer::new(STAGE, DataType::F32, vec![width.into()]),
+        buffer: Buffer::new(STAGE, DType::F32, vec![width.into()]),
         body: Box::new(Stmt::Seq(vec![compute, copy])),
     }
 }

@@ -20,7 +20,7 @@
 
 use crate::primitives::simplified;
 use oxrelax_dsl::tir::{BinOp, Buffer, ForKind, PrimExpr, PrimFunc, Stmt, TVar};
-use oxrelax_dsl::{DataType, SymExpr};
+use oxrelax_dsl::{DType, SymExpr};
 
 /// Partial results per reduction: 4 vectors of 4 f32 lanes.
 pub const PARTIALS: i64 = 16;
@@ -75,7 +75,7 @@ impl<'a> LaneReduction<'a> {
             return None;
         };
         if !matches!(op, BinOp::Add | BinOp::Max | BinOp::Min)
-            || value_dtype(lhs) != Some(DataType::F32)
+            || value_dtype(lhs) != Some(DType::F32)
             || indices.as_slice() != [PrimExpr::index(0)]
         {
             return None;
@@ -105,7 +105,7 @@ impl<'a> LaneReduction<'a> {
         let k = &self.var.name;
         let part = format!("{}_part", self.acc);
         let [init, outer, lane, combine, tail] =
-            ["i", "o", "v", "c", "t"].map(|s| TVar::new(&format!("{k}_{s}"), DataType::I64));
+            ["i", "o", "v", "c", "t"].map(|s| TVar::new(&format!("{k}_{s}"), DType::I64));
         let width = PrimExpr::index(PARTIALS);
         let whole = simplified(
             self.extent.clone().binary(BinOp::FloorDiv, width.clone()),
@@ -118,12 +118,12 @@ impl<'a> LaneReduction<'a> {
         );
         let at = |buffer: &str, var: &TVar| PrimExpr::Load {
             buffer: buffer.to_string(),
-            dtype: DataType::F32,
+            dtype: DType::F32,
             indices: vec![PrimExpr::Var(var.clone())],
         };
         let acc0 = PrimExpr::Load {
             buffer: self.acc.to_string(),
-            dtype: DataType::F32,
+            dtype: DType::F32,
             indices: vec![PrimExpr::index(0)],
         };
         let term_at = |k_value: PrimExpr| self.term.substitute(k, &k_value);
@@ -161,14 +161,14 @@ impl<'a> LaneReduction<'a> {
             body.push(for_loop(&tail, ForKind::Serial, rest, update_acc));
         }
         Stmt::Allocate {
-            buffer: Buffer::new(&part, DataType::F32, vec![SymExpr::int(PARTIALS)]),
+            buffer: Buffer::new(&part, DType::F32, vec![SymExpr::int(PARTIALS)]),
             body: Box::new(Stmt::Seq(body)),
         }
     }
 }
 
 /// The dtype of a load's value (the accumulator's), if `expr` is a load.
-fn value_dtype(expr: &PrimExpr) -> Option<DataType> {
+fn value_dtype(expr: &PrimExpr) -> Option<DType> {
     match expr {
         PrimExpr::Load { dtype, .. } => Some(*dtype),
         _ => None,

@@ -31,7 +31,7 @@ use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelKind, MicrokernelSpec,
     PrimCmp, PrimExpr, PrimFunc, Stmt, QUANT_GROUP,
 };
-use oxrelax_dsl::{AttrValue, DataType, MatmulTiles, SymExpr, Target};
+use oxrelax_dsl::{AttrValue, DType, MatmulTiles, SymExpr, Target};
 
 /// Parallelize a matmul only when it does at least this many multiply-adds (at the
 /// dims' upper bounds): below it, a launch costs more than it saves.
@@ -87,13 +87,9 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
         }
         _ => return None,
     };
-    let x_dtype = if int.is_some() {
-        DataType::U8
-    } else {
-        DataType::F32
-    };
-    let int_f32 = int.is_none_or(|s| s.dtype == DataType::F32);
-    let dtypes_ok = x.dtype == x_dtype && out.dtype == DataType::F32 && int_f32;
+    let x_dtype = if int.is_some() { DType::U8 } else { DType::F32 };
+    let int_f32 = int.is_none_or(|s| s.dtype == DType::F32);
+    let dtypes_ok = x.dtype == x_dtype && out.dtype == DType::F32 && int_f32;
     let dense = [Some(x), Some(packed), scales, Some(out), int]
         .into_iter()
         .flatten()
@@ -383,7 +379,7 @@ impl PackedMatmul<'_> {
         let accumulate = l0
             .clone()
             .compare(PrimCmp::Gt, PrimExpr::index(0))
-            .cast(DataType::I64);
+            .cast(DType::I64);
         let region = |buffer: &str, offset: PrimExpr| BufferRegion {
             buffer: buffer.to_string(),
             offset,

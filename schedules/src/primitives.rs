@@ -1,7 +1,7 @@
 //! Loop primitives on a primitive function, addressing loops by their variable name.
 
 use oxrelax_dsl::tir::{BinOp, ForKind, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// Why a primitive could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,7 +42,7 @@ pub(crate) fn simplified(expr: PrimExpr, dims: &[oxrelax_dsl::SymVar]) -> PrimEx
 }
 
 fn index_var(name: &str) -> PrimExpr {
-    PrimExpr::Var(TVar::new(name, DataType::I64))
+    PrimExpr::Var(TVar::new(name, DType::I64))
 }
 
 impl Schedule {
@@ -127,11 +127,11 @@ impl Schedule {
                     .binary(BinOp::FloorDiv, f.clone()),
             };
             Ok(Stmt::For {
-                var: TVar::new(&o, DataType::I64),
+                var: TVar::new(&o, DType::I64),
                 extent: outer_extent,
                 kind,
                 body: Box::new(Stmt::For {
-                    var: TVar::new(&i, DataType::I64),
+                    var: TVar::new(&i, DType::I64),
                     extent: f,
                     kind: ForKind::Serial,
                     body: Box::new(inner_body),
@@ -176,7 +176,7 @@ impl Schedule {
             }
             let f = index_var(&name);
             Ok(Stmt::For {
-                var: TVar::new(&name, DataType::I64),
+                var: TVar::new(&name, DType::I64),
                 extent: simplified(oext.clone() * iext.clone(), &dims),
                 kind,
                 body: Box::new(Stmt::Let {

@@ -1,15 +1,15 @@
 use crate::{default_schedule, Schedule, ScheduleConfig, ScheduleError};
 use oxrelax_dsl::text::print_prim_func;
 use oxrelax_dsl::tir::{Buffer, ForKind, PrimExpr, PrimFunc, Stmt, TVar};
-use oxrelax_dsl::{Attrs, DataType, SymVar};
+use oxrelax_dsl::{Attrs, DType, SymVar};
 
 fn var(name: &str) -> PrimExpr {
-    PrimExpr::Var(TVar::new(name, DataType::I64))
+    PrimExpr::Var(TVar::new(name, DType::I64))
 }
 
 fn for_loop(name: &str, extent: PrimExpr, body: Stmt) -> Stmt {
     Stmt::For {
-        var: TVar::new(name, DataType::I64),
+        var: TVar::new(name, DType::I64),
         extent,
         kind: ForKind::Serial,
         body: Box::new(body),
@@ -23,7 +23,7 @@ fn func(with_sum: bool) -> PrimFunc {
     let shape = vec![n.expr(), 64.into()];
     let load = |i: &str, j: &str| PrimExpr::Load {
         buffer: "x".into(),
-        dtype: DataType::F32,
+        dtype: DType::F32,
         indices: vec![var(i), var(j)],
     };
     let scale = for_loop(
@@ -50,18 +50,18 @@ fn func(with_sum: bool) -> PrimFunc {
                 indices: vec![var("r")],
                 value: PrimExpr::Load {
                     buffer: "s".into(),
-                    dtype: DataType::F32,
+                    dtype: DType::F32,
                     indices: vec![var("r")],
                 } + load("r", "k"),
             },
         ),
     );
     let mut params = vec![
-        Buffer::new("x", DataType::F32, shape.clone()),
-        Buffer::new("out", DataType::F32, shape),
+        Buffer::new("x", DType::F32, shape.clone()),
+        Buffer::new("out", DType::F32, shape),
     ];
     if with_sum {
-        params.push(Buffer::new("s", DataType::F32, vec![n.expr()]));
+        params.push(Buffer::new("s", DType::F32, vec![n.expr()]));
     }
     PrimFunc {
         num_outputs: params.len() - 1,
@@ -195,7 +195,7 @@ fn default_rule_fuses_a_deep_chain() {
     let func = PrimFunc {
         params: vec![Buffer::new(
             "out",
-            DataType::F32,
+            DType::F32,
             vec![2.into(), n.expr(), 3.into()],
         )],
         num_outputs: 1,

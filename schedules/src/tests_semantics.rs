@@ -6,24 +6,24 @@ use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::op::Mask;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::run_with_inputs;
-use oxrelax_dsl::{op, DataType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
+use oxrelax_dsl::{op, DType, Expr, StructInfo, SymExpr, SymVar, Target, Var};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn n() -> SymVar {
     SymVar::bounded("n", 64)
 }
 
-fn tensor(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+fn tensor(name: &str, shape: Vec<SymExpr>, dtype: DType) -> Expr {
     Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
 }
 
 fn calls() -> Vec<(&'static str, Expr)> {
-    let f = DataType::F32;
+    let f = DType::F32;
     let x = tensor("x", vec![n().expr(), 17.into()], f);
     let y = tensor("y", vec![1.into(), 17.into()], f);
     let w = tensor("w", vec![17.into(), 5.into()], f);
     let g = tensor("g", vec![17.into()], f);
-    let ids = tensor("ids", vec![n().expr()], DataType::I32);
+    let ids = tensor("ids", vec![n().expr()], DType::I32);
     let table = tensor("table", vec![9.into(), 17.into()], f);
     vec![
         ("matmul", op::matmul(&x, &w).unwrap()),
@@ -96,7 +96,7 @@ fn invariant_loads_are_read_once_before_their_loop() {
 fn long_contiguous_reductions_run_across_lanes_and_keep_their_results() {
     let config = ScheduleConfig::default();
     let mut rng = StdRng::seed_from_u64(11);
-    let f = DataType::F32;
+    let f = DType::F32;
     let rows = [vec![3.into(), 40.into()], vec![3.into(), n().expr()]];
     for shape in rows {
         let x = tensor("x", shape.clone(), f);
@@ -139,9 +139,9 @@ fn random_inputs(
             // nibble; int8 activation codes stay near their zero (128).
             (0..len)
                 .map(|_| match b.dtype {
-                    DataType::I8 => f64::from(rng.gen_range(-2i8..=2)),
-                    DataType::U8 => f64::from(rng.gen_range(126u8..=130)),
-                    DataType::U4 => f64::from(rng.gen_range(0u8..16)),
+                    DType::I8 => f64::from(rng.gen_range(-2i8..=2)),
+                    DType::U8 => f64::from(rng.gen_range(126u8..=130)),
+                    DType::U4 => f64::from(rng.gen_range(0u8..16)),
                     _ => f64::from(rng.gen_range(-2.0f32..2.0)),
                 })
                 .collect()
@@ -164,9 +164,9 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
         (14, 2, 5, 4),
         (6, 3, 4, 2),
     ];
-    let cases = shapes.into_iter().flat_map(|shape| {
-        [DataType::F32, DataType::F16, DataType::I8].map(|kv_dtype| (shape, kv_dtype))
-    });
+    let cases = shapes
+        .into_iter()
+        .flat_map(|shape| [DType::F32, DType::F16, DType::I8].map(|kv_dtype| (shape, kv_dtype)));
     for ((heads, kv_heads, dim, past), kv_dtype) in cases {
         let masks = [
             (Mask::Causal, false),
@@ -185,14 +185,14 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
             let q = tensor(
                 "q",
                 vec![rows.clone(), heads.into(), dim.into()],
-                DataType::F32,
+                DType::F32,
             );
             let kv = vec![rows + SymExpr::int(past), kv_heads.into(), dim.into()];
             let scale_rows = kv[..2].to_vec();
             let (k, v) = (tensor("k", kv.clone(), kv_dtype), tensor("v", kv, kv_dtype));
             // i8: codes with f32 scales per position and kv head (an int8 KV cache).
-            let attention = if kv_dtype == DataType::I8 {
-                let scales = |name| tensor(name, scale_rows.clone(), DataType::F32);
+            let attention = if kv_dtype == DType::I8 {
+                let scales = |name| tensor(name, scale_rows.clone(), DType::F32);
                 let (ks, vs) = (scales("k_scales"), scales("v_scales"));
                 op::attention_q8kv(&q, (&k, &ks), (&v, &vs), 0.3, mask)
             } else {
@@ -206,8 +206,8 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 .apply(&func, &Target::host())
                 .expect("the rule applies");
             let kernel = match kv_dtype {
-                DataType::F16 => "attention_f16kv",
-                DataType::I8 => "attention_q8kv",
+                DType::F16 => "attention_f16kv",
+                DType::I8 => "attention_q8kv",
                 _ => "attention_f32",
             };
             let text = oxrelax_dsl::text::print_prim_func("attention", &scheduled);
@@ -261,22 +261,22 @@ fn matmul_rules_match_on(target: &Target) {
         (Some(1), 300, 250),
     ];
     let formats = [
-        (DataType::F32, None),
-        (DataType::F16, None),
-        (DataType::I8, Some(DataType::F32)),
-        (DataType::U4, Some(DataType::F32)),
-        (DataType::U4, Some(DataType::F16)),
+        (DType::F32, None),
+        (DType::F16, None),
+        (DType::I8, Some(DType::F32)),
+        (DType::U4, Some(DType::F32)),
+        (DType::U4, Some(DType::F16)),
     ];
     let cases = formats
         .into_iter()
         .flat_map(|format| shapes.map(|shape| (format, shape)));
     for ((weights, scales), (rows, depth, features)) in cases {
         let rows_dim = rows.map_or(n().expr(), SymExpr::int);
-        let x = tensor("x", vec![rows_dim, depth.into()], DataType::F32);
+        let x = tensor("x", vec![rows_dim, depth.into()], DType::F32);
         let panels = (features + hp - 1) / hp;
         let product = match scales {
             Some(scale_dtype) => {
-                let bits = if weights == DataType::U4 { 4 } else { 8 };
+                let bits = if weights == DType::U4 { 4 } else { 8 };
                 let layout = (bits, op::QuantLayout::Rows);
                 let (shape, _) = op::packed_quant_layout(features, depth, hp, layout);
                 let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), weights);
@@ -325,15 +325,15 @@ fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
         {
             let rows_dim = rows.map_or(n().expr(), SymExpr::int);
             let padded = op::padded_depth(depth);
-            let xq = tensor("xq", vec![rows_dim.clone(), padded.into()], DataType::U8);
+            let xq = tensor("xq", vec![rows_dim.clone(), padded.into()], DType::U8);
             let groups = op::quant_groups(depth);
-            let xs = tensor("xs", vec![rows_dim, groups.into()], DataType::F32);
+            let xs = tensor("xs", vec![rows_dim, groups.into()], DType::F32);
             let layout = (bits, op::QuantLayout::Quads);
             let (shape, dtype) = op::packed_quant_layout(features, depth, hp, layout);
             let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), dtype);
             let panels = (features + hp - 1) / hp;
             let scales = vec![panels.into(), groups.into(), hp.into()];
-            let scales = tensor("s", scales, DataType::F16);
+            let scales = tensor("s", scales, DType::F16);
             let product = op::packed_matmul_int((&xq, &xs), (&packed, &scales), features);
             let func = legalized(product.unwrap());
             let rule: &dyn ScheduleRule = if rows.is_some() {
@@ -386,13 +386,13 @@ fn fused_epilogues_match_on(target: &Target) {
     ];
     for (batch, depth, features) in cases {
         let with_dim = |last: i64| batch.iter().cloned().chain([last.into()]).collect();
-        let x = tensor("x", with_dim(depth), DataType::F32);
+        let x = tensor("x", with_dim(depth), DType::F32);
         let panels = (features + hp - 1) / hp;
         let shape = vec![panels.into(), depth.into(), hp.into()];
-        let packed = tensor("w", shape, DataType::F32);
-        let activation = tensor("t", with_dim(features), DataType::F32);
-        let extra = tensor("r", with_dim(features), DataType::F32);
-        let bias = tensor("bias", vec![features.into()], DataType::F32);
+        let packed = tensor("w", shape, DType::F32);
+        let activation = tensor("t", with_dim(features), DType::F32);
+        let extra = tensor("r", with_dim(features), DType::F32);
+        let bias = tensor("bias", vec![features.into()], DType::F32);
         for (name, consumers) in epilogues(&activation, &extra, &bias) {
             let mut fused = legalized(op::packed_matmul(&x, &packed, features).unwrap());
             for consumer in consumers {
@@ -462,7 +462,7 @@ fn rotary(batch: &[SymExpr], heads: i64, dim: i64) -> oxrelax_dsl::tir::PrimFunc
     let mut shape = batch.to_vec();
     shape.extend([heads.into(), dim.into()]);
     let vars = [("x", shape), ("table", vec![seq, dim.into()])]
-        .map(|(name, shape)| Var::new(name, StructInfo::tensor(shape, DataType::F32)));
+        .map(|(name, shape)| Var::new(name, StructInfo::tensor(shape, DType::F32)));
     let spec = Spec::new().function("rope", vars.to_vec(), |rope: &RotaryEmbedding, bb, t| {
         rope.apply(bb, &t[0], &t[1])
     });
@@ -495,13 +495,13 @@ fn windowed_epilogues_match_on(target: &Target) {
         let batch = vec![SymExpr::int(1), rows.map_or(n().expr(), SymExpr::int)];
         let with_dim = |last: i64| batch.iter().cloned().chain([last.into()]).collect();
         let features = heads * dim;
-        let x = tensor("x", with_dim(depth), DataType::F32);
+        let x = tensor("x", with_dim(depth), DType::F32);
         let panels = (features + hp - 1) / hp;
         let shape = vec![panels.into(), depth.into(), hp.into()];
-        let packed = tensor("w", shape, DataType::F32);
+        let packed = tensor("w", shape, DType::F32);
         let matmul = legalized(op::packed_matmul(&x, &packed, features).unwrap());
-        let activation = tensor("t", with_dim(features), DataType::F32);
-        let bias = tensor("bias", vec![features.into()], DataType::F32);
+        let activation = tensor("t", with_dim(features), DType::F32);
+        let bias = tensor("bias", vec![features.into()], DType::F32);
         let add_bias = legalized(op::add(&activation, &bias).unwrap());
         let biased = oxrelax_dsl::fuse::fuse_elementwise(&matmul, &add_bias, 0).unwrap();
         let rope = rotary(&batch, heads, dim);
@@ -523,20 +523,20 @@ fn a_parallel_gemv_narrower_than_its_block_is_split_in_two_calls() {
     let target = Target::new("x86_64-unknown-linux-gnu", &["avx512f"]);
     let hp = target.matmul_tiles().hp;
     let (depth, features) = (2048, 256);
-    let x = tensor("x", vec![1.into(), depth.into()], DataType::F32);
+    let x = tensor("x", vec![1.into(), depth.into()], DType::F32);
     let layout = (4, op::QuantLayout::Rows);
     let (shape, _) = op::packed_quant_layout(features, depth, hp, layout);
     let packed = tensor(
         "w",
         shape.into_iter().map(SymExpr::int).collect(),
-        DataType::U4,
+        DType::U4,
     );
     let scales = vec![
         (features / hp).into(),
         op::quant_groups(depth).into(),
         hp.into(),
     ];
-    let scales = tensor("s", scales, DataType::F16);
+    let scales = tensor("s", scales, DType::F16);
     let product = op::packed_matmul_quant(&x, &packed, &scales, features);
     let scheduled = GemvRule
         .apply(&legalized(product.unwrap()), &target)

@@ -1,11 +1,11 @@
 //! Small constructors of TIR the schedule rules build loop nests from.
 
 use oxrelax_dsl::tir::{BinOp, ForKind, PrimExpr, Stmt, TVar};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// The `i64` loop or let variable `name`.
 pub(crate) fn index(name: &str) -> PrimExpr {
-    PrimExpr::Var(TVar::new(name, DataType::I64))
+    PrimExpr::Var(TVar::new(name, DType::I64))
 }
 
 /// `min(a, b)`.
@@ -26,7 +26,7 @@ pub(crate) fn ceil_div_const(a: i64, b: i64) -> i64 {
 /// `for var in 0..extent { body }` of `kind`.
 pub(crate) fn for_loop(var: &str, extent: PrimExpr, kind: ForKind, body: Stmt) -> Stmt {
     Stmt::For {
-        var: TVar::new(var, DataType::I64),
+        var: TVar::new(var, DType::I64),
         extent,
         kind,
         body: Box::new(body),
@@ -36,7 +36,7 @@ pub(crate) fn for_loop(var: &str, extent: PrimExpr, kind: ForKind, body: Stmt) -
 /// `let var = value in body`.
 pub(crate) fn let_in(var: &str, value: PrimExpr, body: Stmt) -> Stmt {
     Stmt::Let {
-        var: TVar::new(var, DataType::I64),
+        var: TVar::new(var, DType::I64),
         value,
         body: Box::new(body),
     }

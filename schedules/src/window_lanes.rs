@@ -11,7 +11,7 @@
 
 use crate::tir_build::index;
 use oxrelax_dsl::tir::{BinOp, PrimCmp, PrimExpr};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// One part of a window: columns `base + offset + j` for lanes `0 <= j < lanes`.
 pub(crate) struct WindowPart<'a> {
@@ -84,7 +84,7 @@ impl WindowPart<'_> {
                 _ => e,
             },
             PrimExpr::Select(c, a, b) => match &**c {
-                PrimExpr::Int(v, DataType::Bool) => {
+                PrimExpr::Int(v, DType::Bool) => {
                     if *v != 0 {
                         *a.clone()
                     } else {
@@ -116,7 +116,7 @@ impl WindowPart<'_> {
     fn form(&self, e: &PrimExpr) -> Form {
         match e {
             PrimExpr::Var(v) if v.name == self.lane => Form::Lane(0),
-            PrimExpr::Int(k, d) if *d != DataType::Bool => Form::Const(*k),
+            PrimExpr::Int(k, d) if *d != DType::Bool => Form::Const(*k),
             PrimExpr::Binary(op @ (BinOp::Add | BinOp::Sub), x, y) => {
                 let sign = if *op == BinOp::Add { 1 } else { -1 };
                 match (self.form(x), self.form(y)) {
@@ -142,7 +142,7 @@ impl WindowPart<'_> {
 /// The value of an integer immediate.
 fn int(e: &PrimExpr) -> Option<i64> {
     match e {
-        PrimExpr::Int(k, d) if *d != DataType::Bool => Some(*k),
+        PrimExpr::Int(k, d) if *d != DType::Bool => Some(*k),
         _ => None,
     }
 }
@@ -153,7 +153,7 @@ fn positive_int(e: &PrimExpr) -> Option<i64> {
 }
 
 fn boolean(value: bool) -> PrimExpr {
-    PrimExpr::Int(i64::from(value), DataType::Bool)
+    PrimExpr::Int(i64::from(value), DType::Bool)
 }
 
 #[cfg(test)]
@@ -169,7 +169,7 @@ mod tests {
         let head = || c().binary(BinOp::FloorDiv, PrimExpr::index(64)) * PrimExpr::index(64);
         let load = |i: PrimExpr| PrimExpr::Load {
             buffer: "x".into(),
-            dtype: DataType::F32,
+            dtype: DType::F32,
             indices: vec![i],
         };
         let partner = load(head() + at(at(c()) + PrimExpr::index(32)));

@@ -5,13 +5,12 @@
 use super::buffer::HostBuffer;
 use super::spec::{dim_i64, ColdGemv, KernelSpec};
 use super::BenchError;
-use crate::lower_vm::runtime_dtype;
 use oxrelax_codegen::{JitLibrary, RawKernel};
 use oxrelax_dsl::ir::Expr;
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::{Buffer, PrimFunc};
-use oxrelax_dsl::{DataType, Target};
+use oxrelax_dsl::{DType, Target};
 use oxrelax_runtime::tensor::storage_bytes;
 use oxrelax_runtime::RuntimeEnv;
 use oxrelax_schedules::{rules_for, schedule_for};
@@ -195,7 +194,7 @@ fn filled_buffer(
     spec: &KernelSpec,
     name: &str,
     bytes: usize,
-    dtype: DataType,
+    dtype: DType,
     seed: u64,
 ) -> Result<HostBuffer, BenchError> {
     let mut buffer = HostBuffer::zeroed_bytes(bytes).map_err(|_| BenchError::Alloc {
@@ -205,7 +204,7 @@ fn filled_buffer(
         bytes,
     })?;
     match dtype {
-        DataType::F16 => buffer.fill_random_f16(seed),
+        DType::F16 => buffer.fill_random_f16(seed),
         _ => buffer.fill_random(seed),
     }
     Ok(buffer)
@@ -264,7 +263,7 @@ fn allocate(
 }
 
 /// The dtypes a parameter may have: f32, and the quantized weights' codes and scales.
-const PARAM_DTYPES: [DataType; 4] = [DataType::F32, DataType::F16, DataType::I8, DataType::U4];
+const PARAM_DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::I8, DType::U4];
 
 /// The size in bytes of a dense parameter with `bindings`.
 fn param_bytes(
@@ -297,5 +296,5 @@ fn param_bytes(
         .iter()
         .map(|dim| dim.eval(bindings).map_err(|_| bad_shape()))
         .collect::<Result<Vec<i64>, _>>()?;
-    storage_bytes(runtime_dtype(param.dtype), &dims).map_err(|_| bad_shape())
+    storage_bytes(param.dtype, &dims).map_err(|_| bad_shape())
 }

@@ -1,12 +1,11 @@
 //! What is benchmarked: an op at a concrete shape, with the token count `n` symbolic.
 
 use super::BenchError;
-use crate::lower_vm::runtime_dtype;
 use crate::passes::WeightFormat;
 use crate::quantization::Quantization;
 use oxrelax_dsl::ir::{Expr, Var};
 use oxrelax_dsl::op::{InferError, QuantLayout};
-use oxrelax_dsl::{op, DataType, StructInfo, SymExpr, SymVar, Target};
+use oxrelax_dsl::{op, DType, StructInfo, SymExpr, SymVar, Target};
 use oxrelax_runtime::tensor::storage_bytes;
 use std::fmt;
 use std::str::FromStr;
@@ -169,9 +168,7 @@ fn cold_format(quant: Quantization) -> Result<Option<&'static WeightFormat>, Ben
 
 /// Bytes of `shape`'s weight stored as f32 panels (`None`) or in `format`.
 fn weight_bytes(shape: MatmulShape, format: Option<&WeightFormat>) -> usize {
-    let stored = |dims: &[i64], dtype: DataType| {
-        storage_bytes(runtime_dtype(dtype), dims).unwrap_or(usize::MAX)
-    };
+    let stored = |dims: &[i64], dtype: DType| storage_bytes(dtype, dims).unwrap_or(usize::MAX);
     match format {
         None => shape.weight_bytes(),
         Some(format) => {
@@ -183,7 +180,7 @@ fn weight_bytes(shape: MatmulShape, format: Option<&WeightFormat>) -> usize {
 }
 
 /// The shape and dtype of `shape`'s weight quantized into `format`'s panels.
-fn quant_panels(shape: MatmulShape, format: &WeightFormat) -> (Vec<i64>, DataType) {
+fn quant_panels(shape: MatmulShape, format: &WeightFormat) -> (Vec<i64>, DType) {
     let hp = dim_i64(MatmulShape::panel_width());
     let (n, k) = (dim_i64(shape.n), dim_i64(shape.k));
     op::packed_quant_layout(n, k, hp, (format.bits, format.layout))
@@ -343,11 +340,11 @@ pub(crate) fn dim_i64(dim: usize) -> i64 {
 
 /// An f32 tensor variable.
 fn tensor(name: &str, shape: Vec<SymExpr>) -> Expr {
-    typed_tensor(name, shape, DataType::F32)
+    typed_tensor(name, shape, DType::F32)
 }
 
 /// A tensor variable of `dtype`.
-fn typed_tensor(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+fn typed_tensor(name: &str, shape: Vec<SymExpr>, dtype: DType) -> Expr {
     Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
 }
 

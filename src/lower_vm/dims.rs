@@ -4,17 +4,8 @@
 use super::LowerError;
 use oxrelax_dsl::ir::{BindingValue, Function};
 use oxrelax_dsl::tir::{BinOp, PrimExpr, PrimFunc};
-use oxrelax_dsl::{DataType, StructInfo, SymExpr, SymVar};
+use oxrelax_dsl::{StructInfo, SymExpr, SymVar};
 use oxrelax_runtime::vm::{DimDecl, DimReg, ShapeExpr, ShapeOp};
-use oxrelax_runtime::DType;
-
-/// The runtime's name for a dtype.
-pub(crate) fn runtime_dtype(dtype: DataType) -> DType {
-    dtype
-        .name()
-        .parse()
-        .expect("the runtime has every dtype the dsl has")
-}
 
 /// The dims of a function (or kernel), each with a register.
 pub(crate) struct DimTable {

@@ -1,6 +1,6 @@
 //! One graph function to bytecode.
 
-use super::dims::{runtime_dtype, DimTable};
+use super::dims::DimTable;
 use super::{KernelTable, LowerError};
 use crate::passes::ARENA_OFFSETS;
 use oxrelax_dsl::ir::{BindingValue, Call, Callee, Function, PrimValue};
@@ -123,7 +123,7 @@ impl<'a> FunctionLowering<'a> {
         }
         self.instrs.push(Instr::MatchShape {
             reg,
-            dtype: runtime_dtype(tensor.dtype),
+            dtype: tensor.dtype,
             dims: patterns,
         });
         Ok(())
@@ -284,7 +284,7 @@ impl<'a> FunctionLowering<'a> {
         self.instrs.push(Instr::AllocTensor {
             dst,
             place,
-            dtype: runtime_dtype(tensor.dtype),
+            dtype: tensor.dtype,
             shape,
         });
         Ok(dst)

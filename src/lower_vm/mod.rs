@@ -7,8 +7,6 @@ mod function;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use dims::runtime_dtype;
-
 use function::FunctionLowering;
 use oxrelax_dsl::tir::PrimFunc;
 use oxrelax_dsl::IRModule;
@@ -77,7 +75,7 @@ fn kernel_decl(name: &str, func: &PrimFunc) -> Result<KernelDecl, LowerError> {
         .iter()
         .map(|buffer| {
             Ok(BufferSig {
-                dtype: dims::runtime_dtype(buffer.dtype),
+                dtype: buffer.dtype,
                 shape: buffer
                     .shape
                     .iter()

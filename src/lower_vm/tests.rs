@@ -1,6 +1,6 @@
 use super::lower_to_vm;
 use crate::passes::{compile_pipeline, Instrument};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, StructInfo, SymVar, Var};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, StructInfo, SymVar, Var};
 use oxrelax_runtime::vm::{DimPattern, Instr, Placement, ShapeExpr};
 
 /// `f(x: [n, 8]) = e + e` for `e = exp(x)`, compiled up to bytecode (`exp` is read twice,
@@ -9,7 +9,7 @@ fn compiled() -> oxrelax_runtime::Executable {
     let n = SymVar::bounded("n", 16);
     let x = Var::new(
         "x",
-        StructInfo::tensor(vec![n.expr(), 8.into()], DataType::F32),
+        StructInfo::tensor(vec![n.expr(), 8.into()], DType::F32),
     );
     let mut bb = BlockBuilder::new();
     bb.begin_function("f", vec![x.clone()], true).unwrap();

@@ -2,7 +2,7 @@
 //! subgraph worth offloading), the element types, and the largest tensor. The partition
 //! pass consults it; nothing about a particular model is in it.
 
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// How the NPU takes one graph op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct Capability {
     pub ops: &'static [OpRule],
     /// The element types of the tensors it takes (before the NPU quantization recipe
     /// turns them into its integer encodings).
-    pub dtypes: &'static [DataType],
+    pub dtypes: &'static [DType],
     /// The largest tensor, in bytes, a subgraph may hold (our bound: one activation of a
     /// chunk, never a whole vocabulary's logits of a long prompt).
     pub max_tensor_bytes: u64,
@@ -68,6 +68,6 @@ pub const QNN_HTP: Capability = Capability {
         plain("sigmoid"),
         plain("reshape"),
     ],
-    dtypes: &[DataType::F32, DataType::F16],
+    dtypes: &[DType::F32, DType::F16],
     max_tensor_bytes: 64 << 20,
 };

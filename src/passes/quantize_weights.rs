@@ -20,7 +20,7 @@
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Callee, Function};
 use oxrelax_dsl::op::{dequantize_weight, pack_weight_quant, quantize_scales, QuantLayout};
-use oxrelax_dsl::{AttrValue, DataType, Expr, IRModule, Target, Var};
+use oxrelax_dsl::{AttrValue, DType, Expr, IRModule, Target, Var};
 use std::collections::{BTreeSet, HashMap};
 
 /// The function attribute naming the packed-weight format of its linear layers and
@@ -35,13 +35,13 @@ pub struct WeightFormat {
     /// Bits per weight (8: int8 panels, 4: int4 panels).
     pub bits: i64,
     /// The dtype the group scales are stored in.
-    pub scales: DataType,
+    pub scales: DType,
     /// The panels' layout: `Quads` for int8 activations (the dot-product microkernels).
     pub layout: QuantLayout,
 }
 
 /// A format of f32-activation panels.
-const fn float_activations(name: &'static str, bits: i64, scales: DataType) -> WeightFormat {
+const fn float_activations(name: &'static str, bits: i64, scales: DType) -> WeightFormat {
     WeightFormat {
         name,
         bits,
@@ -55,7 +55,7 @@ const fn int8_activations(name: &'static str, bits: i64) -> WeightFormat {
     WeightFormat {
         name,
         bits,
-        scales: DataType::F16,
+        scales: DType::F16,
         layout: QuantLayout::Quads,
     }
 }
@@ -74,9 +74,9 @@ const OUTPUT_HEAD: &str = "lm_head";
 
 /// Every quantized weight format.
 pub const WEIGHT_FORMATS: [WeightFormat; 5] = [
-    float_activations("q8", 8, DataType::F32),
-    float_activations("q4f32", 4, DataType::F32),
-    float_activations("q4f16", 4, DataType::F16),
+    float_activations("q8", 8, DType::F32),
+    float_activations("q4f32", 4, DType::F32),
+    float_activations("q4f16", 4, DType::F16),
     int8_activations("w8a8", 8),
     int8_activations("w4a8", 4),
 ];
@@ -119,9 +119,7 @@ fn quantizable_weights(function: &Function) -> HashMap<String, (Var, bool)> {
     let static_f32_2d = |w: &Var| {
         w.sinfo.as_tensor().is_some_and(|t| {
             let dims = t.dims().unwrap_or_default();
-            t.dtype == DataType::F32
-                && dims.len() == 2
-                && dims.iter().all(|d| d.as_const().is_some())
+            t.dtype == DType::F32 && dims.len() == 2 && dims.iter().all(|d| d.as_const().is_some())
         })
     };
     let mut weight_only: HashMap<&str, &Var> = function.params[inputs..]

@@ -1,10 +1,10 @@
 use super::*;
 use oxrelax_dsl::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Function};
 use oxrelax_dsl::tir::{Buffer, PrimFunc, Stmt};
-use oxrelax_dsl::{Attrs, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+use oxrelax_dsl::{Attrs, DType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
 
 fn tensor(dims: &[SymExpr]) -> StructInfo {
-    StructInfo::tensor(dims.to_vec(), DataType::F32)
+    StructInfo::tensor(dims.to_vec(), DType::F32)
 }
 
 fn tir_call(callee: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
@@ -18,7 +18,7 @@ fn tir_call(callee: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
 
 fn prim(name: &str) -> PrimFunc {
     PrimFunc {
-        params: vec![Buffer::new(name, DataType::F32, vec![SymExpr::int(4)])],
+        params: vec![Buffer::new(name, DType::F32, vec![SymExpr::int(4)])],
         num_outputs: 1,
         dims: vec![],
         body: Stmt::Seq(vec![]),
@@ -251,12 +251,12 @@ fn two_linear_layers() -> IRModule {
     let weight = |name: &str, rows: i64| {
         Var::new(
             name,
-            StructInfo::tensor(vec![SymExpr::int(rows), SymExpr::int(8)], DataType::F32),
+            StructInfo::tensor(vec![SymExpr::int(rows), SymExpr::int(8)], DType::F32),
         )
     };
     let x = Var::new(
         "x",
-        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(8)], DataType::F32),
+        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(8)], DType::F32),
     );
     let (small, large) = (weight("small", 16), weight("large", 64));
     let mut bindings = Vec::new();

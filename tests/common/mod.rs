@@ -7,7 +7,7 @@ use oxrelax_dsl::nn::{
     causal_mask, Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding, Spec,
 };
 use oxrelax_dsl::op::InferError;
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
 use oxrelax_runtime::{Tensor, Value};
 use std::path::{Path, PathBuf};
 
@@ -31,7 +31,7 @@ fn emit(bb: &mut BlockBuilder, call: Result<Expr, InferError>) -> Result<Expr, N
 }
 
 fn input(name: &str, shape: Vec<SymExpr>) -> Var {
-    Var::new(name, StructInfo::tensor(shape, DataType::F32))
+    Var::new(name, StructInfo::tensor(shape, DType::F32))
 }
 
 /// `down(silu(up(x)))`: a two-layer MLP over `[1, n, 64]`.
@@ -43,8 +43,8 @@ pub struct Mlp {
 impl Mlp {
     fn new(prefix: &Prefix) -> Self {
         Mlp {
-            up: Linear::new(&prefix.child("up_proj"), 64, 256, false, DataType::F32),
-            down: Linear::new(&prefix.child("down_proj"), 256, 64, true, DataType::F32),
+            up: Linear::new(&prefix.child("up_proj"), 64, 256, false, DType::F32),
+            down: Linear::new(&prefix.child("down_proj"), 256, 64, true, DType::F32),
         }
     }
 
@@ -90,14 +90,9 @@ pub struct Attention {
 impl Attention {
     fn new(prefix: &Prefix) -> Self {
         let linear =
-            |name: &str| Linear::new(&prefix.child(name), HIDDEN, HIDDEN, false, DataType::F32);
+            |name: &str| Linear::new(&prefix.child(name), HIDDEN, HIDDEN, false, DType::F32);
         Attention {
-            norm: RMSNorm::new(
-                &prefix.child("input_layernorm"),
-                HIDDEN,
-                1e-5,
-                DataType::F32,
-            ),
+            norm: RMSNorm::new(&prefix.child("input_layernorm"), HIDDEN, 1e-5, DType::F32),
             q: linear("q_proj"),
             k: linear("k_proj"),
             v: linear("v_proj"),
@@ -132,10 +127,10 @@ impl Attention {
         let scores = emit(bb, op::matmul(&q, &kt))?;
         let scale = emit(
             bb,
-            op::full(vec![], 1.0 / (HEAD_DIM as f64).sqrt(), DataType::F32),
+            op::full(vec![], 1.0 / (HEAD_DIM as f64).sqrt(), DType::F32),
         )?;
         let scores = emit(bb, op::multiply(&scores, &scale))?;
-        let mask = causal_mask(bb, &n().expr(), DataType::F32)?;
+        let mask = causal_mask(bb, &n().expr(), DType::F32)?;
         let scores = emit(bb, op::add(&scores, &mask))?;
         let probs = emit(bb, op::softmax(&scores, -1))?;
         let out = emit(bb, op::matmul(&probs, &v))?;
@@ -272,8 +267,7 @@ pub fn engine(model: oxrelax::model::LoadedModel) -> oxrelax_runtime::engine::En
     Engine::new(model.vm, model.weights, config).unwrap()
 }
 
-/// The quantization group along a weight row.
-pub const QUANT_GROUP: usize = 32;
+pub use oxrelax_runtime::microkernel::QUANT_GROUP;
 
 /// Random `[rows, depth]` weights that 4-bit group quantization keeps exactly: each group
 /// of [`QUANT_GROUP`] along a row (the last one shorter) is an f16-exact scale in

@@ -7,7 +7,7 @@ use super::{c, emit, input};
 use oxrelax_dsl::ir::{Call, Callee, PrimValue};
 use oxrelax_dsl::nn::{Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
 use oxrelax_dsl::nn::{RotaryEmbedding, Spec};
-use oxrelax_dsl::{op, te, Attrs, BlockBuilder, DataType, Expr, IRModule, StructInfo};
+use oxrelax_dsl::{op, te, Attrs, BlockBuilder, DType, Expr, IRModule, StructInfo};
 use oxrelax_dsl::{SymExpr, SymVar, TensorShape, Var};
 
 /// Decoder layers.
@@ -42,7 +42,7 @@ pub fn past() -> SymVar {
 }
 
 fn int(value: i64) -> Expr {
-    Expr::Prim(PrimValue::Int(SymExpr::int(value), DataType::I64))
+    Expr::Prim(PrimValue::Int(SymExpr::int(value), DType::I64))
 }
 
 /// A call of runtime builtin `name` whose result has struct info `sinfo`.
@@ -58,13 +58,13 @@ pub fn packed(name: &str, args: Vec<Expr>, sinfo: StructInfo) -> Expr {
 fn rank3() -> StructInfo {
     StructInfo::Tensor(oxrelax_dsl::TensorInfo {
         shape: TensorShape::Rank(3),
-        dtype: DataType::F32,
+        dtype: DType::F32,
     })
 }
 
 /// `[rows, KV_HEADS, HEAD_DIM]` f32: one layer's K or V.
 fn kv_sinfo(rows: SymExpr) -> StructInfo {
-    StructInfo::tensor(vec![rows, c(KV_HEADS), c(HEAD_DIM)], DataType::F32)
+    StructInfo::tensor(vec![rows, c(KV_HEADS), c(HEAD_DIM)], DType::F32)
 }
 
 /// `[4, n, m + n]`: 0 where query `i` (at position `m + i`) may see key `j` (`j <= m + i`),
@@ -74,11 +74,7 @@ fn causal_mask_with_past(bb: &mut BlockBuilder) -> Result<Expr, NnError> {
     let var = bb.emit_te_with_dims("causal_mask", &[], &[tokens(), past()], |_| {
         te::compute("causal_mask", vec![n, m.clone() + tokens().expr()], |idx| {
             let visible = idx[1].le(te::Expr::from(&m) + &idx[0]);
-            te::select(
-                visible,
-                te::Expr::f32(0.0),
-                te::Expr::neg_inf(DataType::F32),
-            )
+            te::select(visible, te::Expr::f32(0.0), te::Expr::neg_inf(DType::F32))
         })
     })?;
     Ok(var.into())
@@ -98,7 +94,7 @@ pub struct SelfAttention {
 impl SelfAttention {
     fn new(prefix: &Prefix, layer: i64) -> Self {
         let linear = |name: &str, inp: i64, out: i64| {
-            Linear::new(&prefix.child(name), inp, out, false, DataType::F32)
+            Linear::new(&prefix.child(name), inp, out, false, DType::F32)
         };
         SelfAttention {
             layer,
@@ -172,7 +168,7 @@ impl SelfAttention {
         let keys_t = emit(bb, op::permute_dims(&keys, Some(vec![0, 2, 1])))?;
         let scores = emit(bb, op::matmul(&q, &keys_t))?;
         let scale = 1.0 / (HEAD_DIM as f64).sqrt();
-        let scale = emit(bb, op::full(vec![], scale, DataType::F32))?;
+        let scale = emit(bb, op::full(vec![], scale, DType::F32))?;
         let scores = emit(bb, op::multiply(&scores, &scale))?;
         let mask = causal_mask_with_past(bb)?;
         let scores = emit(bb, op::add(&scores, &mask))?;
@@ -209,7 +205,7 @@ pub struct SwiGlu {
 impl SwiGlu {
     fn new(prefix: &Prefix) -> Self {
         let linear = |name: &str, inp: i64, out: i64| {
-            Linear::new(&prefix.child(name), inp, out, false, DataType::F32)
+            Linear::new(&prefix.child(name), inp, out, false, DType::F32)
         };
         SwiGlu {
             gate: linear("gate_proj", HIDDEN, FFN),
@@ -246,7 +242,7 @@ pub struct DecoderLayer {
 
 impl DecoderLayer {
     fn new(prefix: &Prefix, layer: i64) -> Self {
-        let norm = |name: &str| RMSNorm::new(&prefix.child(name), HIDDEN, EPS, DataType::F32);
+        let norm = |name: &str| RMSNorm::new(&prefix.child(name), HIDDEN, EPS, DType::F32);
         DecoderLayer {
             input_layernorm: norm("input_layernorm"),
             self_attn: SelfAttention::new(&prefix.child("self_attn"), layer),
@@ -292,7 +288,7 @@ impl Transformer {
                 layer += 1;
                 DecoderLayer::new(prefix, layer - 1)
             }),
-            norm: RMSNorm::new(&model.child("norm"), HIDDEN, EPS, DataType::F32),
+            norm: RMSNorm::new(&model.child("norm"), HIDDEN, EPS, DType::F32),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::{convert, math, CodegenError};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use oxrelax_dsl::tir::{BinOp, PrimCmp, PrimExpr};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 impl Lowerer<'_, '_> {
     /// Lowers an expression to a value of its compute type.
@@ -67,7 +67,7 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    fn constant(&mut self, value: f64, dtype: DataType) -> Value {
+    fn constant(&mut self, value: f64, dtype: DType) -> Value {
         match compute_type(dtype) {
             types::F32 => self.b.ins().f32const(value as f32),
             ty => self.b.ins().iconst(ty, value as i64),
@@ -77,7 +77,7 @@ impl Lowerer<'_, '_> {
     pub(crate) fn binary(
         &mut self,
         op: BinOp,
-        dtype: DataType,
+        dtype: DType,
         x: Value,
         y: Value,
         rhs: &PrimExpr,
@@ -184,7 +184,7 @@ impl Lowerer<'_, '_> {
     /// Converts a compute-type value of `from` to the compute type of `to`, with the
     /// rounding/wrapping of `to`'s storage type (a cast to f16 rounds to f16 precision,
     /// a cast to i8 wraps).
-    pub(crate) fn cast(&mut self, x: Value, from: DataType, to: DataType) -> Value {
+    pub(crate) fn cast(&mut self, x: Value, from: DType, to: DType) -> Value {
         let ins = self.b.ins();
         let widened = match (compute_type(from), compute_type(to)) {
             (types::F32, types::F32) => x,
@@ -206,31 +206,31 @@ impl Lowerer<'_, '_> {
     }
 
     /// Applies the precision of `dtype`'s storage to a compute-type value.
-    pub(crate) fn narrow(&mut self, x: Value, dtype: DataType) -> Value {
+    pub(crate) fn narrow(&mut self, x: Value, dtype: DType) -> Value {
         let ins = self.b.ins();
         match dtype {
-            DataType::F16 => {
+            DType::F16 => {
                 let bits = convert::f32_to_f16(self.b, x);
                 convert::f16_to_f32(self.b, bits)
             }
-            DataType::BF16 => {
+            DType::BF16 => {
                 let bits = convert::f32_to_bf16(self.b, x);
                 convert::bf16_to_f32(self.b, bits)
             }
-            DataType::I32 => {
+            DType::I32 => {
                 let narrow = ins.ireduce(types::I32, x);
                 self.b.ins().sextend(types::I64, narrow)
             }
-            DataType::I8 => {
+            DType::I8 => {
                 let narrow = ins.ireduce(types::I8, x);
                 self.b.ins().sextend(types::I64, narrow)
             }
-            DataType::U8 => {
+            DType::U8 => {
                 let narrow = ins.ireduce(types::I8, x);
                 self.b.ins().uextend(types::I64, narrow)
             }
-            DataType::U4 => ins.band_imm_u(x, 0xF),
-            DataType::F32 | DataType::I64 | DataType::Bool => x,
+            DType::U4 => ins.band_imm_u(x, 0xF),
+            DType::F32 | DType::I64 | DType::Bool => x,
         }
     }
 }

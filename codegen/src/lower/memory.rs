@@ -6,7 +6,7 @@ use crate::convert;
 use crate::CodegenError;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use oxrelax_dsl::tir::PrimExpr;
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 impl Lowerer<'_, '_> {
     /// `sum(index_k * stride_k)` in elements.
@@ -33,8 +33,8 @@ impl Lowerer<'_, '_> {
 
     /// The address of element `flat` of a buffer of `dtype` (for 4-bit elements, of the
     /// byte holding it).
-    pub(crate) fn element_address(&mut self, base: Value, flat: Value, dtype: DataType) -> Value {
-        let offset = if dtype == DataType::U4 {
+    pub(crate) fn element_address(&mut self, base: Value, flat: Value, dtype: DType) -> Value {
+        let offset = if dtype == DType::U4 {
             // Two elements per byte, low nibble first: the byte holding `flat`.
             self.b.ins().sshr_imm_u(flat, 1)
         } else {
@@ -43,7 +43,7 @@ impl Lowerer<'_, '_> {
         self.b.ins().iadd(base, offset)
     }
 
-    pub(crate) fn slot(&self, buffer: &str) -> Result<(Value, DataType), CodegenError> {
+    pub(crate) fn slot(&self, buffer: &str) -> Result<(Value, DType), CodegenError> {
         self.buffers
             .get(buffer)
             .map(|s| (s.base, s.decl.dtype))
@@ -67,7 +67,7 @@ impl Lowerer<'_, '_> {
     pub(crate) fn load_flat(&mut self, buffer: &str, flat: Value) -> Result<Value, CodegenError> {
         let (base, dtype) = self.slot(buffer)?;
         let flags = MemFlagsData::trusted();
-        if dtype == DataType::U4 {
+        if dtype == DType::U4 {
             let (address, shift) = self.nibble_location(base, flat);
             let byte = self.b.ins().uload8(types::I64, flags, address, 0);
             let shifted = self.b.ins().ushr(byte, shift);
@@ -76,21 +76,21 @@ impl Lowerer<'_, '_> {
         let address = self.element_address(base, flat, dtype);
         let ins = self.b.ins();
         Ok(match dtype {
-            DataType::F32 => ins.load(types::F32, flags, address, 0),
-            DataType::F16 => {
+            DType::F32 => ins.load(types::F32, flags, address, 0),
+            DType::F16 => {
                 let bits = ins.uload16(types::I32, flags, address, 0);
                 convert::f16_to_f32(self.b, bits)
             }
-            DataType::BF16 => {
+            DType::BF16 => {
                 let bits = ins.uload16(types::I32, flags, address, 0);
                 convert::bf16_to_f32(self.b, bits)
             }
-            DataType::I64 => ins.load(types::I64, flags, address, 0),
-            DataType::I32 => ins.sload32(flags, address, 0),
-            DataType::I8 => ins.sload8(types::I64, flags, address, 0),
-            DataType::U8 => ins.uload8(types::I64, flags, address, 0),
-            DataType::Bool => ins.load(types::I8, flags, address, 0),
-            DataType::U4 => unreachable!("handled above"),
+            DType::I64 => ins.load(types::I64, flags, address, 0),
+            DType::I32 => ins.sload32(flags, address, 0),
+            DType::I8 => ins.sload8(types::I64, flags, address, 0),
+            DType::U8 => ins.uload8(types::I64, flags, address, 0),
+            DType::Bool => ins.load(types::I8, flags, address, 0),
+            DType::U4 => unreachable!("handled above"),
         })
     }
 
@@ -118,7 +118,7 @@ impl Lowerer<'_, '_> {
     ) -> Result<(), CodegenError> {
         let (base, dtype) = self.slot(buffer)?;
         let flags = MemFlagsData::trusted();
-        if dtype == DataType::U4 {
+        if dtype == DType::U4 {
             return {
                 self.store_nibble(base, flat, value);
                 Ok(())
@@ -126,31 +126,31 @@ impl Lowerer<'_, '_> {
         }
         let address = self.element_address(base, flat, dtype);
         match dtype {
-            DataType::F32 | DataType::I64 | DataType::Bool => {
+            DType::F32 | DType::I64 | DType::Bool => {
                 self.b.ins().store(flags, value, address, 0);
             }
-            DataType::F16 | DataType::BF16 => {
-                let bits = if dtype == DataType::F16 {
+            DType::F16 | DType::BF16 => {
+                let bits = if dtype == DType::F16 {
                     convert::f32_to_f16(self.b, value)
                 } else {
                     convert::f32_to_bf16(self.b, value)
                 };
                 self.b.ins().istore16(flags, bits, address, 0);
             }
-            DataType::I32 => {
+            DType::I32 => {
                 self.b.ins().istore32(flags, value, address, 0);
             }
-            DataType::I8 | DataType::U8 => {
+            DType::I8 | DType::U8 => {
                 self.b.ins().istore8(flags, value, address, 0);
             }
-            DataType::U4 => unreachable!("handled above"),
+            DType::U4 => unreachable!("handled above"),
         }
         Ok(())
     }
 
     /// Byte address and bit shift of packed 4-bit element `flat` (low nibble first).
     fn nibble_location(&mut self, base: Value, flat: Value) -> (Value, Value) {
-        let address = self.element_address(base, flat, DataType::U4);
+        let address = self.element_address(base, flat, DType::U4);
         let odd = self.b.ins().band_imm_u(flat, 1);
         let shift = self.b.ins().ishl_imm_u(odd, 2);
         (address, shift)

@@ -4,10 +4,10 @@
 use super::Lowerer;
 use crate::CodegenError;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlagsData, Signature};
+use oxrelax_abi::Microkernel;
+use oxrelax_abi::RtEnvField;
 use oxrelax_dsl::tir::{MicrokernelCall, MicrokernelSpec};
-use oxrelax_dsl::DataType;
-use oxrelax_runtime::abi::RtEnvField;
-use oxrelax_runtime::microkernel::Microkernel;
+use oxrelax_dsl::DType;
 
 impl Lowerer<'_, '_> {
     /// `kernel(&a[offset], ...)(scalars...)`: buffer regions as pointers, scalars as `i64`
@@ -51,7 +51,7 @@ impl Lowerer<'_, '_> {
         sig.params
             .extend(call.operands.iter().map(|_| AbiParam::new(self.ptr)));
         sig.params.extend(declared.iter().map(|&(_, dtype)| {
-            AbiParam::new(if dtype == DataType::F32 {
+            AbiParam::new(if dtype == DType::F32 {
                 types::F32
             } else {
                 types::I64
@@ -66,30 +66,5 @@ impl Lowerer<'_, '_> {
             .load(self.ptr, MemFlagsData::trusted(), env, offset);
         self.b.ins().call_indirect(sig, function, &args);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use oxrelax_dsl::tir::{MicrokernelKind, MICROKERNELS};
-    use oxrelax_runtime::microkernel::Microkernel;
-
-    /// The TIR table and the runtime's table name the same kernels with the same blocks.
-    #[test]
-    fn tir_microkernels_are_the_runtime_table() {
-        assert_eq!(MICROKERNELS.len(), Microkernel::COUNT);
-        for spec in MICROKERNELS {
-            let kernel = Microkernel::from_name(spec.name)
-                .unwrap_or_else(|| panic!("{} is not in the runtime's table", spec.name));
-            let block = match spec.kind {
-                MicrokernelKind::Gemm { ep, hp, panel, .. }
-                | MicrokernelKind::IntGemm { ep, hp, panel, .. } => {
-                    Some((ep as usize, hp as usize, panel as usize))
-                }
-                MicrokernelKind::Attention { .. } => None,
-            };
-            let runtime = kernel.gemm_block().map(|b| (b.rows, b.cols, b.panel));
-            assert_eq!(runtime, block, "{}", spec.name);
-        }
     }
 }

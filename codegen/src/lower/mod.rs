@@ -20,14 +20,14 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
 use oxrelax_dsl::tir::{Buffer, PrimExpr, PrimFunc};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 use std::collections::HashMap;
 
 /// The machine type a value of `dtype` is computed in.
-pub(crate) fn compute_type(dtype: DataType) -> Type {
+pub(crate) fn compute_type(dtype: DType) -> Type {
     if dtype.is_float() {
         types::F32
-    } else if dtype == DataType::Bool {
+    } else if dtype == DType::Bool {
         types::I8
     } else {
         types::I64
@@ -197,10 +197,10 @@ impl Lowerer<'_, '_> {
         let present = self.b.create_block();
         self.b.ins().brif(self.env, present, &[], missing, &[]);
         self.b.switch_to_block(missing);
-        let code = self.b.ins().iconst(
-            types::I32,
-            i64::from(oxrelax_runtime::abi::INVALID_ARGUMENT),
-        );
+        let code = self
+            .b
+            .ins()
+            .iconst(types::I32, i64::from(oxrelax_abi::INVALID_ARGUMENT));
         self.b.ins().return_(&[code]);
         self.b.switch_to_block(present);
     }

@@ -17,8 +17,8 @@ use cranelift_codegen::ir::{
     Type, Value,
 };
 use cranelift_frontend::FunctionBuilder;
+use oxrelax_abi::RtEnvField;
 use oxrelax_dsl::tir::{Buffer, ForKind, PrimExpr, Stmt, TVar};
-use oxrelax_runtime::abi::RtEnvField;
 
 /// Tasks per thread for a parallel loop.
 const TASKS_PER_THREAD: i64 = 4;

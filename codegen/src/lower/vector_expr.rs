@@ -11,7 +11,7 @@ use crate::{math, CodegenError};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use oxrelax_dsl::tir::{BinOp, PrimExpr};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 /// How a value varies across the lanes of a vectorized loop.
 #[derive(Clone, Copy)]
@@ -58,20 +58,20 @@ impl Lowerer<'_, '_> {
                         return Ok(Lane::Mask(self.b.ins().fcmp(cc, x, y)));
                     }
                 }
-                self.per_lane(&[x, y], DataType::Bool, |l, v| {
+                self.per_lane(&[x, y], DType::Bool, |l, v| {
                     Ok(l.compare(*cmp, float, v[0], v[1]))
                 })
             }
             PrimExpr::Not(a) => match self.vector_expr(a)? {
                 Lane::Mask(m) => Ok(Lane::Mask(self.b.ins().bnot(m))),
-                x => self.per_lane(&[x], DataType::Bool, |l, v| {
+                x => self.per_lane(&[x], DType::Bool, |l, v| {
                     Ok(l.b.ins().icmp_imm_u(IntCC::Equal, v[0], 0))
                 }),
             },
             PrimExpr::Cast(to, a) => {
                 let from = a.dtype();
                 let x = self.vector_expr(a)?;
-                if from.is_float() && *to == DataType::F32 {
+                if from.is_float() && *to == DType::F32 {
                     return Ok(x);
                 }
                 if let (Lane::Vector(v), true) = (x, from.is_float()) {
@@ -116,7 +116,7 @@ impl Lowerer<'_, '_> {
     fn vector_binary(
         &mut self,
         op: BinOp,
-        dtype: DataType,
+        dtype: DType,
         (x, y): (Lane, Lane),
         (cx, cy): (Option<i64>, Option<i64>),
         rhs: &PrimExpr,
@@ -183,17 +183,17 @@ impl Lowerer<'_, '_> {
     /// An `f32x4` converted to `to` (an integer dtype of at most 32 bits): truncated
     /// toward zero, saturating at `i32`'s bounds (NaN gives 0), then wrapped to `to`'s
     /// width as a scalar cast wraps; `None` for other dtypes.
-    fn vector_float_to_int(&mut self, v: Value, to: DataType) -> Option<Lane> {
+    fn vector_float_to_int(&mut self, v: Value, to: DType) -> Option<Lane> {
         let ints = self.b.ins().fcvt_to_sint_sat(types::I32X4, v);
         let wrapped = match to {
-            DataType::I32 => ints,
-            DataType::U8 | DataType::U4 => {
-                let mask = if to == DataType::U8 { 0xFF } else { 0xF };
+            DType::I32 => ints,
+            DType::U8 | DType::U4 => {
+                let mask = if to == DType::U8 { 0xFF } else { 0xF };
                 let mask = self.b.ins().iconst(types::I32, mask);
                 let mask = self.b.ins().splat(types::I32X4, mask);
                 self.b.ins().band(ints, mask)
             }
-            DataType::I8 => {
+            DType::I8 => {
                 let high = self.b.ins().ishl_imm_u(ints, 24);
                 self.b.ins().sshr_imm_u(high, 24)
             }
@@ -206,7 +206,7 @@ impl Lowerer<'_, '_> {
     fn per_lane(
         &mut self,
         args: &[Lane],
-        to: DataType,
+        to: DType,
         mut scalar: impl FnMut(&mut Self, &[Value]) -> Result<Value, CodegenError>,
     ) -> Result<Lane, CodegenError> {
         if all_uniform(args) {
@@ -224,7 +224,7 @@ impl Lowerer<'_, '_> {
     }
 
     /// Per-lane scalars of type `dtype` as the best lane kind (floats become vectors).
-    fn collect_lanes(&mut self, lanes: [Value; LANES as usize], dtype: DataType) -> Lane {
+    fn collect_lanes(&mut self, lanes: [Value; LANES as usize], dtype: DType) -> Lane {
         if dtype.is_float() {
             Lane::Vector(self.build_vector(types::F32X4, lanes))
         } else {
@@ -336,7 +336,7 @@ impl Lowerer<'_, '_> {
         let flags = MemFlagsData::new().with_notrap();
         match (self.vector_flat(buffer, indices)?, dtype) {
             (Lane::Uniform(flat), _) => Ok(Lane::Uniform(self.load_flat(buffer, flat)?)),
-            (Lane::Affine(flat, 1), DataType::F32) => {
+            (Lane::Affine(flat, 1), DType::F32) => {
                 let address = self.element_address(base, flat, dtype);
                 Ok(Lane::Vector(self.b.ins().load(
                     types::F32X4,
@@ -345,7 +345,7 @@ impl Lowerer<'_, '_> {
                     0,
                 )))
             }
-            (Lane::Affine(flat, 1), DataType::BF16) => {
+            (Lane::Affine(flat, 1), DType::BF16) => {
                 let address = self.element_address(base, flat, dtype);
                 let words = self.b.ins().uload16x4(flags, address, 0);
                 let shifted = self.b.ins().ishl_imm_u(words, 16);
@@ -377,7 +377,7 @@ impl Lowerer<'_, '_> {
     ) -> Result<(), CodegenError> {
         let (base, dtype) = self.slot(buffer)?;
         match (self.vector_flat(buffer, indices)?, dtype, value) {
-            (Lane::Affine(flat, 1), DataType::F32, _) => {
+            (Lane::Affine(flat, 1), DType::F32, _) => {
                 let vector = self.vector_of(value);
                 let address = self.element_address(base, flat, dtype);
                 self.b
@@ -385,7 +385,7 @@ impl Lowerer<'_, '_> {
                     .store(MemFlagsData::new().with_notrap(), vector, address, 0);
                 Ok(())
             }
-            (Lane::Affine(flat, 1), DataType::U8 | DataType::I8, Lane::Words(words)) => {
+            (Lane::Affine(flat, 1), DType::U8 | DType::I8, Lane::Words(words)) => {
                 let bytes = self.narrow_words_to_bytes(words, dtype);
                 let address = self.element_address(base, flat, dtype);
                 self.b
@@ -408,10 +408,10 @@ impl Lowerer<'_, '_> {
 impl Lowerer<'_, '_> {
     /// The 4 bytes of an `i32x4` of 8-bit values (wrapped to `dtype`, `U8` or `I8`) as one
     /// `i32`: two saturating narrows, exact on values already in range.
-    fn narrow_words_to_bytes(&mut self, words: Value, dtype: DataType) -> Value {
+    fn narrow_words_to_bytes(&mut self, words: Value, dtype: DType) -> Value {
         let ins = self.b.ins();
         let halves = ins.snarrow(words, words);
-        let bytes = if dtype == DataType::U8 {
+        let bytes = if dtype == DType::U8 {
             self.b.ins().unarrow(halves, halves)
         } else {
             self.b.ins().snarrow(halves, halves)

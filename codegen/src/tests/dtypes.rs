@@ -3,24 +3,24 @@
 use super::*;
 use half::{bf16, f16};
 use oxrelax_dsl::tir::{BinOp, PrimExpr};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 
 #[test]
 fn half_precision_conversions_are_exact() {
     for (dtype, decode, encode) in [
         (
-            DataType::F16,
+            DType::F16,
             (|b| f16::from_bits(b).to_f32()) as fn(u16) -> f32,
             (|x| f16::from_f32(x).to_bits()) as fn(f32) -> u16,
         ),
         (
-            DataType::BF16,
+            DType::BF16,
             |b| bf16::from_bits(b).to_f32(),
             |x| bf16::from_f32(x).to_bits(),
         ),
     ] {
         // Load every 16-bit pattern, widen to f32.
-        let func = elementwise([dtype, dtype, DataType::F32], |x, _| x);
+        let func = elementwise([dtype, dtype, DType::F32], |x, _| x);
         let mut bits: Vec<u16> = (0..=u16::MAX).collect();
         let mut out = vec![0f32; bits.len()];
         let mut unused = bits.clone();
@@ -41,7 +41,7 @@ fn half_precision_conversions_are_exact() {
             );
         }
         // Narrow f32 values (incl. ties, subnormals, overflow) to 16 bits.
-        let func = elementwise([DataType::F32, DataType::F32, dtype], |x, _| x);
+        let func = elementwise([DType::F32, DType::F32, dtype], |x, _| x);
         let mut values: Vec<f32> = (0..200_000u32)
             .map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761)))
             .chain([
@@ -79,7 +79,7 @@ fn half_precision_conversions_are_exact() {
 
 #[test]
 fn integer_floor_division_and_casts() {
-    let i64s = [DataType::I64; 3];
+    let i64s = [DType::I64; 3];
     let xs: Vec<i64> = vec![7, -7, 7, -7, 0, 5];
     let ys: Vec<i64> = vec![2, 2, -2, -2, 3, 0];
     for (op, expected) in [
@@ -96,8 +96,8 @@ fn integer_floor_division_and_casts() {
         assert_eq!(out, expected, "{op:?}");
     }
     // f32 -> i8 wraps after truncation toward zero; i32 ids widen to f32.
-    let func = elementwise([DataType::F32, DataType::F32, DataType::I8], |x, _| {
-        x.cast(DataType::I8)
+    let func = elementwise([DType::F32, DType::F32, DType::I8], |x, _| {
+        x.cast(DType::I8)
     });
     let (mut x, mut y, mut out) = (vec![1.9f32, -1.9, 300.0], vec![0f32; 3], vec![0i8; 3]);
     run(
@@ -111,8 +111,8 @@ fn integer_floor_division_and_casts() {
 #[test]
 fn packed_u4_round_trip() {
     // out(u4)[i] = x(u8)[i] + 1, then read back through a u4 -> u8 kernel.
-    let pack = elementwise([DataType::U8, DataType::U8, DataType::U4], |x, _| {
-        x + PrimExpr::Int(1, DataType::U8)
+    let pack = elementwise([DType::U8, DType::U8, DType::U4], |x, _| {
+        x + PrimExpr::Int(1, DType::U8)
     });
     let (mut x, mut y, mut packed) = ((0u8..15).collect::<Vec<_>>(), vec![0u8; 15], vec![0u8; 8]);
     run(
@@ -122,7 +122,7 @@ fn packed_u4_round_trip() {
     );
     assert_eq!(packed[0], 0x21);
     assert_eq!(packed[7], 0x0F);
-    let unpack = elementwise([DataType::U4, DataType::U4, DataType::U8], |x, _| x);
+    let unpack = elementwise([DType::U4, DType::U4, DType::U8], |x, _| x);
     let mut out = vec![0u8; 15];
     let mut unused = packed.clone();
     run(

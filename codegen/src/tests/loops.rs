@@ -3,7 +3,7 @@
 use super::*;
 use half::{bf16, f16};
 use oxrelax_dsl::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimExpr, PrimFunc, Stmt, TVar};
-use oxrelax_dsl::{Attrs, DataType, SymVar};
+use oxrelax_dsl::{Attrs, DType, SymVar};
 
 #[test]
 fn symbolic_loop_adds_any_length() {
@@ -51,7 +51,7 @@ fn vectorized_loops_match_scalar_for_any_length() {
                 .compare(oxrelax_dsl::tir::PrimCmp::Gt, PrimExpr::f32(0.0));
             PrimExpr::select(positive, x, y)
         }),
-        ("index", |x, _| x + index_var().cast(DataType::F32)),
+        ("index", |x, _| x + index_var().cast(DType::F32)),
         ("max", |x, y| x.binary(BinOp::Max, y)),
     ];
     for (name, body) in bodies {
@@ -76,11 +76,11 @@ fn vectorized_loops_match_scalar_for_any_length() {
 
 #[test]
 fn vectorized_half_loads_and_stores() {
-    for dtype in [DataType::F16, DataType::BF16] {
+    for dtype in [DType::F16, DType::BF16] {
         let func = vectorized(elementwise([dtype, dtype, dtype], |x, y| x * y));
         let values: Vec<f32> = (0..19).map(|i| i as f32 * 0.75 - 4.0).collect();
         let to_bits = |v: &f32| match dtype {
-            DataType::F16 => f16::from_f32(*v).to_bits(),
+            DType::F16 => f16::from_f32(*v).to_bits(),
             _ => bf16::from_f32(*v).to_bits(),
         };
         let mut x: Vec<u16> = values.iter().map(to_bits).collect();
@@ -101,31 +101,31 @@ fn vectorized_half_loads_and_stores() {
 #[test]
 fn vectorized_reduction_falls_back_to_serial() {
     let (rows, cols) = (SymVar::bounded("r", 64), SymVar::bounded("c", 64));
-    let i = PrimExpr::Var(TVar::new("i", DataType::I64));
-    let j = PrimExpr::Var(TVar::new("j", DataType::I64));
+    let i = PrimExpr::Var(TVar::new("i", DType::I64));
+    let j = PrimExpr::Var(TVar::new("j", DType::I64));
     let out_indices = vec![i.clone()];
     let accumulate = Stmt::Store {
         buffer: "out".into(),
         indices: out_indices.clone(),
         value: PrimExpr::Load {
             buffer: "out".into(),
-            dtype: DataType::F32,
+            dtype: DType::F32,
             indices: out_indices.clone(),
         } + PrimExpr::Load {
             buffer: "x".into(),
-            dtype: DataType::F32,
+            dtype: DType::F32,
             indices: vec![i.clone(), j],
         },
     };
     let func = PrimFunc {
         params: vec![
-            Buffer::new("x", DataType::F32, vec![rows.expr(), cols.expr()]),
-            Buffer::new("out", DataType::F32, vec![rows.expr()]),
+            Buffer::new("x", DType::F32, vec![rows.expr(), cols.expr()]),
+            Buffer::new("out", DType::F32, vec![rows.expr()]),
         ],
         num_outputs: 1,
         dims: vec![cols.clone(), rows.clone()],
         body: Stmt::For {
-            var: TVar::new("i", DataType::I64),
+            var: TVar::new("i", DType::I64),
             extent: PrimExpr::from(&rows.expr()),
             kind: ForKind::Serial,
             body: Box::new(Stmt::Seq(vec![
@@ -135,7 +135,7 @@ fn vectorized_reduction_falls_back_to_serial() {
                     value: PrimExpr::f32(0.0),
                 },
                 Stmt::For {
-                    var: TVar::new("j", DataType::I64),
+                    var: TVar::new("j", DType::I64),
                     extent: PrimExpr::from(&cols.expr()),
                     kind: ForKind::Vectorized,
                     body: Box::new(accumulate),
@@ -175,11 +175,11 @@ fn small_constant_local_buffers_live_in_registers() {
     let n = SymVar::bounded("n", 64);
     let x = Expr::Var(Var::new(
         "x",
-        StructInfo::tensor(vec![n.expr(), 8.into()], DataType::F32),
+        StructInfo::tensor(vec![n.expr(), 8.into()], DType::F32),
     ));
     let w = Expr::Var(Var::new(
         "w",
-        StructInfo::tensor(vec![8.into()], DataType::F32),
+        StructInfo::tensor(vec![8.into()], DType::F32),
     ));
     let Expr::Call(call) = op::rms_norm(&x, &w, vec![-1], 1e-5).unwrap() else {
         unreachable!("op constructors build calls")
@@ -214,33 +214,33 @@ fn small_constant_local_buffers_live_in_registers() {
 /// `out[i, j] = x[i, j] * 2 + i` over `[n, 5]` with the row loop parallel.
 fn parallel_rows() -> PrimFunc {
     let rows = n();
-    let i = PrimExpr::Var(TVar::new("i", DataType::I64));
-    let j = PrimExpr::Var(TVar::new("j", DataType::I64));
+    let i = PrimExpr::Var(TVar::new("i", DType::I64));
+    let j = PrimExpr::Var(TVar::new("j", DType::I64));
     let at = |buffer: &str| PrimExpr::Load {
         buffer: buffer.into(),
-        dtype: DataType::F32,
+        dtype: DType::F32,
         indices: vec![i.clone(), j.clone()],
     };
     let shape = vec![rows.expr(), 5.into()];
     PrimFunc {
         params: vec![
-            Buffer::new("x", DataType::F32, shape.clone()),
-            Buffer::new("out", DataType::F32, shape),
+            Buffer::new("x", DType::F32, shape.clone()),
+            Buffer::new("out", DType::F32, shape),
         ],
         num_outputs: 1,
         dims: vec![rows.clone()],
         body: Stmt::For {
-            var: TVar::new("i", DataType::I64),
+            var: TVar::new("i", DType::I64),
             extent: PrimExpr::from(&rows.expr()),
             kind: ForKind::Parallel,
             body: Box::new(Stmt::For {
-                var: TVar::new("j", DataType::I64),
+                var: TVar::new("j", DType::I64),
                 extent: PrimExpr::index(5),
                 kind: ForKind::Vectorized,
                 body: Box::new(Stmt::Store {
                     buffer: "out".into(),
                     indices: vec![i.clone(), j.clone()],
-                    value: at("x") * PrimExpr::f32(2.0) + i.clone().cast(DataType::F32),
+                    value: at("x") * PrimExpr::f32(2.0) + i.clone().cast(DType::F32),
                 }),
             }),
         },
@@ -287,10 +287,10 @@ static WATCHED: std::sync::Mutex<(usize, usize, Vec<usize>)> =
 /// A `parallel_for` that runs the tasks one by one, in order, and after each counts the
 /// values of the watched output (address, length) that are no longer NaN.
 extern "C" fn task_by_task(
-    body: oxrelax_runtime::abi::ParallelBody,
+    body: oxrelax_abi::ParallelBody,
     closure: *const u8,
     n_tasks: i64,
-    env: *const oxrelax_runtime::abi::RtEnv,
+    env: *const oxrelax_abi::RtEnv,
 ) -> i32 {
     let mut watched = WATCHED.lock().unwrap();
     for task in 0..n_tasks {

@@ -7,17 +7,17 @@ mod math;
 use crate::JitLibrary;
 
 use oxrelax_dsl::tir::{Buffer, ForKind, PrimExpr, PrimFunc, Stmt, TVar};
-use oxrelax_dsl::{Attrs, DataType, SymVar};
+use oxrelax_dsl::{Attrs, DType, SymVar};
 
 pub(crate) fn n() -> SymVar {
     SymVar::bounded("n", 1 << 20)
 }
 
 pub(crate) fn index_var() -> PrimExpr {
-    PrimExpr::Var(TVar::new("i", DataType::I64))
+    PrimExpr::Var(TVar::new("i", DType::I64))
 }
 
-pub(crate) fn load(buffer: &str, dtype: DataType) -> PrimExpr {
+pub(crate) fn load(buffer: &str, dtype: DType) -> PrimExpr {
     PrimExpr::Load {
         buffer: buffer.into(),
         dtype,
@@ -27,7 +27,7 @@ pub(crate) fn load(buffer: &str, dtype: DataType) -> PrimExpr {
 
 /// `out[i] = body(x[i], y[i])` for `i < n`, over buffers of the given dtypes.
 pub(crate) fn elementwise(
-    dtypes: [DataType; 3],
+    dtypes: [DType; 3],
     body: impl Fn(PrimExpr, PrimExpr) -> PrimExpr,
 ) -> PrimFunc {
     let shape = vec![n().expr()];
@@ -42,7 +42,7 @@ pub(crate) fn elementwise(
         num_outputs: 1,
         dims: vec![n()],
         body: Stmt::For {
-            var: TVar::new("i", DataType::I64),
+            var: TVar::new("i", DType::I64),
             extent: PrimExpr::from(&n().expr()),
             kind: ForKind::Serial,
             body: Box::new(Stmt::Store {
@@ -86,4 +86,4 @@ pub(crate) fn run_f32(func: &PrimFunc, x: &[f32], y: &[f32]) -> Vec<f32> {
     out
 }
 
-pub(crate) const F32: [DataType; 3] = [DataType::F32; 3];
+pub(crate) const F32: [DType; 3] = [DType::F32; 3];

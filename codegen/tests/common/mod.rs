@@ -16,7 +16,7 @@ use oxrelax_dsl::ir::{Expr, Var};
 use oxrelax_dsl::legalize::legalize_call;
 use oxrelax_dsl::sym::SymBindings;
 use oxrelax_dsl::tir::PrimFunc;
-use oxrelax_dsl::{DataType, StructInfo, SymExpr, SymVar, Target};
+use oxrelax_dsl::{DType, StructInfo, SymExpr, SymVar, Target};
 use oxrelax_runtime::microkernel::MicrokernelSet;
 use oxrelax_runtime::{RuntimeEnv, ThreadPool};
 use oxrelax_schedules::{default_schedule, rules_for, schedule_for, ScheduleConfig};
@@ -31,7 +31,7 @@ pub const N_MAX: i64 = 256;
 pub const NS: [i64; 4] = [1, 3, 17, 129];
 
 /// The float storage dtypes a kernel is tested with.
-pub const FLOATS: [DataType; 3] = [DataType::F32, DataType::F16, DataType::BF16];
+pub const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 /// The symbolic dim `n` (`n <= N_MAX`).
 pub fn n() -> SymExpr {
@@ -44,7 +44,7 @@ pub fn c(value: i64) -> SymExpr {
 }
 
 /// A tensor variable `name: Tensor(shape, dtype)`.
-pub fn var(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+pub fn var(name: &str, shape: Vec<SymExpr>, dtype: DType) -> Expr {
     Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
 }
 
@@ -77,19 +77,19 @@ pub fn rng(seed: u64) -> StdRng {
 
 /// `value` as the `dtype` storage holds it (floats rounded to nearest even, integers
 /// truncated toward zero, bools as 0/1), widened back to f32.
-pub fn round_to(dtype: DataType, value: f32) -> f32 {
+pub fn round_to(dtype: DType, value: f32) -> f32 {
     match dtype {
-        DataType::F32 => value,
-        DataType::F16 => f16::from_f32(value).to_f32(),
-        DataType::BF16 => bf16::from_f32(value).to_f32(),
-        DataType::Bool => f32::from(u8::from(value != 0.0)),
+        DType::F32 => value,
+        DType::F16 => f16::from_f32(value).to_f32(),
+        DType::BF16 => bf16::from_f32(value).to_f32(),
+        DType::Bool => f32::from(u8::from(value != 0.0)),
         _ => value.trunc(),
     }
 }
 
 /// Uniform random values in `[lo, hi)` of `shape`, representable in `dtype` (integer
 /// dtypes get integers in `[lo, hi)`).
-pub fn random(rng: &mut StdRng, shape: &[usize], dtype: DataType, lo: f32, hi: f32) -> ArrayD<f32> {
+pub fn random(rng: &mut StdRng, shape: &[usize], dtype: DType, lo: f32, hi: f32) -> ArrayD<f32> {
     ArrayD::from_shape_simple_fn(IxDyn(shape), || {
         let value = rng.gen_range(lo..hi);
         if dtype.is_float() {
@@ -106,7 +106,7 @@ pub fn f64s(array: &ArrayD<f32>) -> ArrayD<f64> {
 }
 
 /// `array` as the `dtype` storage would hold it (what a kernel writing `dtype` yields).
-pub fn rounded(dtype: DataType, array: &ArrayD<f64>) -> ArrayD<f64> {
+pub fn rounded(dtype: DType, array: &ArrayD<f64>) -> ArrayD<f64> {
     array.mapv(|v| f64::from(round_to(dtype, v as f32)))
 }
 
@@ -160,13 +160,13 @@ pub fn compile_for(call: &Expr, target: &Target) -> Kernel {
 
 /// A host buffer of one kernel parameter: its dims and its bytes, 8-byte aligned.
 struct HostBuffer {
-    dtype: DataType,
+    dtype: DType,
     shape: Vec<usize>,
     words: Vec<u64>,
 }
 
 impl HostBuffer {
-    fn from_bytes(dtype: DataType, shape: Vec<usize>, bytes: &[u8]) -> Self {
+    fn from_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Self {
         let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
         for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
             let mut padded = [0u8; 8];
@@ -181,8 +181,8 @@ impl HostBuffer {
     }
 
     /// `values` encoded as `dtype` storage.
-    fn encode(dtype: DataType, values: &ArrayD<f32>) -> Self {
-        if dtype == DataType::U4 {
+    fn encode(dtype: DType, values: &ArrayD<f32>) -> Self {
+        if dtype == DType::U4 {
             let nibbles: Vec<u8> = values.iter().map(|&v| v as u8 & 0xF).collect();
             let bytes: Vec<u8> = nibbles
                 .chunks(2)
@@ -194,15 +194,15 @@ impl HostBuffer {
             .iter()
             .flat_map(|&v| -> Vec<u8> {
                 match dtype {
-                    DataType::F32 => v.to_ne_bytes().to_vec(),
-                    DataType::F16 => f16::from_f32(v).to_ne_bytes().to_vec(),
-                    DataType::BF16 => bf16::from_f32(v).to_ne_bytes().to_vec(),
-                    DataType::I64 => (v as i64).to_ne_bytes().to_vec(),
-                    DataType::I32 => (v as i32).to_ne_bytes().to_vec(),
-                    DataType::I8 => (v as i8).to_ne_bytes().to_vec(),
-                    DataType::U8 => (v as u8).to_ne_bytes().to_vec(),
-                    DataType::Bool => vec![u8::from(v != 0.0)],
-                    DataType::U4 => unreachable!("packed above"),
+                    DType::F32 => v.to_ne_bytes().to_vec(),
+                    DType::F16 => f16::from_f32(v).to_ne_bytes().to_vec(),
+                    DType::BF16 => bf16::from_f32(v).to_ne_bytes().to_vec(),
+                    DType::I64 => (v as i64).to_ne_bytes().to_vec(),
+                    DType::I32 => (v as i32).to_ne_bytes().to_vec(),
+                    DType::I8 => (v as i8).to_ne_bytes().to_vec(),
+                    DType::U8 => (v as u8).to_ne_bytes().to_vec(),
+                    DType::Bool => vec![u8::from(v != 0.0)],
+                    DType::U4 => unreachable!("packed above"),
                 }
             })
             .collect();
@@ -211,14 +211,14 @@ impl HostBuffer {
 
     /// An output buffer filled with 0xFF bytes (NaN for floats), so that an element the
     /// kernel does not write fails the comparison.
-    fn poisoned(dtype: DataType, shape: Vec<usize>) -> Self {
+    fn poisoned(dtype: DType, shape: Vec<usize>) -> Self {
         let bits = shape.iter().product::<usize>() * dtype.bits() as usize;
         Self::from_bytes(dtype, shape, &vec![0xFF; bits.div_ceil(8)])
     }
 
     fn decode(&self) -> ArrayD<f32> {
         let bytes: Vec<u8> = self.words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        if self.dtype == DataType::U4 {
+        if self.dtype == DType::U4 {
             let values = (0..self.shape.iter().product::<usize>())
                 .map(|i| f32::from((bytes[i / 2] >> (4 * (i % 2))) & 0xF))
                 .collect();
@@ -230,14 +230,14 @@ impl HostBuffer {
             .chunks(width)
             .take(len)
             .map(|b| match self.dtype {
-                DataType::F32 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
-                DataType::F16 => f16::from_ne_bytes([b[0], b[1]]).to_f32(),
-                DataType::BF16 => bf16::from_ne_bytes([b[0], b[1]]).to_f32(),
-                DataType::I64 => i64::from_ne_bytes(b.try_into().unwrap()) as f32,
-                DataType::I32 => i32::from_ne_bytes(b.try_into().unwrap()) as f32,
-                DataType::I8 => f32::from(b[0] as i8),
-                DataType::U8 | DataType::Bool => f32::from(b[0]),
-                DataType::U4 => unreachable!("unpacked above"),
+                DType::F32 => f32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+                DType::F16 => f16::from_ne_bytes([b[0], b[1]]).to_f32(),
+                DType::BF16 => bf16::from_ne_bytes([b[0], b[1]]).to_f32(),
+                DType::I64 => i64::from_ne_bytes(b.try_into().unwrap()) as f32,
+                DType::I32 => i32::from_ne_bytes(b.try_into().unwrap()) as f32,
+                DType::I8 => f32::from(b[0] as i8),
+                DType::U8 | DType::Bool => f32::from(b[0]),
+                DType::U4 => unreachable!("unpacked above"),
             })
             .collect();
         ArrayD::from_shape_vec(IxDyn(&self.shape), values).unwrap()
@@ -315,14 +315,14 @@ impl Kernel {
 
 /// One unit in the last place of `dtype` at the magnitude of `value` (0 for f32,
 /// whose accuracy the relative tolerance states).
-pub fn ulp(dtype: DataType, value: f64) -> f64 {
+pub fn ulp(dtype: DType, value: f64) -> f64 {
     let magnitude = value.abs() as f32;
     let (here, next) = match dtype {
-        DataType::F16 => {
+        DType::F16 => {
             let h = f16::from_f32(magnitude);
             (h.to_f64(), f16::from_bits(h.to_bits() + 1).to_f64())
         }
-        DataType::BF16 => {
+        DType::BF16 => {
             let h = bf16::from_f32(magnitude);
             (h.to_f64(), bf16::from_bits(h.to_bits() + 1).to_f64())
         }
@@ -334,7 +334,7 @@ pub fn ulp(dtype: DataType, value: f64) -> f64 {
 /// Asserts `got` matches `want` elementwise: `|got - want| <= tol * max(1, |want|)` plus
 /// one ulp of `dtype` at `want` for 16-bit storage; infinities must match exactly and a
 /// NaN is only accepted where the reference is NaN.
-pub fn assert_close(got: &ArrayD<f32>, want: &ArrayD<f64>, dtype: DataType, tol: f64, what: &str) {
+pub fn assert_close(got: &ArrayD<f32>, want: &ArrayD<f64>, dtype: DType, tol: f64, what: &str) {
     assert_eq!(got.shape(), want.shape(), "{what}: shapes differ");
     for ((index, &g), &w) in got.indexed_iter().zip(want.iter()) {
         let g = f64::from(g);
@@ -355,5 +355,5 @@ pub fn assert_close(got: &ArrayD<f32>, want: &ArrayD<f64>, dtype: DataType, tol:
 
 /// Asserts exact equality (for data movement and exactly rounded conversions).
 pub fn assert_exact(got: &ArrayD<f32>, want: &ArrayD<f64>, what: &str) {
-    assert_close(got, want, DataType::F32, 0.0, what);
+    assert_close(got, want, DType::F32, 0.0, what);
 }

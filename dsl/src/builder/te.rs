@@ -165,11 +165,7 @@ fn lower(
         .filter(|d| !shown.contains(*d))
         .map(|dim| {
             let name = format!("__dim_{}", dim.name());
-            inputs.push(te::placeholder(
-                &name,
-                vec![dim.expr()],
-                crate::DataType::I8,
-            ));
+            inputs.push(te::placeholder(&name, vec![dim.expr()], crate::DType::I8));
             name
         })
         .collect();

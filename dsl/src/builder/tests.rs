@@ -2,7 +2,7 @@ use super::*;
 use crate::ir::{Binding, Callee};
 use crate::test_util::{exp, op, t};
 use crate::tir::{Buffer, Stmt};
-use crate::{DataType, SymExpr, SymVar, TensorInfo, TensorShape};
+use crate::{DType, SymExpr, SymVar, TensorInfo, TensorShape};
 
 fn names(function: &Function) -> Vec<(String, bool)> {
     function
@@ -13,7 +13,7 @@ fn names(function: &Function) -> Vec<(String, bool)> {
 
 fn prim_func(len: i64) -> PrimFunc {
     PrimFunc {
-        params: vec![Buffer::new("A", DataType::F32, vec![SymExpr::int(len)])],
+        params: vec![Buffer::new("A", DType::F32, vec![SymExpr::int(len)])],
         num_outputs: 1,
         dims: vec![],
         body: Stmt::Seq(vec![]),
@@ -113,20 +113,20 @@ fn match_cast_binds_the_target_struct_info() {
     let n = SymVar::new("n");
     let unknown = StructInfo::Tensor(TensorInfo {
         shape: TensorShape::Rank(2),
-        dtype: DataType::F32,
+        dtype: DType::F32,
     });
     let x = Var::new("x", unknown);
     let mut bb = BlockBuilder::new();
     bb.begin_function("f", vec![x.clone()], false).unwrap();
-    let target = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DataType::F32);
+    let target = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DType::F32);
     let cast = bb
         .emit_match_cast(x.clone().into(), target.clone())
         .unwrap();
     assert_eq!(cast.sinfo, target);
-    let wrong = StructInfo::tensor(vec![n.expr()], DataType::F32);
+    let wrong = StructInfo::tensor(vec![n.expr()], DType::F32);
     let err = bb.emit_match_cast(x.clone().into(), wrong).unwrap_err();
     assert!(matches!(err, BuildError::IncompatibleCast { .. }), "{err}");
-    let wrong_dtype = StructInfo::tensor(vec![n.expr(), n.expr()], DataType::I32);
+    let wrong_dtype = StructInfo::tensor(vec![n.expr(), n.expr()], DType::I32);
     assert!(bb.emit_match_cast(x.into(), wrong_dtype).is_err());
 }
 
@@ -291,7 +291,7 @@ mod te_tests {
 
     #[test]
     fn emit_te_lowers_adds_and_calls_a_prim_func() {
-        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DataType::F32));
+        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DType::F32));
         let mut bb = BlockBuilder::new();
         bb.begin_function("f", vec![x.clone()], true).unwrap();
         bb.begin_dataflow().unwrap();
@@ -326,7 +326,7 @@ mod te_tests {
     fn emit_te_with_several_outputs_yields_a_tuple() {
         let x = Var::new(
             "x",
-            StructInfo::tensor(vec![n().expr(), SymExpr::int(2)], DataType::F32),
+            StructInfo::tensor(vec![n().expr(), SymExpr::int(2)], DType::F32),
         );
         let mut bb = BlockBuilder::new();
         bb.begin_function("f", vec![x.clone()], false).unwrap();
@@ -343,7 +343,7 @@ mod te_tests {
             .unwrap();
         let expected = StructInfo::Tuple(vec![
             x.sinfo.clone(),
-            StructInfo::tensor(vec![n().expr()], DataType::F32),
+            StructInfo::tensor(vec![n().expr()], DType::F32),
         ]);
         assert_eq!(pair.sinfo, expected);
         let func = &bb.module().prim_funcs["pair"];
@@ -355,10 +355,7 @@ mod te_tests {
 
     #[test]
     fn emit_te_normalizes_call_arguments_first() {
-        let x = Var::new(
-            "x",
-            StructInfo::tensor(vec![SymExpr::int(3)], DataType::F32),
-        );
+        let x = Var::new("x", StructInfo::tensor(vec![SymExpr::int(3)], DType::F32));
         let mut bb = BlockBuilder::new();
         bb.begin_function("f", vec![x.clone()], false).unwrap();
         let nested = op("exp", vec![x.into()], StructInfo::Object);
@@ -375,7 +372,7 @@ mod te_tests {
     #[test]
     fn emit_te_passes_extra_dims_to_the_kernel() {
         let m = SymVar::bounded("m", 100);
-        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DataType::F32));
+        let x = Var::new("x", StructInfo::tensor(vec![n().expr()], DType::F32));
         let offset = Var::new("offset", StructInfo::Shape(Some(vec![m.expr()])));
         let mut bb = BlockBuilder::new();
         bb.begin_function("f", vec![x.clone(), offset], false)
@@ -387,7 +384,7 @@ mod te_tests {
                 std::slice::from_ref(&m),
                 |t| {
                     te::compute("y", t[0].shape().to_vec(), |i| {
-                        t[0].at(i) + (te::Expr::from(m.expr()) + &i[0]).cast(DataType::F32)
+                        t[0].at(i) + (te::Expr::from(m.expr()) + &i[0]).cast(DType::F32)
                     })
                 },
             )
@@ -408,10 +405,7 @@ mod te_tests {
     #[test]
     fn emit_te_errors_name_the_computation() {
         let s = Var::new("s", StructInfo::Shape(None));
-        let x = Var::new(
-            "x",
-            StructInfo::tensor(vec![SymExpr::int(2)], DataType::F32),
-        );
+        let x = Var::new("x", StructInfo::tensor(vec![SymExpr::int(2)], DType::F32));
         let mut bb = BlockBuilder::new();
         bb.begin_function("f", vec![s.clone(), x.clone()], false)
             .unwrap();
@@ -426,7 +420,7 @@ mod te_tests {
         let err = bb
             .emit_te("unbound", &[x.into()], |t| {
                 te::compute("y", t[0].shape().to_vec(), |_| {
-                    te::Expr::from(m.expr()).cast(DataType::F32)
+                    te::Expr::from(m.expr()).cast(DType::F32)
                 })
             })
             .unwrap_err();

@@ -327,7 +327,7 @@ fn load(buffer: &Buffer, indices: &[PrimExpr]) -> PrimExpr {
     load_named(&buffer.name, buffer.dtype, indices)
 }
 
-fn load_named(name: &str, dtype: crate::DataType, indices: &[PrimExpr]) -> PrimExpr {
+fn load_named(name: &str, dtype: crate::DType, indices: &[PrimExpr]) -> PrimExpr {
     PrimExpr::Load {
         buffer: name.to_string(),
         dtype,

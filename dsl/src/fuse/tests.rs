@@ -8,10 +8,10 @@ use crate::nn::{RotaryEmbedding, Spec};
 use crate::sym::SymBindings;
 use crate::tir::eval::pseudo_random;
 use crate::tir::{run_with_inputs, PrimFunc};
-use crate::{op, AttrValue, DataType, Expr, StructInfo, SymExpr, SymVar, Var};
+use crate::{op, AttrValue, DType, Expr, StructInfo, SymExpr, SymVar, Var};
 
 fn tensor(name: &str, shape: Vec<SymExpr>) -> Expr {
-    Expr::Var(Var::new(name, StructInfo::tensor(shape, DataType::F32)))
+    Expr::Var(Var::new(name, StructInfo::tensor(shape, DType::F32)))
 }
 
 fn legalized(expr: Expr) -> PrimFunc {

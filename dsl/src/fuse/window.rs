@@ -8,7 +8,7 @@ use super::{
 };
 use crate::legalize::OpPattern;
 use crate::tir::{BinOp, Buffer, PrimExpr, PrimFunc, TVar};
-use crate::DataType;
+use crate::DType;
 
 /// `consumer` (one loop nest, one output) fused into the matmul `producer` as a windowed
 /// epilogue, where the consumer's input number `operand` is the producer's output
@@ -42,7 +42,7 @@ pub fn fuse_windowed(producer: &PrimFunc, consumer: &PrimFunc, operand: usize) -
     };
     let mut taken = names_in(producer);
     let (extra, nest) = rename_consumer(consumer, operand, nest, &mut taken);
-    let column = TVar::new(&fresh("c", &mut taken), DataType::I64);
+    let column = TVar::new(&fresh("c", &mut taken), DType::I64);
     let merged = merge_window(&nest, &column, window);
     let value = merged.replace_reads(&read.name, &|indices: &[PrimExpr]| {
         let mut at = indices[..indices.len() - 2].to_vec();

@@ -2,7 +2,7 @@
 
 use crate::attrs::Attrs;
 use crate::struct_info::StructInfo;
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use serde::{Deserialize, Serialize};
 
 /// A variable: a function parameter or the left side of a binding.
@@ -34,7 +34,7 @@ impl Var {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Constant {
     /// Element type.
-    pub dtype: DataType,
+    pub dtype: DType,
     /// Static shape.
     pub shape: Vec<i64>,
     /// Values, row-major, converted to f64 (exact for every supported dtype's range
@@ -47,9 +47,9 @@ pub struct Constant {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PrimValue {
     /// A symbolic integer of a given integer dtype.
-    Int(SymExpr, DataType),
+    Int(SymExpr, DType),
     /// A float of a given float dtype.
-    Float(#[serde(with = "crate::text::finite_f64")] f64, DataType),
+    Float(#[serde(with = "crate::text::finite_f64")] f64, DType),
 }
 
 /// What a call calls.

@@ -13,7 +13,7 @@ use super::error::LegalizeError;
 use super::kernel::{load, Kernel, OpPattern};
 use crate::op::Mask;
 use crate::te::{self, Expr};
-use crate::{AttrValue, DataType};
+use crate::{AttrValue, DType};
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &["attention", "attention_q8kv"];
@@ -21,7 +21,7 @@ pub(super) const OPS: &[&str] = &["attention", "attention_q8kv"];
 /// The f32 value of K or V at `[j, g, e]`: the element widened, or for int8 codes (with
 /// their scales `[t, kv_heads]`) the code times its scale.
 fn kv_value(codes: &te::Tensor, scales: Option<&te::Tensor>, at: [Expr; 3]) -> Expr {
-    let value = load(codes, &at).cast(DataType::F32);
+    let value = load(codes, &at).cast(DType::F32);
     match scales {
         Some(scales) => value * load(scales, &at[..2]),
         None => value,
@@ -66,7 +66,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
             Mask::Causal => j.le(position),
             Mask::Window(w) => j.le(position.clone()).and(j.gt(position - Expr::int(w))),
         };
-        te::select(visible, scaled, Expr::neg_inf(DataType::F32))
+        te::select(visible, scaled, Expr::neg_inf(DType::F32))
     });
     let row_shape = vec![n.clone(), heads.clone()];
     let j = te::reduce_axis("j", t.clone());

@@ -5,7 +5,7 @@ use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{broadcast_indices, compute_dtype, Kernel, OpPattern};
 use crate::te::{self, Expr, Tensor};
-use crate::DataType;
+use crate::DType;
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
@@ -32,7 +32,7 @@ pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     }
     if is_where {
         let cond = inputs[0].dtype();
-        call.require_dtype(0, cond, cond == DataType::Bool, "bool")?;
+        call.require_dtype(0, cond, cond == DType::Bool, "bool")?;
     }
     let f = arithmetic(call.op);
     let same_shape = |t: &Tensor| {

@@ -4,7 +4,7 @@ use super::error::LegalizeError;
 use crate::attrs::AttrValue;
 use crate::ir::{Call, Expr};
 use crate::te::{self, Tensor};
-use crate::{DataType, StructInfo, SymExpr};
+use crate::{DType, StructInfo, SymExpr};
 
 /// An op call being legalized.
 pub(super) struct OpCall<'a> {
@@ -15,7 +15,7 @@ pub(super) struct OpCall<'a> {
 }
 
 /// The dims and dtype of a tensor struct info of known shape.
-fn known_tensor(sinfo: &StructInfo) -> Option<(Vec<SymExpr>, DataType)> {
+fn known_tensor(sinfo: &StructInfo) -> Option<(Vec<SymExpr>, DType)> {
     let tensor = sinfo.as_tensor()?;
     Some((tensor.dims()?.to_vec(), tensor.dtype))
 }
@@ -76,7 +76,7 @@ impl OpCall<'_> {
     }
 
     /// The result's dims and dtype.
-    pub(super) fn output(&self) -> Result<(Vec<SymExpr>, DataType), LegalizeError> {
+    pub(super) fn output(&self) -> Result<(Vec<SymExpr>, DType), LegalizeError> {
         known_tensor(&self.call.sinfo).ok_or_else(|| self.bad_output("a tensor of known shape"))
     }
 
@@ -84,7 +84,7 @@ impl OpCall<'_> {
     pub(super) fn output_of_rank(
         &self,
         rank: usize,
-    ) -> Result<(Vec<SymExpr>, DataType), LegalizeError> {
+    ) -> Result<(Vec<SymExpr>, DType), LegalizeError> {
         let (shape, dtype) = self.output()?;
         if shape.len() != rank {
             return Err(self.bad_output(&format!("a tensor of rank {rank}")));
@@ -93,7 +93,7 @@ impl OpCall<'_> {
     }
 
     /// The dims and dtypes of a tuple result's fields.
-    pub(super) fn output_fields(&self) -> Result<Vec<(Vec<SymExpr>, DataType)>, LegalizeError> {
+    pub(super) fn output_fields(&self) -> Result<Vec<(Vec<SymExpr>, DType)>, LegalizeError> {
         let expected = "a tuple of tensors of known shape";
         match &self.call.sinfo {
             StructInfo::Tuple(fields) => fields
@@ -125,7 +125,7 @@ impl OpCall<'_> {
     pub(super) fn require_dtype(
         &self,
         index: usize,
-        dtype: DataType,
+        dtype: DType,
         ok: bool,
         expected: &str,
     ) -> Result<(), LegalizeError> {
@@ -258,7 +258,7 @@ impl OpCall<'_> {
     }
 
     /// A required `DType` attribute.
-    pub(super) fn dtype_attr(&self, name: &str) -> Result<DataType, LegalizeError> {
+    pub(super) fn dtype_attr(&self, name: &str) -> Result<DType, LegalizeError> {
         let value = self.attr(name, "a DType", |v| match v {
             AttrValue::DType(d) => Some(*d),
             _ => None,

@@ -8,7 +8,7 @@ use super::Legalized;
 use crate::ir::Expr as IrExpr;
 use crate::te::{self, Expr};
 use crate::tir::{Buffer, ForKind, PrimExpr, PrimFunc, Stmt, TVar};
-use crate::{DataType, SymVar};
+use crate::{DType, SymVar};
 use crate::{StructInfo, SymExpr};
 
 /// The ops of this family.
@@ -86,7 +86,7 @@ fn concat(call: &OpCall) -> Result<Legalized, LegalizeError> {
 /// `out[..., offset + j, ...] = part[..., j, ...]` over the part's shape.
 fn copy_into(part: &Buffer, axis: usize, offset: &SymExpr, index: usize) -> Stmt {
     let vars: Vec<TVar> = (0..part.shape.len())
-        .map(|d| TVar::new(&format!("p{index}_{d}"), DataType::I64))
+        .map(|d| TVar::new(&format!("p{index}_{d}"), DType::I64))
         .collect();
     let read: Vec<PrimExpr> = vars.iter().map(|v| PrimExpr::Var(v.clone())).collect();
     let mut write = read.clone();

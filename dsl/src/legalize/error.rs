@@ -1,7 +1,7 @@
 //! Why an op call could not be legalized.
 
 use crate::te::TeError;
-use crate::DataType;
+use crate::DType;
 
 /// A legalization error; every variant names the op.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -88,7 +88,7 @@ pub enum LegalizeError {
         /// The argument position.
         index: usize,
         /// Its dtype.
-        dtype: DataType,
+        dtype: DType,
         /// What the op accepts.
         expected: String,
     },

@@ -5,7 +5,7 @@ use super::call::OpCall;
 use super::error::LegalizeError;
 use super::kernel::{Kernel, OpPattern};
 use crate::te::{self, Expr};
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &["strided_slice", "take"];
@@ -67,14 +67,14 @@ fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let (inputs, args) = call.inputs(&["x", "indices"])?;
     let (x, indices) = (&inputs[0], &inputs[1]);
     let index_dtype = indices.dtype();
-    let is_index = matches!(index_dtype, DataType::I32 | DataType::I64);
+    let is_index = matches!(index_dtype, DType::I32 | DType::I64);
     call.require_dtype(1, index_dtype, is_index, "i32 or i64")?;
     let axis = call.axis(call.int_attr("axis", 0)?, x.ndim())?;
     let gathered = indices.ndim();
     let (shape, _) = call.output_of_rank(x.ndim() + gathered - 1)?;
     let last = Expr::from(&x.shape()[axis] - 1);
     let out = te::compute("out", shape, |i| {
-        let position = indices.at(&i[axis..axis + gathered]).cast(DataType::I64);
+        let position = indices.at(&i[axis..axis + gathered]).cast(DType::I64);
         let mut index = i[..axis].to_vec();
         index.push(position.clamp(0, last.clone()));
         index.extend_from_slice(&i[axis + gathered..]);

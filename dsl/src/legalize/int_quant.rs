@@ -8,7 +8,7 @@ use super::kernel::{load, Kernel, OpPattern};
 use super::quantize::code;
 use crate::te::{self, Expr};
 use crate::tir::QUANT_GROUP;
-use crate::DataType;
+use crate::DType;
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
@@ -112,7 +112,7 @@ fn quantize_kv(call: &OpCall) -> Result<Kernel, LegalizeError> {
 /// `clamp(floor(x / scale + 0.5), -127, 127)`, 0 for a zero scale (an infinite divisor).
 fn code_of(x: Expr, scale: Expr) -> Expr {
     let zero = scale.equal(Expr::f32(0.0));
-    let divisor = te::select(zero, Expr::inf(DataType::F32), scale);
+    let divisor = te::select(zero, Expr::inf(DType::F32), scale);
     (x / divisor + Expr::f32(0.5)).floor().clamp(-127.0, 127.0)
 }
 
@@ -130,7 +130,7 @@ fn matmul(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block.clone()));
         let mut at = row.to_vec();
         at.push(l.var());
-        let x = load(xq, &at).cast(DataType::F32) - Expr::f32(CODE_OFFSET);
+        let x = load(xq, &at).cast(DType::F32) - Expr::f32(CODE_OFFSET);
         let group = l.var().floordiv(Expr::int(QUANT_GROUP));
         let scale = load(scales, &[panel.clone(), group.clone(), lane.clone()]);
         let mut x_group = row.to_vec();

@@ -3,7 +3,7 @@
 
 use crate::ir::Expr as IrExpr;
 use crate::te::{Expr, Tensor};
-use crate::{AttrValue, DataType, SymExpr};
+use crate::{AttrValue, DType, SymExpr};
 
 /// How fusion may treat a legalized function (its `op_pattern` attribute).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,9 +101,9 @@ impl Kernel {
 }
 
 /// The type arithmetic happens in: `f32` for the 16-bit floats, else the dtype itself.
-pub(super) fn compute_dtype(dtype: DataType) -> DataType {
+pub(super) fn compute_dtype(dtype: DType) -> DType {
     match dtype {
-        DataType::F16 | DataType::BF16 => DataType::F32,
+        DType::F16 | DType::BF16 => DType::F32,
         d => d,
     }
 }

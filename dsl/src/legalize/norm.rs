@@ -8,20 +8,20 @@ use super::error::LegalizeError;
 use super::kernel::{Kernel, OpPattern};
 use super::reduce::Reduction;
 use crate::te::{self, Expr, Tensor};
-use crate::DataType;
+use crate::DType;
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &["rms_norm", "layer_norm", "add_rms_norm"];
 
 /// `tensor[indices]` as f32.
 fn load_f32(tensor: &Tensor, indices: &[Expr]) -> Expr {
-    tensor.at(indices).cast(DataType::F32)
+    tensor.at(indices).cast(DType::F32)
 }
 
 /// A mean stage over the normalized dims: `name[kept] = sum_k f(x[kept, k]) / count`.
 fn mean_stage(name: &str, norm: &Reduction, f: impl Fn(&[Expr]) -> Expr) -> Tensor {
     te::compute(name, norm.kept_shape(), |i| {
-        te::sum(f(&norm.index(i)), norm.vars()) / norm.count(DataType::F32)
+        te::sum(f(&norm.index(i)), norm.vars()) / norm.count(DType::F32)
     })
 }
 

@@ -9,7 +9,7 @@ use super::packed::matmul_kernel;
 use crate::op::{QuantLayout, QuantPanels};
 use crate::te::{self, Expr, Tensor};
 use crate::tir::QUANT_GROUP;
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
@@ -45,7 +45,7 @@ pub(super) fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block
             l.minimum(depth - Expr::int(1)),
         ],
     );
-    te::select(inside, value, Expr::constant(0.0, DataType::F32))
+    te::select(inside, value, Expr::constant(0.0, DType::F32))
 }
 
 /// The 4-bit scale search's candidates: divisors `n` of the group's peak value `m`, each
@@ -110,14 +110,14 @@ fn peak_magnitude(group: &Tensor, shape: &[SymExpr]) -> Tensor {
 /// error is least (largest `sum(w L)^2 / sum(L^2)`) wins. 0 for a group of zeros. The
 /// candidates' sums are written out term by term, so the loop over candidates is the
 /// innermost one and runs on vectors.
-fn least_squares_scales(group: &Tensor, shape: &[SymExpr], dtype: DataType) -> Tensor {
+fn least_squares_scales(group: &Tensor, shape: &[SymExpr], dtype: DType) -> Tensor {
     let value = |i: &[Expr], k: Expr| group_value(group, i, k);
     let peak = peak_magnitude(group, shape);
     // The step of the n = 1 candidate: `-m` (the peak's value, sign flipped), 1 for zeros.
     let k = te::reduce_axis("k", QUANT_GROUP.into());
     let unit = te::compute("unit_step", shape.to_vec(), |i| {
         let w = value(i, k.var());
-        let candidate = te::select(w.abs().ge(peak.at(i)), -w, Expr::neg_inf(DataType::F32));
+        let candidate = te::select(w.abs().ge(peak.at(i)), -w, Expr::neg_inf(DType::F32));
         let m = te::max(candidate, std::slice::from_ref(&k));
         te::select(peak.at(i).equal(Expr::f32(0.0)), Expr::f32(1.0), m)
     });
@@ -170,7 +170,7 @@ fn least_squares_scales(group: &Tensor, shape: &[SymExpr], dtype: DataType) -> T
     let c = te::reduce_axis("c", divisors.into());
     te::compute("scales", shape.to_vec(), |i| {
         let (fit, scale) = score(i, &c.var());
-        let candidate = te::select(fit.ge(best.at(i)), scale, Expr::neg_inf(DataType::F32));
+        let candidate = te::select(fit.ge(best.at(i)), scale, Expr::neg_inf(DType::F32));
         te::max(candidate, std::slice::from_ref(&c)).cast(dtype)
     })
 }
@@ -195,8 +195,8 @@ fn pack(call: &OpCall) -> Result<Kernel, LegalizeError> {
     };
     let divisor = te::compute("divisor", scales.shape().to_vec(), |i| {
         let scale = load(scales, i);
-        let zero = scale.equal(Expr::constant(0.0, DataType::F32));
-        te::select(zero, Expr::inf(DataType::F32), scale)
+        let zero = scale.equal(Expr::constant(0.0, DType::F32));
+        te::select(zero, Expr::inf(DType::F32), scale)
     });
     let out = te::compute("packed", shape.clone(), |i| {
         let (p, j) = (&i[0], &i[2]);
@@ -247,7 +247,7 @@ fn panel_index(
 pub(super) fn code(packed: &Tensor, (panel, lane): (&Expr, &Expr), l: &Expr) -> Expr {
     let quant = QuantPanels::of(packed.dtype(), packed.shape()).expect("quantized panels");
     let at = panel_index(quant.layout, quant.bits, (panel, lane), l);
-    let value = load(packed, &at).cast(DataType::F32);
+    let value = load(packed, &at).cast(DType::F32);
     if quant.bits == 4 {
         value - Expr::f32(8.0)
     } else {
@@ -261,7 +261,7 @@ fn dequantized(packed: &Tensor, scales: &Tensor, (h, l): (&Expr, &Expr)) -> Expr
     let (panel, lane) = (h.floordiv(block.clone()), h.floormod(block));
     let value = code(packed, (&panel, &lane), l);
     let group = l.floordiv(Expr::int(QUANT_GROUP));
-    value * load(scales, &[panel, group, lane]).cast(DataType::F32)
+    value * load(scales, &[panel, group, lane]).cast(DType::F32)
 }
 
 /// `out[..., h] = sum_l x[..., l] * w(h, l)`, `w` [`dequantized`].
@@ -280,7 +280,7 @@ fn take(call: &OpCall) -> Result<Kernel, LegalizeError> {
     let last = Expr::int(call.int_attr("rows", 1)? - 1);
     let out = te::compute("rows", shape, |i| {
         let (l, at) = i.split_last().expect("the output has the width dim");
-        let row = ids.at(at).cast(DataType::I64).clamp(0, last.clone());
+        let row = ids.at(at).cast(DType::I64).clamp(0, last.clone());
         dequantized(packed, scales, (&row, l)).cast(dtype)
     });
     Ok(Kernel::new(inputs, args, out, OpPattern::Injective))

@@ -75,7 +75,7 @@ impl Reduction {
     }
 
     /// The number of reduced elements, as a value of the compute dtype `like`.
-    pub(super) fn count(&self, like: crate::DataType) -> Expr {
+    pub(super) fn count(&self, like: crate::DType) -> Expr {
         size_of(&self.reduced(&self.shape)).cast(like)
     }
 }

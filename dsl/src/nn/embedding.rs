@@ -1,21 +1,21 @@
 //! `Embedding`: a lookup of rows of a `[vocab, dim]` table.
 
 use super::{Module, NnError, Param, Prefix};
-use crate::{op, BlockBuilder, DataType, Expr};
+use crate::{op, BlockBuilder, DType, Expr};
 
 /// A token embedding table. Parameter: `weight` `[num_embeddings, dim]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Embedding {
     prefix: Prefix,
     /// The dtype of the rows it emits.
-    dtype: DataType,
+    dtype: DType,
     /// The table, `[num_embeddings, dim]`.
     pub weight: Param,
 }
 
 impl Embedding {
     /// A table at `prefix` of `num_embeddings` rows of `dim` values of `dtype`.
-    pub fn new(prefix: &Prefix, num_embeddings: i64, dim: i64, dtype: DataType) -> Self {
+    pub fn new(prefix: &Prefix, num_embeddings: i64, dim: i64, dtype: DType) -> Self {
         Embedding {
             prefix: prefix.clone(),
             dtype,
@@ -25,7 +25,7 @@ impl Embedding {
 
     /// The table stored as `table` (e.g. f16 for f32 rows: the looked-up rows are
     /// widened to the embedding's dtype).
-    pub fn stored_as(mut self, table: DataType) -> Self {
+    pub fn stored_as(mut self, table: DType) -> Self {
         self.weight = self.weight.with_dtype(table);
         self
     }

@@ -1,7 +1,7 @@
 //! `Linear`: `y = x W^T + b` with the weight stored `[out, in]` as Hugging Face does.
 
 use super::{Module, NnError, Param, Prefix};
-use crate::{op, BlockBuilder, DataType, Expr};
+use crate::{op, BlockBuilder, DType, Expr};
 
 /// A fully connected layer. Parameters: `weight` `[out_features, in_features]` and,
 /// optionally, `bias` `[out_features]`.
@@ -22,7 +22,7 @@ impl Linear {
         in_features: i64,
         out_features: i64,
         bias: bool,
-        dtype: DataType,
+        dtype: DType,
     ) -> Self {
         Linear {
             prefix: prefix.clone(),
@@ -34,7 +34,7 @@ impl Linear {
     /// The layer with its weight stored as `weights` (e.g. f16 weights for f32
     /// activations: the matmul widens them as it reads them, its output and the bias keep
     /// the layer's dtype).
-    pub fn stored_as(mut self, weights: DataType) -> Self {
+    pub fn stored_as(mut self, weights: DType) -> Self {
         self.weight = self.weight.with_dtype(weights);
         self
     }

@@ -1,7 +1,7 @@
 //! Normalization layers over the last axis: `RMSNorm` and `LayerNorm`.
 
 use super::{Module, NnError, Param, Prefix};
-use crate::{op, BlockBuilder, DataType, Expr};
+use crate::{op, BlockBuilder, DType, Expr};
 
 /// Root-mean-square normalization with a learned scale. Parameter: `weight` `[dim]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,7 +17,7 @@ pub struct RMSNorm {
 
 impl RMSNorm {
     /// A norm at `prefix` over a last axis of `dim` values.
-    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DataType) -> Self {
+    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DType) -> Self {
         RMSNorm {
             prefix: prefix.clone(),
             weight: Param::new(prefix, "weight", &[dim], dtype),
@@ -41,7 +41,7 @@ impl RMSNorm {
         let error = NnError::op(self.prefix.as_str());
         let mut weight = self.weight.expr();
         if self.unit_offset {
-            let dtype = self.weight.dtype().unwrap_or(DataType::F32);
+            let dtype = self.weight.dtype().unwrap_or(DType::F32);
             let one = op::ones(vec![], dtype).map_err(error)?;
             let one: Expr = bb.emit_named(one, "one")?.into();
             let scale = op::add(&weight, &one).map_err(error)?;
@@ -73,7 +73,7 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     /// A norm at `prefix` over a last axis of `dim` values.
-    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DataType) -> Self {
+    pub fn new(prefix: &Prefix, dim: i64, epsilon: f64, dtype: DType) -> Self {
         LayerNorm {
             prefix: prefix.clone(),
             weight: Param::new(prefix, "weight", &[dim], dtype),

@@ -1,7 +1,7 @@
 //! Model parameters and the hierarchical names they are found under.
 
 use crate::ir::{Expr, Var};
-use crate::{DataType, StructInfo, SymExpr};
+use crate::{DType, StructInfo, SymExpr};
 use std::fmt;
 
 /// A dotted path naming a module in a model (`model.layers.0.self_attn`), as Hugging Face
@@ -73,7 +73,7 @@ pub struct Param {
 
 impl Param {
     /// Parameter `leaf` of the module at `prefix`, a tensor of `shape` and `dtype`.
-    pub fn new(prefix: &Prefix, leaf: &str, shape: &[i64], dtype: DataType) -> Self {
+    pub fn new(prefix: &Prefix, leaf: &str, shape: &[i64], dtype: DType) -> Self {
         Param {
             name: prefix.param(leaf),
             sinfo: StructInfo::tensor(shape.iter().map(|&d| SymExpr::int(d)).collect(), dtype),
@@ -81,7 +81,7 @@ impl Param {
     }
 
     /// The same parameter stored as `dtype`.
-    pub fn with_dtype(mut self, dtype: DataType) -> Self {
+    pub fn with_dtype(mut self, dtype: DType) -> Self {
         if let StructInfo::Tensor(tensor) = &mut self.sinfo {
             tensor.dtype = dtype;
         }
@@ -89,7 +89,7 @@ impl Param {
     }
 
     /// The element type, for a tensor parameter.
-    pub fn dtype(&self) -> Option<DataType> {
+    pub fn dtype(&self) -> Option<DType> {
         self.sinfo.as_tensor().map(|t| t.dtype)
     }
 

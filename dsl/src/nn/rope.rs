@@ -3,7 +3,7 @@
 use super::{Module, NnError, Param};
 use crate::legalize::OpPattern;
 use crate::te::{self, Tensor};
-use crate::{BlockBuilder, DataType, Expr, StructInfo, SymExpr};
+use crate::{BlockBuilder, DType, Expr, StructInfo, SymExpr};
 
 /// Rotary position embedding over `[batch, seq, heads, head_dim]`, as Hugging Face
 /// applies it: with `half = head_dim / 2`, `inv_freq[j] = theta^(-2j / head_dim)`, token
@@ -209,12 +209,10 @@ impl RotaryEmbedding {
     }
 
     fn check_table(&self, sinfo: &StructInfo, seq: &SymExpr) -> Result<(), NnError> {
-        let expected = StructInfo::tensor(
-            vec![seq.clone(), SymExpr::int(self.head_dim)],
-            DataType::F32,
-        );
+        let expected =
+            StructInfo::tensor(vec![seq.clone(), SymExpr::int(self.head_dim)], DType::F32);
         let fits = sinfo.as_tensor().is_some_and(|t| {
-            t.dtype == DataType::F32
+            t.dtype == DType::F32
                 && t.dims().is_some_and(|d| {
                     d.len() == 2
                         && d[0].prove_equal(seq)
@@ -237,9 +235,9 @@ impl RotaryEmbedding {
         let freq_scale = -2.0 * self.theta.ln() / d as f64;
         te::compute("rotary_table", shape, |idx| {
             let (s, i) = (&idx[0], &idx[1]);
-            let position = (te::Expr::from(offset) + s).cast(DataType::F32);
+            let position = (te::Expr::from(offset) + s).cast(DType::F32);
             let lane = i.floormod(half);
-            let mut inv_freq = (lane.cast(DataType::F32) * freq_scale).exp();
+            let mut inv_freq = (lane.cast(DType::F32) * freq_scale).exp();
             match &self.scaling {
                 Some(RopeScaling::Linear { factor }) => inv_freq = inv_freq * (1.0 / factor),
                 Some(RopeScaling::Llama3(scaling)) => {
@@ -264,9 +262,9 @@ impl RotaryEmbedding {
             let cos = table.at(&[s.clone(), lane.clone()]);
             let sin = table.at(&[s.clone(), lane + half]);
             let partner = x.at(&[b.clone(), s.clone(), h.clone(), (i + half).floormod(d)]);
-            let partner = partner.cast(DataType::F32);
+            let partner = partner.cast(DType::F32);
             let rotated = te::select(i.lt(half), -&partner, partner);
-            let value = x.at(idx).cast(DataType::F32);
+            let value = x.at(idx).cast(DType::F32);
             (value * cos + rotated * sin).cast(dtype)
         })
     }

@@ -1,18 +1,18 @@
 use super::*;
 use crate::ir::{BindingValue, Callee, Function, Var};
 use crate::wellformed::check_module;
-use crate::{AttrValue, BlockBuilder, DataType, Expr, IRModule, StructInfo, SymExpr, SymVar};
+use crate::{AttrValue, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, SymVar};
 
 fn n() -> SymVar {
     SymVar::bounded("n", 2048)
 }
 
-fn tensor(dims: &[SymExpr], dtype: DataType) -> StructInfo {
+fn tensor(dims: &[SymExpr], dtype: DType) -> StructInfo {
     StructInfo::tensor(dims.to_vec(), dtype)
 }
 
 fn f32_input(name: &str, dims: &[SymExpr]) -> Var {
-    Var::new(name, tensor(dims, DataType::F32))
+    Var::new(name, tensor(dims, DType::F32))
 }
 
 fn c(v: i64) -> SymExpr {
@@ -65,7 +65,7 @@ impl TwoLayers {
         TwoLayers {
             layers: ModuleList::new(&prefix, 2, |p| {
                 let bias = p.last() == "0";
-                Linear::new(p, 64, 64, bias, DataType::F32)
+                Linear::new(p, 64, 64, bias, DType::F32)
             }),
         }
     }
@@ -86,8 +86,8 @@ struct Mlp {
 impl Mlp {
     fn new(prefix: &Prefix) -> Self {
         Mlp {
-            up: Linear::new(&prefix.child("up_proj"), 64, 128, false, DataType::F32),
-            down: Linear::new(&prefix.child("down_proj"), 128, 64, true, DataType::F32),
+            up: Linear::new(&prefix.child("up_proj"), 64, 128, false, DType::F32),
+            down: Linear::new(&prefix.child("down_proj"), 128, 64, true, DType::F32),
             act: Activation::Silu,
         }
     }
@@ -136,14 +136,14 @@ fn module_list_names_parameters_by_index() {
     assert_eq!(model.layers.len(), 2);
     assert!(model.layers.get(2).is_none());
     let weight = &model.layers[1].weight;
-    assert_eq!(weight.sinfo, tensor(&[c(64), c(64)], DataType::F32));
+    assert_eq!(weight.sinfo, tensor(&[c(64), c(64)], DType::F32));
     assert_eq!(model.layers.iter().filter(|l| l.bias.is_some()).count(), 1);
 }
 
 #[test]
 fn linear_transposes_the_hugging_face_weight() {
-    let lin = Linear::new(&Prefix::new("fc"), 64, 128, true, DataType::F32);
-    assert_eq!(lin.weight.sinfo, tensor(&[c(128), c(64)], DataType::F32));
+    let lin = Linear::new(&Prefix::new("fc"), 64, 128, true, DType::F32);
+    assert_eq!(lin.weight.sinfo, tensor(&[c(128), c(64)], DType::F32));
     let x = f32_input("x", &[c(1), n().expr(), c(64)]);
     let module = build_with(&x, &lin.parameters(), |bb| {
         lin.forward(bb, &x.clone().into())
@@ -154,13 +154,13 @@ fn linear_transposes_the_hugging_face_weight() {
     assert_eq!(names, ["lv", "lv1", "fc", "gv"]);
     assert_eq!(
         f.ret_sinfo(),
-        tensor(&[c(1), n().expr(), c(128)], DataType::F32)
+        tensor(&[c(1), n().expr(), c(128)], DType::F32)
     );
 }
 
 #[test]
 fn linear_without_bias_is_a_single_matmul() {
-    let lin = Linear::new(&Prefix::new("fc"), 8, 4, false, DataType::F32);
+    let lin = Linear::new(&Prefix::new("fc"), 8, 4, false, DType::F32);
     assert_eq!(lin.parameters().len(), 1);
     let x = f32_input("x", &[n().expr(), c(8)]);
     let module = build_with(&x, &lin.parameters(), |bb| {
@@ -171,13 +171,7 @@ fn linear_without_bias_is_a_single_matmul() {
 
 #[test]
 fn op_errors_name_the_module() {
-    let lin = Linear::new(
-        &Prefix::new("model").child("fc1"),
-        32,
-        4,
-        false,
-        DataType::F32,
-    );
+    let lin = Linear::new(&Prefix::new("model").child("fc1"), 32, 4, false, DType::F32);
     let x = f32_input("x", &[c(2), c(64)]);
     let mut bb = BlockBuilder::new();
     let mut params = vec![x.clone()];
@@ -252,10 +246,10 @@ fn embedding_takes_rows_by_token_id() {
         &Prefix::new("model").child("embed_tokens"),
         1000,
         16,
-        DataType::F32,
+        DType::F32,
     );
     assert_eq!(emb.parameters()[0].name, "model.embed_tokens.weight");
-    let ids = Var::new("ids", tensor(&[c(1), n().expr()], DataType::I32));
+    let ids = Var::new("ids", tensor(&[c(1), n().expr()], DType::I32));
     let module = build_with(&ids, &emb.parameters(), |bb| {
         emb.forward(bb, &ids.clone().into())
     });
@@ -264,15 +258,15 @@ fn embedding_takes_rows_by_token_id() {
     assert_eq!(f.bindings().next().unwrap().var.name, "embed_tokens");
     assert_eq!(
         f.ret_sinfo(),
-        tensor(&[c(1), n().expr(), c(16)], DataType::F32)
+        tensor(&[c(1), n().expr(), c(16)], DType::F32)
     );
 }
 
 #[test]
 fn norms_normalize_the_last_axis_with_their_epsilon() {
     let x = f32_input("x", &[n().expr(), c(32)]);
-    let rms = RMSNorm::new(&Prefix::new("norm"), 32, 1e-6, DataType::F32);
-    let ln = LayerNorm::new(&Prefix::new("ln"), 32, 1e-5, DataType::F32);
+    let rms = RMSNorm::new(&Prefix::new("norm"), 32, 1e-6, DType::F32);
+    let ln = LayerNorm::new(&Prefix::new("ln"), 32, 1e-5, DType::F32);
     let params = [rms.parameters(), ln.parameters()].concat();
     let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["norm.weight", "ln.weight", "ln.bias"]);
@@ -314,7 +308,7 @@ fn activations_emit_their_ops() {
         })
         .collect();
     assert_eq!(calls[2].attrs["approximate"], AttrValue::Str("tanh".into()));
-    assert_eq!(calls[3].args[1].sinfo(), tensor(&[], DataType::F32));
+    assert_eq!(calls[3].args[1].sinfo(), tensor(&[], DType::F32));
     assert_eq!(f.ret_sinfo(), x.sinfo);
     assert_eq!(
         Activation::from_name("gelu_pytorch_tanh"),
@@ -336,7 +330,7 @@ impl TinyAttention {
     const HEAD_DIM: i64 = 16;
 
     fn new(prefix: &Prefix) -> Self {
-        let linear = |name: &str| Linear::new(&prefix.child(name), 32, 32, false, DataType::F32);
+        let linear = |name: &str| Linear::new(&prefix.child(name), 32, 32, false, DType::F32);
         TinyAttention {
             q_proj: linear("q_proj"),
             k_proj: linear("k_proj"),
@@ -365,13 +359,13 @@ impl TinyAttention {
         let [q, k, v] = <[Expr; 3]>::try_from(heads).expect("three projections");
         let k_t = op::permute_dims(&k, Some(vec![0, 1, 3, 2])).map_err(err)?;
         let scale = Expr::Constant(crate::ir::Constant {
-            dtype: DataType::F32,
+            dtype: DType::F32,
             shape: vec![],
             values: vec![0.25],
         });
         let scores = op::multiply(&op::matmul(&q, &k_t).map_err(err)?, &scale).map_err(err)?;
         let scores = bb.emit_named(scores, "scores")?;
-        let mask = causal_mask(bb, &n().expr(), DataType::F32)?;
+        let mask = causal_mask(bb, &n().expr(), DType::F32)?;
         let masked = op::add(&scores.into(), &mask).map_err(err)?;
         let probs = bb.emit_named(op::softmax(&masked, -1).map_err(err)?, "probs")?;
         let out = op::matmul(&probs.into(), &v).map_err(err)?;
@@ -406,14 +400,14 @@ fn tiny_attention_with_causal_mask_is_well_formed() {
     assert_eq!(f.params[4].name, "self_attn.o_proj.weight");
     assert_eq!(
         f.ret_sinfo(),
-        tensor(&[c(1), n().expr(), c(32)], DataType::F32)
+        tensor(&[c(1), n().expr(), c(32)], DType::F32)
     );
     let by_name = |name: &str| f.bindings().find(|b| b.var.name == name).unwrap();
     let nn = [n().expr(), n().expr()];
-    assert_eq!(by_name("causal_mask").var.sinfo, tensor(&nn, DataType::F32));
+    assert_eq!(by_name("causal_mask").var.sinfo, tensor(&nn, DType::F32));
     let heads = [c(1), c(2), n().expr(), n().expr()];
-    assert_eq!(by_name("scores").var.sinfo, tensor(&heads, DataType::F32));
-    assert_eq!(by_name("probs").var.sinfo, tensor(&heads, DataType::F32));
+    assert_eq!(by_name("scores").var.sinfo, tensor(&heads, DType::F32));
+    assert_eq!(by_name("probs").var.sinfo, tensor(&heads, DType::F32));
     let ops = ops(f);
     let position = |op: &str| ops.iter().position(|o| o == op).unwrap();
     assert!(position("full") < position("triu"));

@@ -1,7 +1,7 @@
 use super::*;
 use crate::ir::Constant;
 use crate::test_util::{bind, op, t, var};
-use crate::{AttrValue, DataType, SymExpr, SymVar};
+use crate::{AttrValue, DType, SymExpr, SymVar};
 
 fn block(dataflow: bool, bindings: Vec<Binding>) -> BindingBlock {
     BindingBlock { dataflow, bindings }
@@ -106,7 +106,7 @@ fn non_leaf_result_is_bound_in_a_trailing_plain_block() {
 #[test]
 fn struct_info_flows_forward_to_references() {
     let n = SymVar::bounded("n", 128);
-    let x_info = StructInfo::tensor(vec![n.expr()], DataType::F32);
+    let x_info = StructInfo::tensor(vec![n.expr()], DType::F32);
     let x = var("x", x_info.clone(), false);
     // `y` is declared as an opaque object and referenced with that stale struct info.
     let y = var("y", StructInfo::Object, false);
@@ -177,11 +177,11 @@ fn match_cast_value_becomes_a_leaf_and_the_var_takes_the_target() {
         "x",
         StructInfo::Tensor(crate::TensorInfo {
             shape: crate::TensorShape::Rank(1),
-            dtype: DataType::F32,
+            dtype: DType::F32,
         }),
         false,
     );
-    let target = StructInfo::tensor(vec![n.expr()], DataType::F32);
+    let target = StructInfo::tensor(vec![n.expr()], DType::F32);
     let y = var("y", StructInfo::Object, false);
     let f = Function {
         params: vec![x.clone()],
@@ -213,7 +213,7 @@ fn module_normalization_covers_every_function() {
     let mut module = IRModule::new();
     module.functions.insert("main".into(), nested_function());
     let constant = Expr::Constant(Constant {
-        dtype: DataType::F32,
+        dtype: DType::F32,
         shape: vec![1],
         values: vec![1.0],
     });
@@ -234,7 +234,7 @@ fn op_struct_info_is_reinferred_and_flows_to_later_bindings() {
     let n = SymVar::bounded("n", 16);
     let x = var(
         "x",
-        StructInfo::tensor(vec![n.expr(), SymExpr::int(8)], DataType::F32),
+        StructInfo::tensor(vec![n.expr(), SymExpr::int(8)], DType::F32),
         false,
     );
     let w = var("w", t(&[8, 4]), false);
@@ -255,7 +255,7 @@ fn op_struct_info_is_reinferred_and_flows_to_later_bindings() {
         attrs: Default::default(),
     };
     let f = normalize_function(&f).unwrap();
-    let expected = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DataType::F32);
+    let expected = StructInfo::tensor(vec![n.expr(), SymExpr::int(4)], DType::F32);
     assert!(f.bindings().all(|b| b.var.sinfo == expected));
     let Some(BindingValue::Expr(Expr::Call(exp))) = f.bindings().nth(1).map(|b| b.value.clone())
     else {

@@ -19,7 +19,7 @@
 use super::ctx::InferCtx;
 use super::{attr, call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
-use crate::{AttrValue, Attrs, DataType, Expr, StructInfo};
+use crate::{AttrValue, Attrs, DType, Expr, StructInfo};
 
 /// The attributes of both attention ops.
 const ATTRS: &[AttrSpec] = &[
@@ -87,7 +87,7 @@ pub(super) const OPS: &[OpDef] = &[
 ];
 
 /// The dtypes `k` and `v` may have (`q` and the result are f32).
-pub const ATTENTION_KV_DTYPES: [DataType; 2] = [DataType::F32, DataType::F16];
+pub const ATTENTION_KV_DTYPES: [DType; 2] = [DType::F32, DType::F16];
 
 fn infer_attention(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (k, v) = (ctx.tensor(1)?, ctx.tensor(2)?);
@@ -100,7 +100,7 @@ fn infer_attention(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 fn infer_attention_q8kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (k, v) = (ctx.tensor(1)?, ctx.tensor(2)?);
     let kv_dtype = ctx.same_dtype(&k, &v)?;
-    ctx.check_dtype(k.arg.clone(), kv_dtype, |d| d == DataType::I8, "i8")?;
+    ctx.check_dtype(k.arg.clone(), kv_dtype, |d| d == DType::I8, "i8")?;
     for (index, codes) in [(3, &k), (4, &v)] {
         let scales = ctx.tensor(index)?;
         let rows = codes.dims.split_last().map(|(_, rows)| rows);
@@ -108,7 +108,7 @@ fn infer_attention_q8kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
             scales.dims.len() == rows.len()
                 && scales.dims.iter().zip(rows).all(|(a, b)| a.prove_equal(b))
         });
-        if scales.dtype != DataType::F32 || !fits {
+        if scales.dtype != DType::F32 || !fits {
             let reason = format!(
                 "must be the f32 scales [t, kv_heads] of {}, got {} {}",
                 codes.shape(),
@@ -126,7 +126,7 @@ fn infer_attention_q8kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 fn infer_grouped(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (q, k, v) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
     let dtype = q.dtype;
-    ctx.check_dtype(q.arg.clone(), dtype, |d| d == DataType::F32, "f32")?;
+    ctx.check_dtype(q.arg.clone(), dtype, |d| d == DType::F32, "f32")?;
     ctx.require("scale", attr::float)?;
     if let Some(window) = ctx.attr("window", attr::int) {
         if window <= 0 || ctx.attr("causal", attr::boolean) == Some(false) {

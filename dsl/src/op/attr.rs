@@ -2,7 +2,7 @@
 //! normalization of (possibly negative) axes.
 
 use super::error::InferError;
-use crate::{AttrValue, Attrs, DataType, SymExpr};
+use crate::{AttrValue, Attrs, DType, SymExpr};
 use std::fmt;
 
 /// The kind of value an attribute holds.
@@ -181,7 +181,7 @@ getters! {
     /// The `Str` attribute `name`, if present and of that kind.
     string<'a> -> &'a str = Str(v) => v.as_str();
     /// The `DType` attribute `name`, if present and of that kind.
-    dtype -> DataType = DType(v) => *v;
+    dtype -> DType = DType(v) => *v;
     /// The `Shape` attribute `name`, if present and of that kind.
     shape<'a> -> &'a [SymExpr] = Shape(v) => v.as_slice();
 }

@@ -3,7 +3,7 @@
 use super::broadcast::broadcast;
 use super::ctx::InferCtx;
 use super::{call, InferError, OpDef};
-use crate::{Attrs, DataType, Expr, StructInfo};
+use crate::{Attrs, DType, Expr, StructInfo};
 
 macro_rules! binary_ops {
     ($($(#[$doc:meta])* $name:ident;)*) => {
@@ -50,12 +50,7 @@ fn infer_binary(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
 /// A bool condition and two branches of one dtype, all three broadcast together.
 fn infer_where(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (cond, a, b) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    ctx.check_dtype(
-        cond.arg.clone(),
-        cond.dtype,
-        |d| d == DataType::Bool,
-        "bool",
-    )?;
+    ctx.check_dtype(cond.arg.clone(), cond.dtype, |d| d == DType::Bool, "bool")?;
     let dtype = ctx.same_dtype(&a, &b)?;
     Ok(StructInfo::tensor(
         broadcast(ctx.op(), &[&cond, &a, &b], 0)?,

@@ -5,7 +5,7 @@ use super::ctx::InferCtx;
 use super::error::ArgRef;
 use super::{attrs, call, InferError, OpDef};
 use crate::ir::PrimValue;
-use crate::{AttrValue, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, DType, Expr, StructInfo, SymExpr};
 
 const DTYPE: &[AttrSpec] = &[AttrSpec::new(
     "dtype",
@@ -68,12 +68,12 @@ fn infer_triu(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     Ok(StructInfo::tensor(x.dims.to_vec(), x.dtype))
 }
 
-fn dtype_attrs(dtype: DataType) -> crate::Attrs {
+fn dtype_attrs(dtype: DType) -> crate::Attrs {
     attrs([("dtype", Some(AttrValue::DType(dtype)))])
 }
 
 /// `fill` as a scalar of `dtype`: a float for float dtypes, else an exact integer.
-fn fill_value(fill: f64, dtype: DataType) -> Result<PrimValue, InferError> {
+fn fill_value(fill: f64, dtype: DType) -> Result<PrimValue, InferError> {
     if dtype.is_float() {
         return Ok(PrimValue::Float(fill, dtype));
     }
@@ -93,18 +93,18 @@ fn fill_value(fill: f64, dtype: DataType) -> Result<PrimValue, InferError> {
 }
 
 /// A tensor of `shape` and `dtype` with every element `fill`.
-pub fn full(shape: Vec<SymExpr>, fill: f64, dtype: DataType) -> Result<Expr, InferError> {
+pub fn full(shape: Vec<SymExpr>, fill: f64, dtype: DType) -> Result<Expr, InferError> {
     let args = vec![Expr::Shape(shape), Expr::Prim(fill_value(fill, dtype)?)];
     call("full", args, dtype_attrs(dtype))
 }
 
 /// A tensor of `shape` and `dtype` filled with zeros.
-pub fn zeros(shape: Vec<SymExpr>, dtype: DataType) -> Result<Expr, InferError> {
+pub fn zeros(shape: Vec<SymExpr>, dtype: DType) -> Result<Expr, InferError> {
     call("zeros", vec![Expr::Shape(shape)], dtype_attrs(dtype))
 }
 
 /// A tensor of `shape` and `dtype` filled with ones.
-pub fn ones(shape: Vec<SymExpr>, dtype: DataType) -> Result<Expr, InferError> {
+pub fn ones(shape: Vec<SymExpr>, dtype: DType) -> Result<Expr, InferError> {
     call("ones", vec![Expr::Shape(shape)], dtype_attrs(dtype))
 }
 

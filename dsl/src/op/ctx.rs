@@ -4,7 +4,7 @@
 use super::attr::{normalize_axes, normalize_axis};
 use super::error::{ArgRef, Dims, InferError};
 use super::OpDef;
-use crate::{Attrs, DataType, StructInfo, SymExpr, TensorInfo};
+use crate::{Attrs, DType, StructInfo, SymExpr, TensorInfo};
 
 /// What an op's inference function sees: the op, the arguments' struct info and the
 /// attributes (validated, defaults filled in).
@@ -21,7 +21,7 @@ pub(crate) struct Tensor<'a> {
     /// Its dims.
     pub dims: &'a [SymExpr],
     /// Its element type.
-    pub dtype: DataType,
+    pub dtype: DType,
 }
 
 impl Tensor<'_> {
@@ -132,7 +132,7 @@ impl<'a> InferCtx<'a> {
     }
 
     /// Argument `index` as a scalar; its dtype.
-    pub(crate) fn scalar(&self, index: usize) -> Result<DataType, InferError> {
+    pub(crate) fn scalar(&self, index: usize) -> Result<DType, InferError> {
         match self.sinfo(index)? {
             StructInfo::Scalar(dtype) => Ok(*dtype),
             other => Err(self.wrong_kind(self.arg(index), "a scalar", other)),
@@ -198,8 +198,8 @@ impl<'a> InferCtx<'a> {
     pub(crate) fn check_dtype(
         &self,
         arg: ArgRef,
-        dtype: DataType,
-        accept: fn(DataType) -> bool,
+        dtype: DType,
+        accept: fn(DType) -> bool,
         expected: &'static str,
     ) -> Result<(), InferError> {
         if accept(dtype) {
@@ -215,7 +215,7 @@ impl<'a> InferCtx<'a> {
     }
 
     /// Fails unless `a` and `b` have the same dtype; returns it.
-    pub(crate) fn same_dtype(&self, a: &Tensor, b: &Tensor) -> Result<DataType, InferError> {
+    pub(crate) fn same_dtype(&self, a: &Tensor, b: &Tensor) -> Result<DType, InferError> {
         if a.dtype == b.dtype {
             Ok(a.dtype)
         } else {
@@ -231,9 +231,9 @@ impl<'a> InferCtx<'a> {
 
     /// The result dtype of activations `x` times weights `w`: their common dtype, or f32
     /// for f32 activations with f16 weights (widened as they are read).
-    pub(crate) fn weighted_dtype(&self, x: &Tensor, w: &Tensor) -> Result<DataType, InferError> {
+    pub(crate) fn weighted_dtype(&self, x: &Tensor, w: &Tensor) -> Result<DType, InferError> {
         match (x.dtype, w.dtype) {
-            (DataType::F32, DataType::F16) => Ok(DataType::F32),
+            (DType::F32, DType::F16) => Ok(DType::F32),
             _ => self.same_dtype(x, w),
         }
     }
@@ -252,11 +252,11 @@ impl<'a> InferCtx<'a> {
 }
 
 /// Whether `dtype` is a float type.
-pub(crate) fn is_float(dtype: DataType) -> bool {
+pub(crate) fn is_float(dtype: DType) -> bool {
     dtype.is_float()
 }
 
 /// Whether `dtype` is numeric (anything but bool).
-pub(crate) fn is_numeric(dtype: DataType) -> bool {
-    dtype != DataType::Bool
+pub(crate) fn is_numeric(dtype: DType) -> bool {
+    dtype != DType::Bool
 }

@@ -2,7 +2,7 @@
 //! involved, and the shapes or dtypes that disagree.
 
 use super::attr::AttrKind;
-use crate::{AttrValue, DataType, StructInfo, SymExpr};
+use crate::{AttrValue, DType, StructInfo, SymExpr};
 use std::fmt;
 
 /// One argument of an op call: its position and its role (`lhs`, `x`, `tensors[1]`).
@@ -89,11 +89,11 @@ pub enum InferError {
         /// The first argument.
         lhs: ArgRef,
         /// Its dtype.
-        lhs_dtype: DataType,
+        lhs_dtype: DType,
         /// The second argument.
         rhs: ArgRef,
         /// Its dtype.
-        rhs_dtype: DataType,
+        rhs_dtype: DType,
     },
     /// An argument's dtype is not one the op accepts.
     #[error("{op}: {arg} has dtype {dtype}, expected {expected}")]
@@ -103,7 +103,7 @@ pub enum InferError {
         /// The argument.
         arg: ArgRef,
         /// Its dtype.
-        dtype: DataType,
+        dtype: DType,
         /// What is accepted (`a float dtype`, `bool`).
         expected: &'static str,
     },

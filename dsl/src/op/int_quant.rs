@@ -30,7 +30,7 @@ use super::quantize::{check_depth, quant_panels, QuantLayout, QuantPanels};
 use super::{call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
 use crate::tir::QUANT_GROUP;
-use crate::{AttrValue, Attrs, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, Attrs, DType, Expr, StructInfo, SymExpr};
 
 /// The dynamic int8 activation ops.
 pub(super) const OPS: &[OpDef] = &[
@@ -78,7 +78,7 @@ pub fn padded_depth(depth: i64) -> i64 {
 /// Argument `index`: an f32 tensor of at least one dim.
 fn activations<'a>(ctx: &InferCtx<'a>, index: usize) -> Result<Tensor<'a>, InferError> {
     let x = ctx.tensor(index)?;
-    if x.dtype != DataType::F32 || x.dims.is_empty() {
+    if x.dtype != DType::F32 || x.dims.is_empty() {
         let reason = format!("must be f32 [..., L], got {} {}", x.dtype, x.shape());
         return Err(ctx.invalid_arg(index, reason));
     }
@@ -88,7 +88,7 @@ fn activations<'a>(ctx: &InferCtx<'a>, index: usize) -> Result<Tensor<'a>, Infer
 fn infer_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let x = activations(ctx, 0)?;
     let (_, rows) = x.dims.split_last().expect("checked non-empty");
-    Ok(StructInfo::tensor(rows.to_vec(), DataType::F32))
+    Ok(StructInfo::tensor(rows.to_vec(), DType::F32))
 }
 
 fn infer_group_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
@@ -99,7 +99,7 @@ fn infer_group_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     };
     let mut shape = rows.to_vec();
     shape.push(SymExpr::int(padded_depth(depth) / QUANT_GROUP));
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok(StructInfo::tensor(shape, DType::F32))
 }
 
 /// Checks that argument `index` holds one f32 scale per row of `rows` (and, with
@@ -120,7 +120,7 @@ fn check_row_scales(ctx: &InferCtx<'_>, index: usize, rows: &[SymExpr]) -> Resul
     let scales = ctx.tensor(index)?;
     let same = scales.dims.len() == rows.len()
         && scales.dims.iter().zip(rows).all(|(a, b)| a.prove_equal(b));
-    if scales.dtype == DataType::F32 && same {
+    if scales.dtype == DType::F32 && same {
         return Ok(());
     }
     let reason = format!(
@@ -144,14 +144,14 @@ fn infer_quantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     check_scales_of(ctx, 1, rows, Some(padded_depth(depth) / QUANT_GROUP))?;
     let mut shape = rows.to_vec();
     shape.push(SymExpr::int(padded_depth(depth)));
-    Ok(StructInfo::tensor(shape, DataType::U8))
+    Ok(StructInfo::tensor(shape, DType::U8))
 }
 
 fn infer_quantize_kv(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let x = activations(ctx, 0)?;
     let (_, rows) = x.dims.split_last().expect("checked non-empty");
     check_row_scales(ctx, 1, rows)?;
-    Ok(StructInfo::tensor(x.dims.to_vec(), DataType::I8))
+    Ok(StructInfo::tensor(x.dims.to_vec(), DType::I8))
 }
 
 /// Argument `index`: quantized panels of the quads layout.
@@ -175,7 +175,7 @@ fn check_group_scales(
     panels: &QuantPanels,
 ) -> Result<i64, InferError> {
     let scales = ctx.tensor(index)?;
-    if let (DataType::F16, [p, g, b]) = (scales.dtype, scales.dims) {
+    if let (DType::F16, [p, g, b]) = (scales.dtype, scales.dims) {
         let depth = g.as_const().map(|g| g * QUANT_GROUP);
         if p == panels.panels && b == panels.block {
             if let Some(depth) = depth.filter(|&l| panels.holds_depth(l)) {
@@ -195,7 +195,7 @@ fn check_group_scales(
 
 fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let xq = ctx.tensor(0)?;
-    let Some((depth, rows)) = xq.dims.split_last().filter(|_| xq.dtype == DataType::U8) else {
+    let Some((depth, rows)) = xq.dims.split_last().filter(|_| xq.dtype == DType::U8) else {
         let reason = format!("must be u8 [..., Lp], got {} {}", xq.dtype, xq.shape());
         return Err(ctx.invalid_arg(0, reason));
     };
@@ -209,7 +209,7 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     check_scales_of(ctx, 1, rows, Some(depth / QUANT_GROUP))?;
     check_group_scales(ctx, 3, &panels)?;
     let shape = product_shape(ctx, &xq, (panels.panels, panels.block))?;
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok(StructInfo::tensor(shape, DType::F32))
 }
 
 /// The int8 scale of each group of [`QUANT_GROUP`] values of each row of `x` (`[..., L]`

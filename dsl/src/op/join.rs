@@ -4,7 +4,7 @@ use super::attr::{self, AttrDefault, AttrKind, AttrSpec};
 use super::ctx::{InferCtx, Tensor};
 use super::error::ArgRef;
 use super::{attrs, call, InferError, OpDef};
-use crate::{AttrValue, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, DType, Expr, StructInfo, SymExpr};
 
 const AXIS_0: AttrSpec = AttrSpec::new("axis", AttrKind::Int, AttrDefault::Int(0));
 
@@ -206,7 +206,7 @@ fn slice_len(dim: &SymExpr, begin: &SymExpr, end: &SymExpr, stride: i64) -> SymE
 
 fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (x, indices) = (ctx.tensor(0)?, ctx.tensor(1)?);
-    let is_index = |d| matches!(d, DataType::I32 | DataType::I64);
+    let is_index = |d| matches!(d, DType::I32 | DType::I64);
     ctx.check_dtype(indices.arg.clone(), indices.dtype, is_index, "i32 or i64")?;
     let axis = ctx.axis("axis", x.rank())?;
     let dims = x.dims[..axis]

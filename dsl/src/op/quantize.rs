@@ -49,7 +49,7 @@ use super::packed::{panel_count, positive_attr, product_shape};
 use super::{attr, call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
 use crate::tir::QUANT_GROUP;
-use crate::{AttrValue, Attrs, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, Attrs, DType, Expr, StructInfo, SymExpr};
 
 /// The quantization ops.
 pub(super) const OPS: &[OpDef] = &[
@@ -107,7 +107,7 @@ pub(super) const OPS: &[OpDef] = &[
 pub const QUANT_BITS: [i64; 2] = [4, 8];
 
 /// The dtypes group scales can be stored in.
-const SCALE_DTYPES: [DataType; 2] = [DataType::F32, DataType::F16];
+const SCALE_DTYPES: [DType; 2] = [DType::F32, DType::F16];
 
 /// The values of `pack_weight_quant`'s `layout` attribute.
 const LAYOUTS: &[&str] = &["rows", "quads"];
@@ -163,14 +163,14 @@ pub fn packed_quant_layout(
     depth: i64,
     block: i64,
     (bits, layout): (i64, QuantLayout),
-) -> (Vec<i64>, DataType) {
+) -> (Vec<i64>, DType) {
     let panels = panel_count(features, block);
     let stored = layout.stored_depth(depth, bits);
     match (layout, bits) {
-        (QuantLayout::Rows, 4) => (vec![panels, stored, block, 2], DataType::U4),
-        (QuantLayout::Rows, _) => (vec![panels, stored, block], DataType::I8),
-        (QuantLayout::Quads, 4) => (vec![panels, stored, block, 4, 2], DataType::U4),
-        (QuantLayout::Quads, _) => (vec![panels, stored, block, 4], DataType::I8),
+        (QuantLayout::Rows, 4) => (vec![panels, stored, block, 2], DType::U4),
+        (QuantLayout::Rows, _) => (vec![panels, stored, block], DType::I8),
+        (QuantLayout::Quads, 4) => (vec![panels, stored, block, 4, 2], DType::U4),
+        (QuantLayout::Quads, _) => (vec![panels, stored, block, 4], DType::I8),
     }
 }
 
@@ -191,13 +191,13 @@ pub struct QuantPanels<'a> {
 
 impl<'a> QuantPanels<'a> {
     /// The panels of shape `dims` and `dtype`, if they are quantized panels.
-    pub fn of(dtype: DataType, dims: &'a [SymExpr]) -> Option<QuantPanels<'a>> {
+    pub fn of(dtype: DType, dims: &'a [SymExpr]) -> Option<QuantPanels<'a>> {
         let is = |d: &SymExpr, n: i64| d.as_const() == Some(n);
         let (bits, layout, p, l, b) = match (dtype, dims) {
-            (DataType::I8, [p, l, b]) => (8, QuantLayout::Rows, p, l, b),
-            (DataType::U4, [p, l, b, two]) if is(two, 2) => (4, QuantLayout::Rows, p, l, b),
-            (DataType::I8, [p, l, b, four]) if is(four, 4) => (8, QuantLayout::Quads, p, l, b),
-            (DataType::U4, [p, l, b, four, two]) if is(four, 4) && is(two, 2) => {
+            (DType::I8, [p, l, b]) => (8, QuantLayout::Rows, p, l, b),
+            (DType::U4, [p, l, b, two]) if is(two, 2) => (4, QuantLayout::Rows, p, l, b),
+            (DType::I8, [p, l, b, four]) if is(four, 4) => (8, QuantLayout::Quads, p, l, b),
+            (DType::U4, [p, l, b, four, two]) if is(four, 4) && is(two, 2) => {
                 (4, QuantLayout::Quads, p, l, b)
             }
             _ => return None,
@@ -222,7 +222,7 @@ fn weight_dims(ctx: &InferCtx<'_>) -> Result<(i64, i64), InferError> {
     let weight = ctx.tensor(0)?;
     let dims: Option<Vec<i64>> = weight.dims.iter().map(SymExpr::as_const).collect();
     match (weight.dtype, dims.as_deref()) {
-        (DataType::F32, Some(&[h, l])) => Ok((h, l)),
+        (DType::F32, Some(&[h, l])) => Ok((h, l)),
         _ => Err(ctx.invalid_arg(
             0,
             format!(
@@ -338,7 +338,7 @@ pub(super) fn check_depth(
 
 fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (x, packed, scales) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    if x.dtype != DataType::F32 {
+    if x.dtype != DType::F32 {
         return Err(ctx.invalid_arg(0, format!("must be f32, got {}", x.dtype)));
     }
     let panels = quant_panels(ctx, 1, &packed)?;
@@ -352,18 +352,18 @@ fn infer_matmul(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let depth = check_depth(ctx, 1, &panels, depth)?;
     check_scales(ctx, 2, &scales, (panels.panels, depth, panels.block))?;
     let shape = product_shape(ctx, &x, (panels.panels, panels.block))?;
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok(StructInfo::tensor(shape, DType::F32))
 }
 
 fn infer_take(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (_, width) = quantized_table(ctx)?;
     let ids = ctx.tensor(2)?;
-    if !matches!(ids.dtype, DataType::I32 | DataType::I64) {
+    if !matches!(ids.dtype, DType::I32 | DType::I64) {
         return Err(ctx.invalid_arg(2, format!("must be i32 or i64, got {}", ids.dtype)));
     }
     let mut shape = ids.dims.to_vec();
     shape.push(SymExpr::int(width));
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok(StructInfo::tensor(shape, DType::F32))
 }
 
 fn infer_dequantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
@@ -372,7 +372,7 @@ fn infer_dequantize(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     if ctx.attr("transpose", attr::boolean).unwrap_or(false) {
         shape.reverse();
     }
-    Ok(StructInfo::tensor(shape, DataType::F32))
+    Ok(StructInfo::tensor(shape, DType::F32))
 }
 
 /// The `(rows, width)` attributes of a `[rows, width]` table given quantized (arguments 0
@@ -402,7 +402,7 @@ pub fn quantize_scales(
     weight: &Expr,
     block: i64,
     bits: i64,
-    dtype: DataType,
+    dtype: DType,
 ) -> Result<Expr, InferError> {
     let attrs = Attrs::from([
         ("block".to_string(), AttrValue::Int(block)),

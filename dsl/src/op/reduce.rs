@@ -3,7 +3,7 @@
 use super::attr::{self, AttrDefault, AttrKind, AttrSpec};
 use super::ctx::{is_float, is_numeric, InferCtx};
 use super::{attrs, call, InferError, OpDef};
-use crate::{AttrValue, DataType, Expr, StructInfo, SymExpr};
+use crate::{AttrValue, DType, Expr, StructInfo, SymExpr};
 
 const REDUCE_ATTRS: &[AttrSpec] = &[
     AttrSpec::new("axis", AttrKind::Ints, AttrDefault::Optional),
@@ -47,7 +47,7 @@ reduce_ops! {
 /// Drops (or, with `keepdims`, sets to 1) the reduced dims of `x`.
 fn infer_reduce(
     ctx: &InferCtx<'_>,
-    accept: fn(DataType) -> bool,
+    accept: fn(DType) -> bool,
     expected: &'static str,
 ) -> Result<StructInfo, InferError> {
     let x = ctx.tensor(0)?;

@@ -1,7 +1,7 @@
 use super::*;
 use crate::ir::Var;
-use crate::{AttrValue, DataType, SymExpr, SymVar};
-use DataType::{Bool, BF16, F16, F32, I32, I64, I8};
+use crate::{AttrValue, DType, SymExpr, SymVar};
+use DType::{Bool, BF16, F16, F32, I32, I64, I8};
 
 fn n() -> SymVar {
     SymVar::bounded("n", 2048)
@@ -26,7 +26,7 @@ fn dims(text: &str) -> Vec<SymExpr> {
 }
 
 /// A tensor variable of shape `shape` (see [`dims`]).
-fn t(shape: &str, dtype: DataType) -> Expr {
+fn t(shape: &str, dtype: DType) -> Expr {
     Var::new("v", StructInfo::tensor(dims(shape), dtype)).into()
 }
 

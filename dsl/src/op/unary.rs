@@ -3,7 +3,7 @@
 use super::attr::{self, AttrDefault, AttrKind, AttrSpec};
 use super::ctx::{is_float, is_numeric, InferCtx};
 use super::{attrs, call, InferError, OpDef};
-use crate::{AttrValue, Attrs, DataType, Expr, StructInfo, TensorInfo};
+use crate::{AttrValue, Attrs, DType, Expr, StructInfo, TensorInfo};
 
 macro_rules! unary_ops {
     ($($(#[$doc:meta])* $name:ident => $infer:ident;)*) => {
@@ -61,7 +61,7 @@ const ASTYPE_ATTRS: &[AttrSpec] = &[AttrSpec::new(
 /// The argument's struct info, after checking its dtype with `accept`.
 fn same_as_input(
     ctx: &InferCtx<'_>,
-    accept: fn(DataType) -> bool,
+    accept: fn(DType) -> bool,
     expected: &'static str,
 ) -> Result<StructInfo, InferError> {
     let x = ctx.any_tensor(0)?;
@@ -96,7 +96,7 @@ pub fn gelu(x: &Expr, approximate_tanh: bool) -> Result<Expr, InferError> {
 }
 
 /// `x` converted to `dtype`, elementwise.
-pub fn astype(x: &Expr, dtype: DataType) -> Result<Expr, InferError> {
+pub fn astype(x: &Expr, dtype: DType) -> Result<Expr, InferError> {
     call(
         "astype",
         vec![x.clone()],

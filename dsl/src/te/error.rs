@@ -1,6 +1,6 @@
 //! Why a tensor-expression graph could not be lowered.
 
-use crate::DataType;
+use crate::DType;
 
 /// A lowering error; `func` is the primitive function being built and `stage` the
 /// compute tensor whose body is at fault.
@@ -40,9 +40,9 @@ pub enum TeError {
         /// The operation.
         op: String,
         /// The first operand's dtype.
-        lhs: DataType,
+        lhs: DType,
         /// The other operand's dtype.
-        rhs: DataType,
+        rhs: DType,
     },
     /// An operand has a dtype the operation does not accept.
     #[error("lowering `{func}`, stage `{stage}`: `{op}` needs {expected}, got {got}")]
@@ -56,7 +56,7 @@ pub enum TeError {
         /// What it needs (e.g. "a bool").
         expected: String,
         /// The dtype it got.
-        got: DataType,
+        got: DType,
     },
     /// A tensor read with the wrong number of indices.
     #[error("lowering `{func}`, stage `{stage}`: `{tensor}` has rank {expected}, read with {got} indices")]

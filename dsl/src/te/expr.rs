@@ -3,7 +3,7 @@
 use super::reduce::{ReduceAxis, ReduceKind};
 use super::tensor::Tensor;
 use crate::tir::{BinOp, Intrinsic, PrimCmp};
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -54,11 +54,11 @@ pub(crate) enum Node {
 #[derive(Clone, Debug)]
 pub struct Expr {
     node: Arc<Node>,
-    dtype: DataType,
+    dtype: DType,
 }
 
 impl Expr {
-    pub(crate) fn new(node: Node, dtype: DataType) -> Self {
+    pub(crate) fn new(node: Node, dtype: DType) -> Self {
         Expr {
             node: Arc::new(node),
             dtype,
@@ -70,51 +70,51 @@ impl Expr {
     }
 
     /// The type of the value.
-    pub fn dtype(&self) -> DataType {
+    pub fn dtype(&self) -> DType {
         self.dtype
     }
 
     /// An `i64` immediate (the index type).
     pub fn int(value: i64) -> Self {
-        Expr::new(Node::Int(value), DataType::I64)
+        Expr::new(Node::Int(value), DType::I64)
     }
 
     /// An integer (or bool) immediate of `dtype`.
-    pub fn int_of(value: i64, dtype: DataType) -> Self {
+    pub fn int_of(value: i64, dtype: DType) -> Self {
         Expr::new(Node::Int(value), dtype)
     }
 
     /// A float immediate of a float `dtype`.
-    pub fn float(value: f64, dtype: DataType) -> Self {
+    pub fn float(value: f64, dtype: DType) -> Self {
         Expr::new(Node::Float(value), dtype)
     }
 
     /// An `f32` immediate.
     pub fn f32(value: f64) -> Self {
-        Expr::float(value, DataType::F32)
+        Expr::float(value, DType::F32)
     }
 
     /// A bool immediate.
     pub fn bool(value: bool) -> Self {
-        Expr::int_of(i64::from(value), DataType::Bool)
+        Expr::int_of(i64::from(value), DType::Bool)
     }
 
     /// `+inf` of a float `dtype`.
-    pub fn inf(dtype: DataType) -> Self {
+    pub fn inf(dtype: DType) -> Self {
         Expr::float(f64::INFINITY, dtype)
     }
 
     /// `-inf` of a float `dtype`.
-    pub fn neg_inf(dtype: DataType) -> Self {
+    pub fn neg_inf(dtype: DType) -> Self {
         Expr::float(f64::NEG_INFINITY, dtype)
     }
 
     /// `value` as an immediate of any `dtype`: a float for float types, truncated toward
     /// zero for integer types, `value != 0` for bool.
-    pub fn constant(value: f64, dtype: DataType) -> Self {
+    pub fn constant(value: f64, dtype: DType) -> Self {
         match dtype {
             d if d.is_float() => Expr::float(value, d),
-            DataType::Bool => Expr::bool(value != 0.0),
+            DType::Bool => Expr::bool(value != 0.0),
             d => Expr::int_of(value as i64, d),
         }
     }
@@ -144,7 +144,7 @@ impl Expr {
     }
 
     pub(crate) fn axis(axis: &Arc<Axis>) -> Self {
-        Expr::new(Node::Axis(axis.clone()), DataType::I64)
+        Expr::new(Node::Axis(axis.clone()), DType::I64)
     }
 }
 
@@ -153,7 +153,7 @@ impl From<&SymExpr> for Expr {
     fn from(dim: &SymExpr) -> Self {
         match dim.as_const() {
             Some(v) => Expr::int(v),
-            None => Expr::new(Node::Dim(dim.clone()), DataType::I64),
+            None => Expr::new(Node::Dim(dim.clone()), DType::I64),
         }
     }
 }

@@ -5,9 +5,9 @@
 //! [`lower_nested`], every stage inside one nest over the output's leading dims).
 //!
 //! ```
-//! use oxrelax_dsl::{te, DataType, SymExpr, SymVar};
+//! use oxrelax_dsl::{te, DType, SymExpr, SymVar};
 //! let n = SymVar::new("n").expr();
-//! let x = te::placeholder("x", vec![n.clone()], DataType::F32);
+//! let x = te::placeholder("x", vec![n.clone()], DType::F32);
 //! let y = te::compute("y", vec![n], |i| x.at(i) * 2.0 + 1.0);
 //! let func = te::lower("scale", &[x], &[y]).unwrap();
 //! assert_eq!(func.params.len(), 2);

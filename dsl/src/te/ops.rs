@@ -2,7 +2,7 @@
 
 use super::expr::{Expr, Node};
 use crate::tir::{BinOp, Intrinsic, PrimCmp};
-use crate::DataType;
+use crate::DType;
 
 impl Expr {
     /// `op(self, rhs)`, folding `x + 0`, `x - 0`, `x * 1`, `floordiv(x, 1)`,
@@ -52,7 +52,7 @@ impl Expr {
 
     /// `self cmp rhs` (a bool).
     pub fn compare(&self, cmp: PrimCmp, rhs: impl Into<Expr>) -> Expr {
-        Expr::new(Node::Cmp(cmp, self.clone(), rhs.into()), DataType::Bool)
+        Expr::new(Node::Cmp(cmp, self.clone(), rhs.into()), DType::Bool)
     }
 
     /// `self < rhs`.
@@ -86,7 +86,7 @@ impl Expr {
     }
 
     /// `self` converted to `dtype` (no-op when it already has it; immediates fold).
-    pub fn cast(&self, dtype: DataType) -> Expr {
+    pub fn cast(&self, dtype: DType) -> Expr {
         match self.node() {
             _ if self.dtype() == dtype => self.clone(),
             Node::Int(v) => Expr::constant(*v as f64, dtype),
@@ -97,7 +97,7 @@ impl Expr {
 
     /// `intrinsic(args)`; the result has the first argument's dtype.
     pub fn call(intrinsic: Intrinsic, args: Vec<Expr>) -> Expr {
-        let dtype = args.first().map_or(DataType::F32, Expr::dtype);
+        let dtype = args.first().map_or(DType::F32, Expr::dtype);
         Expr::new(Node::Call(intrinsic, args), dtype)
     }
 
@@ -141,7 +141,7 @@ fn fold(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
         return None;
     }
     let constant = |v: Option<i64>| v.map(Expr::int);
-    let both = a.dtype() == DataType::I64;
+    let both = a.dtype() == DType::I64;
     match (op, a.as_int(), b.as_int()) {
         (BinOp::Add, Some(x), Some(y)) if both => constant(x.checked_add(y)),
         (BinOp::Sub, Some(x), Some(y)) if both => constant(x.checked_sub(y)),
@@ -156,7 +156,7 @@ fn fold(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
 }
 
 /// An `f64` operand next to an expression of `like`'s dtype.
-fn float_operand(value: f64, like: DataType) -> Expr {
+fn float_operand(value: f64, like: DType) -> Expr {
     if like.is_float() {
         Expr::float(value, like)
     } else {
@@ -165,9 +165,9 @@ fn float_operand(value: f64, like: DataType) -> Expr {
 }
 
 /// An `i64` operand next to an expression of `like`'s dtype.
-fn int_operand(value: i64, like: DataType) -> Expr {
+fn int_operand(value: i64, like: DType) -> Expr {
     match like {
-        DataType::Bool => Expr::int(value),
+        DType::Bool => Expr::int(value),
         d if d.is_float() => Expr::float(value as f64, d),
         d => Expr::int_of(value, d),
     }
@@ -269,6 +269,6 @@ impl std::ops::Neg for Expr {
 impl std::ops::Not for Expr {
     type Output = Expr;
     fn not(self) -> Expr {
-        Expr::new(Node::Not(self), DataType::Bool)
+        Expr::new(Node::Not(self), DType::Bool)
     }
 }

@@ -1,7 +1,7 @@
 //! Tensors: placeholders (inputs) and compute stages.
 
 use super::expr::{Axis, Expr};
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use std::sync::Arc;
 
 /// How a tensor gets its values.
@@ -17,7 +17,7 @@ pub(crate) enum TensorOp {
 pub(crate) struct TensorNode {
     pub(crate) name: String,
     pub(crate) shape: Vec<SymExpr>,
-    pub(crate) dtype: DataType,
+    pub(crate) dtype: DType,
     pub(crate) op: TensorOp,
 }
 
@@ -38,7 +38,7 @@ impl Tensor {
     }
 
     /// The element type.
-    pub fn dtype(&self) -> DataType {
+    pub fn dtype(&self) -> DType {
         self.0.dtype
     }
 
@@ -71,7 +71,7 @@ impl std::fmt::Debug for Tensor {
 }
 
 /// An input tensor.
-pub fn placeholder(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Tensor {
+pub fn placeholder(name: &str, shape: Vec<SymExpr>, dtype: DType) -> Tensor {
     Tensor(Arc::new(TensorNode {
         name: name.to_string(),
         shape,

@@ -2,7 +2,7 @@ use super::*;
 use crate::sym::SymBindings;
 use crate::tir::eval::{pseudo_random, run_with_inputs};
 use crate::tir::{BinOp, PrimExpr, Stmt};
-use crate::{DataType, SymExpr, SymVar};
+use crate::{DType, SymExpr, SymVar};
 
 fn n() -> SymExpr {
     SymVar::bounded("n", 64).expr()
@@ -30,7 +30,7 @@ fn loop_vars(stmt: &Stmt, out: &mut Vec<String>) {
 
 #[test]
 fn elementwise_stage_lowers_to_one_loop_nest() {
-    let x = placeholder("x", vec![n(), c(4)], DataType::F32);
+    let x = placeholder("x", vec![n(), c(4)], DType::F32);
     let y = compute("y", vec![n(), c(4)], |i| x.at(i) * 2.0 + 1.0);
     let func = lower("affine", &[x], &[y]).unwrap();
     assert_eq!(
@@ -81,11 +81,11 @@ fn elementwise_stage_lowers_to_one_loop_nest() {
 #[test]
 fn dims_are_the_parameters_sym_vars_sorted_by_name() {
     let (m, b) = (SymVar::new("m").expr(), SymVar::new("b").expr());
-    let x = placeholder("x", vec![m.clone(), n()], DataType::F32);
+    let x = placeholder("x", vec![m.clone(), n()], DType::F32);
     let y = compute("y", vec![&m * 2, n()], |i| {
         x.at(&[i[0].floordiv(2), i[1].clone()])
     });
-    let z = placeholder("z", vec![b], DataType::F32);
+    let z = placeholder("z", vec![b], DType::F32);
     let w = compute("w", vec![c(1)], |_| z.at(&[Expr::int(0)]));
     let func = lower("f", &[x, z], &[y, w]).unwrap();
     let names: Vec<&str> = func.dims.iter().map(|d| d.name()).collect();
@@ -95,7 +95,7 @@ fn dims_are_the_parameters_sym_vars_sorted_by_name() {
 
 #[test]
 fn intermediates_are_allocated_and_stages_run_in_order() {
-    let x = placeholder("x", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
     let doubled = compute("doubled", vec![n()], |i| x.at(i) * 2.0);
     let shifted = compute("shifted", vec![n()], |i| doubled.at(i) + 1.0);
     let out = compute("out", vec![n()], |i| shifted.at(i) * doubled.at(i));
@@ -132,8 +132,8 @@ fn intermediates_are_allocated_and_stages_run_in_order() {
 #[test]
 fn top_level_reduction_accumulates_into_the_output() {
     let (k_dim, m_dim) = (c(5), c(3));
-    let a = placeholder("a", vec![m_dim.clone(), k_dim.clone()], DataType::F32);
-    let b = placeholder("b", vec![k_dim.clone(), n()], DataType::F32);
+    let a = placeholder("a", vec![m_dim.clone(), k_dim.clone()], DType::F32);
+    let b = placeholder("b", vec![k_dim.clone(), n()], DType::F32);
     let k = reduce_axis("k", k_dim);
     let out = compute("out", vec![m_dim, n()], |i| {
         sum(
@@ -160,14 +160,14 @@ fn top_level_reduction_accumulates_into_the_output() {
 
 #[test]
 fn nested_reduction_uses_a_local_accumulator() {
-    let x = placeholder("x", vec![c(2), n()], DataType::F16);
+    let x = placeholder("x", vec![c(2), n()], DType::F16);
     let k = reduce_axis("k", n());
     let mean = compute("mean", vec![c(2)], |i| {
         let total = sum(
-            x.at(&[i[0].clone(), k.var()]).cast(DataType::F32),
+            x.at(&[i[0].clone(), k.var()]).cast(DType::F32),
             std::slice::from_ref(&k),
         );
-        (total / Expr::from(n()).cast(DataType::F32)).cast(DataType::F16)
+        (total / Expr::from(n()).cast(DType::F32)).cast(DType::F16)
     });
     let func = lower("mean", &[x], &[mean]).unwrap();
     let Stmt::Seq(stages) = &func.body else {
@@ -179,10 +179,7 @@ fn nested_reduction_uses_a_local_accumulator() {
     let Stmt::Allocate { buffer, .. } = body.as_ref() else {
         panic!("{body:?}")
     };
-    assert_eq!(
-        (buffer.name.as_str(), buffer.dtype),
-        ("acc0", DataType::F32)
-    );
+    assert_eq!((buffer.name.as_str(), buffer.dtype), ("acc0", DType::F32));
     let input: Vec<f64> = (0..6).map(|v| v as f64).collect();
     let out = run_with_inputs(&func, &bind(&[("n", 3)]), &[input]).unwrap();
     assert_eq!(out[0], vec![1.0, 4.0]);
@@ -190,7 +187,7 @@ fn nested_reduction_uses_a_local_accumulator() {
 
 #[test]
 fn reduction_identities_are_infinities_or_integer_extremes() {
-    let x = placeholder("x", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
     let k = reduce_axis("k", n());
     let hi = compute("hi", vec![], |_| {
         max(x.at(&[k.var()]), std::slice::from_ref(&k))
@@ -203,7 +200,7 @@ fn reduction_identities_are_infinities_or_integer_extremes() {
     assert_eq!(out, vec![vec![f64::NEG_INFINITY], vec![f64::INFINITY]]);
     let out = run_with_inputs(&func, &bind(&[("n", 3)]), &[vec![-1.0, 5.0, 2.0]]).unwrap();
     assert_eq!(out, vec![vec![5.0], vec![-1.0]]);
-    let y = placeholder("y", vec![n()], DataType::I32);
+    let y = placeholder("y", vec![n()], DType::I32);
     let hi = compute("hi", vec![], |_| {
         max(y.at(&[k.var()]), std::slice::from_ref(&k))
     });
@@ -214,8 +211,8 @@ fn reduction_identities_are_infinities_or_integer_extremes() {
 
 #[test]
 fn an_unlisted_input_is_named() {
-    let x = placeholder("x", vec![n()], DataType::F32);
-    let w = placeholder("weights", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
+    let w = placeholder("weights", vec![n()], DType::F32);
     let y = compute("y", vec![n()], |i| x.at(i) * w.at(i));
     let err = lower("scale", &[x], &[y]).unwrap_err();
     assert_eq!(
@@ -230,31 +227,31 @@ fn an_unlisted_input_is_named() {
 
 #[test]
 fn dtype_mismatches_are_typed_errors() {
-    let x = placeholder("x", vec![n()], DataType::F32);
-    let y = placeholder("y", vec![n()], DataType::F16);
+    let x = placeholder("x", vec![n()], DType::F32);
+    let y = placeholder("y", vec![n()], DType::F16);
     let z = compute("z", vec![n()], |i| x.at(i) + y.at(i));
     let err = lower("mixed", &[x.clone(), y], &[z]).unwrap_err();
     assert!(matches!(
         err,
-        TeError::DtypeMismatch { lhs: DataType::F32, rhs: DataType::F16, ref stage, .. } if stage == "z"
+        TeError::DtypeMismatch { lhs: DType::F32, rhs: DType::F16, ref stage, .. } if stage == "z"
     ));
     let bad = compute("bad", vec![n()], |i| select(x.at(i), x.at(i), x.at(i)));
     let err = lower("bad_select", std::slice::from_ref(&x), &[bad]).unwrap_err();
     assert!(matches!(
         err,
         TeError::BadDtype {
-            got: DataType::F32,
+            got: DType::F32,
             ..
         }
     ));
-    let bad = compute("bad", vec![n()], |i| x.at(&[i[0].cast(DataType::I32)]));
+    let bad = compute("bad", vec![n()], |i| x.at(&[i[0].cast(DType::I32)]));
     let err = lower("bad_index", &[x], &[bad]).unwrap_err();
     assert!(matches!(err, TeError::BadDtype { ref op, .. } if op == "index of `x`"));
 }
 
 #[test]
 fn read_rank_and_scoping_errors() {
-    let x = placeholder("x", vec![n(), c(2)], DataType::F32);
+    let x = placeholder("x", vec![n(), c(2)], DType::F32);
     let y = compute("y", vec![n()], |i| x.at(i));
     let err = lower("f", std::slice::from_ref(&x), &[y]).unwrap_err();
     assert!(matches!(
@@ -281,11 +278,11 @@ fn read_rank_and_scoping_errors() {
 
 #[test]
 fn parameters_must_be_distinct_and_outputs_computed() {
-    let x = placeholder("x", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
     let y = compute("y", vec![n()], |i| x.at(i) + 1.0);
     let err = lower("f", &[x.clone(), x.clone()], &[y]).unwrap_err();
     assert!(matches!(err, TeError::DuplicateParam { .. }));
-    let other = placeholder("x", vec![n()], DataType::F32);
+    let other = placeholder("x", vec![n()], DType::F32);
     let y = compute("y", vec![n()], |i| x.at(i) + other.at(i));
     let err = lower("f", &[x.clone(), other], &[y]).unwrap_err();
     assert!(matches!(err, TeError::DuplicateParam { ref name, .. } if name == "x"));
@@ -296,7 +293,7 @@ fn parameters_must_be_distinct_and_outputs_computed() {
 #[test]
 fn loop_names_avoid_dims_and_intermediates_get_unique_names() {
     let i0 = SymVar::new("i0").expr();
-    let x = placeholder("x", vec![i0.clone()], DataType::F32);
+    let x = placeholder("x", vec![i0.clone()], DType::F32);
     let t = compute("y", vec![i0.clone()], |i| x.at(i) + 1.0);
     let y = compute("y", vec![i0], |i| t.at(i) * 3.0);
     let func = lower("f", &[x], &[y]).unwrap();
@@ -316,20 +313,20 @@ fn builders_fold_trivial_arithmetic_and_type_immediates() {
     let i = Expr::int(7);
     assert_eq!((&i + 0).as_int(), Some(7));
     assert_eq!((i.clone() * Expr::int(3)).as_int(), Some(21));
-    let x = placeholder("x", vec![n()], DataType::F16);
+    let x = placeholder("x", vec![n()], DType::F16);
     let v = x.at(&[Expr::int(0)]);
-    assert_eq!((&v * 2.0).dtype(), DataType::F16);
-    assert_eq!((1.0 - &v).dtype(), DataType::F16);
-    assert_eq!(v.lt(v.clone()).dtype(), DataType::Bool);
-    assert_eq!(Expr::int(3).cast(DataType::F32).dtype(), DataType::F32);
+    assert_eq!((&v * 2.0).dtype(), DType::F16);
+    assert_eq!((1.0 - &v).dtype(), DType::F16);
+    assert_eq!(v.lt(v.clone()).dtype(), DType::Bool);
+    assert_eq!(Expr::int(3).cast(DType::F32).dtype(), DType::F32);
     assert_eq!((Expr::int(7) / Expr::int(2)).as_int(), None);
     assert_eq!(Expr::from(&c(5)).as_int(), Some(5));
-    assert_eq!(Expr::neg_inf(DataType::F32).dtype(), DataType::F32);
+    assert_eq!(Expr::neg_inf(DType::F32).dtype(), DType::F32);
 }
 
 #[test]
 fn integer_division_operator_floors() {
-    let x = placeholder("x", vec![n()], DataType::I64);
+    let x = placeholder("x", vec![n()], DType::I64);
     let y = compute("y", vec![n()], |i| x.at(i) / 2 + (-x.at(i)).floormod(3));
     let func = lower("f", &[x], &[y]).unwrap();
     let out = run_with_inputs(&func, &bind(&[("n", 3)]), &[vec![5.0, -5.0, 4.0]]).unwrap();
@@ -338,7 +335,7 @@ fn integer_division_operator_floors() {
 
 #[test]
 fn intrinsics_and_logic_lower_and_evaluate() {
-    let x = placeholder("x", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
     let y = compute("y", vec![n()], |i| {
         let v = x.at(i);
         let positive = v.gt(0.0).and(!v.gt(10.0));
@@ -354,7 +351,7 @@ fn intrinsics_and_logic_lower_and_evaluate() {
 /// Per row `r` of `x [n, 5]`: its maximum `m`, then `x - m`, then
 /// `out[r, j] = sum(x - m) + j * m`.
 fn per_row_stages() -> (Tensor, Tensor) {
-    let x = placeholder("x", vec![n(), c(5)], DataType::F32);
+    let x = placeholder("x", vec![n(), c(5)], DType::F32);
     let k = reduce_axis("k", c(5));
     let peak = compute("peak", vec![n()], |i| {
         max(x.at(&[i[0].clone(), k.var()]), std::slice::from_ref(&k))
@@ -366,7 +363,7 @@ fn per_row_stages() -> (Tensor, Tensor) {
             shifted.at(&[i[0].clone(), k.var()]),
             std::slice::from_ref(&k),
         );
-        total + peak.at(&i[..1]) * i[1].cast(DataType::F32)
+        total + peak.at(&i[..1]) * i[1].cast(DType::F32)
     });
     (x, out)
 }
@@ -411,7 +408,7 @@ fn shared_outer_loops_hold_one_element_per_intermediate_and_compute_the_same() {
 
 #[test]
 fn shared_outer_loops_need_every_stage_over_them_and_reads_at_their_own_element() {
-    let x = placeholder("x", vec![n()], DataType::F32);
+    let x = placeholder("x", vec![n()], DType::F32);
     let scalar = compute("scalar", vec![c(1)], |_| Expr::f32(2.0));
     let out = compute("out", vec![n()], |i| x.at(i) * scalar.at(&[Expr::int(0)]));
     let err = lower_nested("f", std::slice::from_ref(&x), std::slice::from_ref(&out), 1);

@@ -9,7 +9,7 @@ use crate::tir::{
     BinOp, Buffer, BufferRegion, ForKind, Intrinsic, MicrokernelCall, PrimCmp, PrimExpr, PrimFunc,
     Stmt, TVar,
 };
-use crate::DataType;
+use crate::DType;
 
 const CMPS: [PrimCmp; 6] = [
     PrimCmp::Lt,
@@ -62,11 +62,7 @@ impl Parser<'_> {
             p.buffer_type(name)
         })?;
         self.seek(body_at);
-        self.tvars = self
-            .dims
-            .keys()
-            .map(|d| TVar::new(d, DataType::I64))
-            .collect();
+        self.tvars = self.dims.keys().map(|d| TVar::new(d, DType::I64)).collect();
         self.buffers = params.iter().map(|b| (b.name.clone(), b.dtype)).collect();
         let body = self.block()?;
         let func = PrimFunc {
@@ -199,7 +195,7 @@ impl Parser<'_> {
     }
 
     /// `name[: dtype]` (or `name: dtype` when `default` is `None`).
-    fn typed_var(&mut self, default: Option<DataType>) -> Result<TVar, ParseError> {
+    fn typed_var(&mut self, default: Option<DType>) -> Result<TVar, ParseError> {
         let name = self.name("a variable name")?;
         let dtype = match (default, self.at(":")) {
             (Some(d), false) => d,
@@ -213,7 +209,7 @@ impl Parser<'_> {
 
     /// `for i[: dtype] in kind(extent) { body }`.
     fn for_stmt(&mut self) -> Result<Stmt, ParseError> {
-        let var = self.typed_var(Some(DataType::I64))?;
+        let var = self.typed_var(Some(DType::I64))?;
         self.expect_keyword("in")?;
         let kind = FOR_KINDS.into_iter().find(|k| self.at_keyword(k.name()));
         let kind = kind
@@ -285,10 +281,10 @@ impl Parser<'_> {
             return Ok(e);
         }
         if self.at_float() {
-            return Ok(PrimExpr::Float(self.number()?, DataType::F32));
+            return Ok(PrimExpr::Float(self.number()?, DType::F32));
         }
         if self.at("-") || matches!(self.kind(0), TokenKind::Number(_)) {
-            return Ok(PrimExpr::Int(self.int()?, DataType::I64));
+            return Ok(PrimExpr::Int(self.int()?, DType::I64));
         }
         let TokenKind::Ident { text, quoted } = self.kind(0) else {
             return Err(self.expected("an expression"));
@@ -316,10 +312,10 @@ impl Parser<'_> {
     /// Builds a var or load with the dtype after `:`, else the declared one.
     fn annotated(
         &mut self,
-        declared: Option<DataType>,
+        declared: Option<DType>,
         (name, start): (&str, usize),
         what: &str,
-        build: impl FnOnce(DataType) -> PrimExpr,
+        build: impl FnOnce(DType) -> PrimExpr,
     ) -> Result<PrimExpr, ParseError> {
         if self.eat(":") {
             return self.dtype().map(build);

@@ -6,18 +6,18 @@ use super::parser::Parser;
 use super::ParseError;
 use crate::attrs::{AttrValue, Attrs};
 use crate::struct_info::{StructInfo, TensorShape};
-use crate::{DataType, SymExpr, SymVar, TensorInfo};
+use crate::{DType, SymExpr, SymVar, TensorInfo};
 
 impl Parser<'_> {
     /// A data type name (`f32`, `i64`, ...).
-    pub(super) fn dtype(&mut self) -> Result<DataType, ParseError> {
+    pub(super) fn dtype(&mut self) -> Result<DType, ParseError> {
         match self.kind(0) {
             TokenKind::Ident {
                 text,
                 quoted: false,
             } => {
                 let dtype = text
-                    .parse::<DataType>()
+                    .parse::<DType>()
                     .map_err(|e| self.error(e.to_string()))?;
                 self.advance();
                 Ok(dtype)
@@ -29,7 +29,7 @@ impl Parser<'_> {
     /// Whether the unquoted word `ahead` is a data type name.
     pub(super) fn at_dtype(&self, ahead: usize) -> bool {
         matches!(self.kind(ahead), TokenKind::Ident { text, quoted: false }
-            if text.parse::<DataType>().is_ok())
+            if text.parse::<DType>().is_ok())
     }
 
     /// Whether a float literal is next: `[-] (number with . or e | inf | nan)`.

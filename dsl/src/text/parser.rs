@@ -6,7 +6,7 @@ use super::lexer::{tokenize, Token, TokenKind};
 use super::ParseError;
 use crate::ir::Var;
 use crate::tir::TVar;
-use crate::{DataType, IRModule, SymVar};
+use crate::{DType, IRModule, SymVar};
 use std::collections::{BTreeMap, HashMap};
 
 /// Tokens, a position, and the names in scope while parsing one function.
@@ -23,7 +23,7 @@ pub(super) struct Parser<'a> {
     /// TIR variables in scope, innermost last.
     pub(super) tvars: Vec<TVar>,
     /// TIR buffers in scope (name, element type), innermost last.
-    pub(super) buffers: Vec<(String, DataType)>,
+    pub(super) buffers: Vec<(String, DType)>,
 }
 
 /// The deepest bracket nesting the text form may have (printed modules stay far below;

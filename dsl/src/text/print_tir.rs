@@ -3,7 +3,7 @@
 use super::print_graph::attr_dims;
 use super::syntax::{attr_items, dim_decls, float, name, signature, sym_tuple};
 use crate::tir::{BinOp, Buffer, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
-use crate::{DataType, SymVar};
+use crate::{DType, SymVar};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -20,7 +20,7 @@ pub fn print_prim_func(name: &str, func: &PrimFunc) -> String {
 struct TirPrinter {
     out: String,
     vars: Vec<TVar>,
-    buffers: Vec<(String, DataType)>,
+    buffers: Vec<(String, DType)>,
 }
 
 /// The infix symbol of `+ - * /`.
@@ -112,7 +112,7 @@ impl TirPrinter {
             let _ = write!(self.out, " attrs({})", attr_items(&func.attrs).join(", "));
         }
         let dims = func.dims.iter().chain(&undeclared);
-        self.vars = dims.map(|d| TVar::new(d.name(), DataType::I64)).collect();
+        self.vars = dims.map(|d| TVar::new(d.name(), DType::I64)).collect();
         self.buffers = func
             .params
             .iter()
@@ -156,7 +156,7 @@ impl TirPrinter {
                 body,
             } => {
                 let dtype = match var.dtype {
-                    DataType::I64 => String::new(),
+                    DType::I64 => String::new(),
                     d => format!(": {d}"),
                 };
                 let head = format!(
@@ -242,9 +242,9 @@ impl TirPrinter {
 
     fn expr(&self, e: &PrimExpr) -> String {
         match e {
-            PrimExpr::Int(v, DataType::I64) => v.to_string(),
+            PrimExpr::Int(v, DType::I64) => v.to_string(),
             PrimExpr::Int(v, d) => format!("{d}({v})"),
-            PrimExpr::Float(v, DataType::F32) => float(*v),
+            PrimExpr::Float(v, DType::F32) => float(*v),
             PrimExpr::Float(v, d) => format!("{d}({})", float(*v)),
             PrimExpr::Var(v) => {
                 let known = self.vars.iter().rev().find(|s| s.name == v.name);

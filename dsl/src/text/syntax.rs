@@ -2,7 +2,7 @@
 //! attributes and dim declarations are written. The parser reads exactly these forms.
 
 use crate::attrs::{AttrValue, Attrs};
-use crate::{DataType, SymExpr, SymVar};
+use crate::{DType, SymExpr, SymVar};
 
 /// Words that start a statement, a binding or a literal where a name could also stand.
 /// A name equal to one of them is written in backticks.
@@ -29,7 +29,7 @@ pub(super) fn is_bare_ident(text: &str) -> bool {
 }
 
 fn is_dtype_name(text: &str) -> bool {
-    DataType::ALL.iter().any(|d| d.name() == text)
+    DType::ALL.iter().any(|d| d.name() == text)
 }
 
 /// A variable, buffer, loop variable or function name.

@@ -6,9 +6,9 @@ use super::*;
 use crate::attrs::{AttrValue, Attrs};
 use crate::ir::{Binding, BindingBlock, BindingValue, Call, Callee, Constant, PrimValue};
 use crate::tir::PrimFunc;
-use crate::{DataType, Expr, Function, StructInfo, SymExpr, SymVar, Var};
+use crate::{DType, Expr, Function, StructInfo, SymExpr, SymVar, Var};
 
-pub(super) const F32: DataType = DataType::F32;
+pub(super) const F32: DType = DType::F32;
 
 pub(super) fn n() -> SymExpr {
     SymVar::bounded("n", 2048).expr()
@@ -22,7 +22,7 @@ pub(super) fn c(v: i64) -> SymExpr {
     SymExpr::int(v)
 }
 
-pub(super) fn t(shape: &[SymExpr], dtype: DataType) -> StructInfo {
+pub(super) fn t(shape: &[SymExpr], dtype: DType) -> StructInfo {
     StructInfo::tensor(shape.to_vec(), dtype)
 }
 
@@ -183,7 +183,7 @@ fn attention() -> IRModule {
         values: vec![0.0, f64::NEG_INFINITY, 0.0, 0.0],
     });
     let bool_mask = Expr::Constant(Constant {
-        dtype: DataType::Bool,
+        dtype: DType::Bool,
         shape: vec![1, 1],
         values: vec![1.0],
     });
@@ -318,7 +318,7 @@ fn call_packed_and_call_tir_state_their_struct_info() {
     let y = var("y", x.sinfo.clone());
     let packed =
         |name: &str, args, sinfo| call(Callee::Packed(name.into()), args, Attrs::new(), sinfo);
-    let len = Expr::Prim(PrimValue::Int(n() + 1, DataType::I64));
+    let len = Expr::Prim(PrimValue::Int(n() + 1, DType::I64));
     let bindings = vec![
         bind(
             &appended,
@@ -376,7 +376,7 @@ pub(super) fn every_attr_value() -> Attrs {
         ("inf", AttrValue::Float(f64::INFINITY)),
         ("flag", AttrValue::Bool(true)),
         ("mode", AttrValue::Str("tan\"h\\\n\t\u{1}é".into())),
-        ("dtype", AttrValue::DType(DataType::BF16)),
+        ("dtype", AttrValue::DType(DType::BF16)),
         ("empty", AttrValue::Shape(vec![])),
         ("shape", AttrValue::Shape(vec![n(), n() * 2 + 1])),
         ("odd key", AttrValue::Int(0)),

@@ -46,11 +46,7 @@ fn undeclared_dims_and_types_are_rejected() {
     assert_eq!(e.message, "unknown symbolic dim `k`");
     let e = error("graph @f(x: Tensor((2,), f8)) {\n  return x\n}");
     assert_eq!((e.line, e.column), (1, 26));
-    assert!(
-        e.message.starts_with("unknown data type `f8`"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.starts_with("unknown dtype `f8`"), "{}", e.message);
     let e = error("graph @f(x: Tensor((2,), f32)) -> Object {\n  return x\n}");
     assert_eq!((e.line, e.column), (1, 35));
     assert_eq!(

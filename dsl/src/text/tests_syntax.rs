@@ -6,30 +6,30 @@ use super::*;
 use crate::attrs::{AttrValue, Attrs};
 use crate::ir::{BindingValue, Callee, Constant, PrimValue};
 use crate::struct_info::TensorShape;
-use crate::{DataType, Expr, StructInfo, SymVar, TensorInfo, Var};
+use crate::{DType, Expr, StructInfo, SymVar, TensorInfo, Var};
 
 #[test]
 fn every_struct_info_round_trips() {
     let sinfos = [
         t(&[], F32),
-        t(&[n() * 2 + 1, (n() + 31).floordiv(&c(32))], DataType::BF16),
+        t(&[n() * 2 + 1, (n() + 31).floordiv(&c(32))], DType::BF16),
         StructInfo::Tensor(TensorInfo {
             shape: TensorShape::Rank(3),
-            dtype: DataType::I32,
+            dtype: DType::I32,
         }),
         StructInfo::Tensor(TensorInfo {
             shape: TensorShape::Unknown,
-            dtype: DataType::U4,
+            dtype: DType::U4,
         }),
         StructInfo::Tuple(vec![]),
         StructInfo::Tuple(vec![
-            t(&[c(4)], DataType::I8),
+            t(&[c(4)], DType::I8),
             StructInfo::Tuple(vec![StructInfo::Object]),
         ]),
         StructInfo::Shape(None),
         StructInfo::Shape(Some(vec![])),
         StructInfo::Shape(Some(vec![n(), m().minimum(&c(64))])),
-        StructInfo::Scalar(DataType::Bool),
+        StructInfo::Scalar(DType::Bool),
         StructInfo::Object,
     ];
     let params: Vec<Var> = sinfos
@@ -92,14 +92,14 @@ fn nan_values_read_back_as_nan() {
     let f = func(
         &[&x],
         vec![plain(vec![bind(&y, value)])],
-        Expr::Prim(PrimValue::Float(f64::NAN, DataType::F16)),
+        Expr::Prim(PrimValue::Float(f64::NAN, DType::F16)),
     );
     let text = print_module(&graph_module("f", f));
     assert!(text.contains("add(x, const((2,), f32, [nan, 2.5]), fill=nan)"));
     assert!(text.contains("return f16(nan)"));
     let parsed = parse_module(&text).unwrap();
     assert_eq!(print_module(&parsed), text);
-    let Expr::Prim(PrimValue::Float(ret, DataType::F16)) = parsed.functions["f"].ret else {
+    let Expr::Prim(PrimValue::Float(ret, DType::F16)) = parsed.functions["f"].ret else {
         panic!()
     };
     assert!(ret.is_nan());
@@ -212,9 +212,9 @@ fn references_unlike_their_definition_carry_struct_info() {
 fn prim_values_strings_and_shapes_round_trip() {
     let x = var("x", t(&[n()], F32));
     let values = vec![
-        Expr::Prim(PrimValue::Int(n().floordiv(&c(4)) - 1, DataType::I64)),
-        Expr::Prim(PrimValue::Int(c(-7), DataType::I32)),
-        Expr::Prim(PrimValue::Float(0.5, DataType::F16)),
+        Expr::Prim(PrimValue::Int(n().floordiv(&c(4)) - 1, DType::I64)),
+        Expr::Prim(PrimValue::Int(c(-7), DType::I32)),
+        Expr::Prim(PrimValue::Float(0.5, DType::F16)),
         Expr::Prim(PrimValue::Float(-1e-7, F32)),
         Expr::Str("line\nbreak \"quoted\"".into()),
         Expr::Shape(vec![]),
@@ -291,7 +291,7 @@ fn floats_keep_their_bits_through_text_and_json() {
             values: values.clone(),
         })
     };
-    let ret = Expr::Tuple(vec![constant(F32, &values), constant(DataType::I32, &ints)]);
+    let ret = Expr::Tuple(vec![constant(F32, &values), constant(DType::I32, &ints)]);
     let m = graph_module("floats", func(&[], vec![], ret));
     let text = assert_round_trip(&m);
     assert!(text.contains("const((6,), i32, [-0.0, 3, -7, 1e20, 0.5, 4503599627370497.0])"));

@@ -4,16 +4,16 @@ use super::tests::{assert_round_trip, attrs, c, m, module, n, t};
 use super::*;
 use crate::attrs::AttrValue;
 use crate::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimCmp, PrimExpr, PrimFunc, Stmt, TVar};
-use crate::{DataType, SymVar};
+use crate::{DType, SymVar};
 
-const F32: DataType = DataType::F32;
-const I64: DataType = DataType::I64;
+const F32: DType = DType::F32;
+const I64: DType = DType::I64;
 
 fn v(name: &str) -> PrimExpr {
     PrimExpr::Var(TVar::new(name, I64))
 }
 
-fn load(buffer: &str, dtype: DataType, indices: Vec<PrimExpr>) -> PrimExpr {
+fn load(buffer: &str, dtype: DType, indices: Vec<PrimExpr>) -> PrimExpr {
     PrimExpr::Load {
         buffer: buffer.into(),
         dtype,
@@ -94,7 +94,7 @@ prim @silu(x: Buffer((n, 128), f32), out: Buffer((n, 128), f32))
 #[test]
 fn every_statement_kind_round_trips() {
     let acc = TVar::new("acc", F32);
-    let j = TVar::new("j", DataType::I32);
+    let j = TVar::new("j", DType::I32);
     let tmp = Buffer {
         strides: Some(vec![c(1)]),
         ..Buffer::new("tmp", F32, vec![c(64)])
@@ -129,7 +129,7 @@ fn every_statement_kind_round_trips() {
         },
         Stmt::For {
             var: j.clone(),
-            extent: PrimExpr::Int(4, DataType::I32),
+            extent: PrimExpr::Int(4, DType::I32),
             kind: ForKind::Unrolled,
             body: Box::new(Stmt::Evaluate(PrimExpr::Var(j))),
         },
@@ -190,18 +190,18 @@ fn every_expression_kind_round_trips() {
     let mut exprs = vec![
         PrimExpr::Int(-3, I64),
         PrimExpr::Int(i64::MIN, I64),
-        PrimExpr::Int(7, DataType::I32),
-        PrimExpr::Int(1, DataType::Bool),
+        PrimExpr::Int(7, DType::I32),
+        PrimExpr::Int(1, DType::Bool),
         PrimExpr::Float(f64::NEG_INFINITY, F32),
-        PrimExpr::Float(0.5, DataType::F16),
-        PrimExpr::Float(2.0, DataType::I32),
+        PrimExpr::Float(0.5, DType::F16),
+        PrimExpr::Float(2.0, DType::I32),
         PrimExpr::Int(2, F32),
         (a.clone() + a.clone()) * (a.clone() - PrimExpr::f32(-1.5)),
         a.clone() - (a.clone() - a.clone()),
         (a.clone() / a.clone()) / a.clone(),
         idx.clone() - PrimExpr::index(-3),
         PrimExpr::index(-2) * idx.clone(),
-        PrimExpr::Cast(DataType::F16, Box::new(a.clone())),
+        PrimExpr::Cast(DType::F16, Box::new(a.clone())),
         PrimExpr::select(
             idx.clone().compare(PrimCmp::Ge, PrimExpr::index(0)),
             a.clone(),
@@ -210,11 +210,11 @@ fn every_expression_kind_round_trips() {
         PrimExpr::Not(Box::new(idx.clone().compare(PrimCmp::Eq, v("n")))),
         idx.clone()
             .compare(PrimCmp::Lt, PrimExpr::index(1))
-            .compare(PrimCmp::Ne, PrimExpr::Int(0, DataType::Bool)),
-        PrimExpr::Var(TVar::new("free", DataType::I32)),
-        PrimExpr::Var(TVar::new("i", DataType::I32)),
-        load("a", DataType::F16, vec![idx.clone()]),
-        load("elsewhere", DataType::U8, vec![]),
+            .compare(PrimCmp::Ne, PrimExpr::Int(0, DType::Bool)),
+        PrimExpr::Var(TVar::new("free", DType::I32)),
+        PrimExpr::Var(TVar::new("i", DType::I32)),
+        load("a", DType::F16, vec![idx.clone()]),
+        load("elsewhere", DType::U8, vec![]),
         PrimExpr::Call(Intrinsic::Exp, vec![]),
     ];
     let ops = BinOp::ALL;
@@ -346,7 +346,7 @@ fn serde_json_keeps_non_finite_floats() {
     let ninf = Stmt::Evaluate(PrimExpr::Float(f64::NEG_INFINITY, F32));
     module.prim_funcs.get_mut("silu").unwrap().body = ninf;
     let json = serde_json::to_string(&module).unwrap();
-    assert!(json.contains("\"Float\":[\"-inf\",\"F32\"]"), "{json}");
+    assert!(json.contains("\"Float\":[\"-inf\",\"f32\"]"), "{json}");
     assert_eq!(serde_json::from_str::<IRModule>(&json).unwrap(), module);
     let attr: AttrValue = serde_json::from_str("{\"Float\":\"nan\"}").unwrap();
     assert!(matches!(attr, AttrValue::Float(f) if f.is_nan()));

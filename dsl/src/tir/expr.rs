@@ -2,7 +2,7 @@
 
 use crate::sym::canon::Atom;
 use crate::sym::CmpOp;
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use serde::{Deserialize, Serialize};
 
 /// A scalar variable: a loop variable, a `let` variable, or a symbolic dim (`i64`).
@@ -11,12 +11,12 @@ pub struct TVar {
     /// Name, unique within the primitive function.
     pub name: String,
     /// Type of the value.
-    pub dtype: DataType,
+    pub dtype: DType,
 }
 
 impl TVar {
     /// A variable of type `dtype`.
-    pub fn new(name: &str, dtype: DataType) -> Self {
+    pub fn new(name: &str, dtype: DType) -> Self {
         TVar {
             name: name.to_string(),
             dtype,
@@ -193,9 +193,9 @@ impl Intrinsic {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PrimExpr {
     /// An integer immediate of an integer (or bool) dtype.
-    Int(i64, DataType),
+    Int(i64, DType),
     /// A float immediate of a float dtype.
-    Float(#[serde(with = "crate::text::finite_f64")] f64, DataType),
+    Float(#[serde(with = "crate::text::finite_f64")] f64, DType),
     /// A variable.
     Var(TVar),
     /// `buffer[indices]`; `dtype` is the buffer's element type.
@@ -203,7 +203,7 @@ pub enum PrimExpr {
         /// Buffer name (a parameter or an allocation).
         buffer: String,
         /// Element type of the buffer.
-        dtype: DataType,
+        dtype: DType,
         /// One index per buffer dim.
         indices: Vec<PrimExpr>,
     },
@@ -214,7 +214,7 @@ pub enum PrimExpr {
     /// Logical negation of a bool.
     Not(Box<PrimExpr>),
     /// A conversion to another dtype.
-    Cast(DataType, Box<PrimExpr>),
+    Cast(DType, Box<PrimExpr>),
     /// `cond ? then : otherwise`.
     Select(Box<PrimExpr>, Box<PrimExpr>, Box<PrimExpr>),
     /// A math intrinsic.
@@ -224,24 +224,24 @@ pub enum PrimExpr {
 impl PrimExpr {
     /// An `i64` immediate (the index type).
     pub fn index(value: i64) -> Self {
-        PrimExpr::Int(value, DataType::I64)
+        PrimExpr::Int(value, DType::I64)
     }
 
     /// An `f32` immediate.
     pub fn f32(value: f64) -> Self {
-        PrimExpr::Float(value, DataType::F32)
+        PrimExpr::Float(value, DType::F32)
     }
 
     /// The type of the value.
-    pub fn dtype(&self) -> DataType {
+    pub fn dtype(&self) -> DType {
         match self {
             PrimExpr::Int(_, d) | PrimExpr::Float(_, d) | PrimExpr::Cast(d, _) => *d,
             PrimExpr::Var(v) => v.dtype,
             PrimExpr::Load { dtype, .. } => *dtype,
             PrimExpr::Binary(_, a, _) => a.dtype(),
-            PrimExpr::Cmp(..) | PrimExpr::Not(_) => DataType::Bool,
+            PrimExpr::Cmp(..) | PrimExpr::Not(_) => DType::Bool,
             PrimExpr::Select(_, a, _) => a.dtype(),
-            PrimExpr::Call(_, args) => args.first().map_or(DataType::F32, PrimExpr::dtype),
+            PrimExpr::Call(_, args) => args.first().map_or(DType::F32, PrimExpr::dtype),
         }
     }
 
@@ -256,7 +256,7 @@ impl PrimExpr {
     }
 
     /// `self` converted to `dtype` (no-op when it already has it).
-    pub fn cast(self, dtype: DataType) -> PrimExpr {
+    pub fn cast(self, dtype: DType) -> PrimExpr {
         if self.dtype() == dtype {
             self
         } else {
@@ -328,7 +328,7 @@ impl From<SymExpr> for PrimExpr {
 fn atom_to_prim(atom: &Atom) -> PrimExpr {
     let p = PrimExpr::from;
     match atom {
-        Atom::Var(v) => PrimExpr::Var(TVar::new(v.name(), DataType::I64)),
+        Atom::Var(v) => PrimExpr::Var(TVar::new(v.name(), DType::I64)),
         Atom::FloorDiv(a, b) => p(a).binary(BinOp::FloorDiv, p(b)),
         Atom::FloorMod(a, b) => p(a).binary(BinOp::FloorMod, p(b)),
         Atom::Min(a, b) => p(a).binary(BinOp::Min, p(b)),
@@ -340,7 +340,7 @@ fn atom_to_prim(atom: &Atom) -> PrimExpr {
                 CmpOp::Eq => PrimCmp::Eq,
                 CmpOp::Ne => PrimCmp::Ne,
             };
-            p(a).compare(cmp, p(b)).cast(DataType::I64)
+            p(a).compare(cmp, p(b)).cast(DType::I64)
         }
         Atom::Select(c, a, b) => {
             PrimExpr::select(p(c).compare(PrimCmp::Ne, PrimExpr::index(0)), p(a), p(b))

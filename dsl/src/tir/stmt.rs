@@ -3,7 +3,7 @@
 use super::expr::{PrimExpr, TVar};
 use super::microkernel::MicrokernelCall;
 use crate::attrs::Attrs;
-use crate::{DataType, SymExpr, SymVar};
+use crate::{DType, SymExpr, SymVar};
 use serde::{Deserialize, Serialize};
 
 /// A multi-dimensional array a primitive function reads or writes.
@@ -12,7 +12,7 @@ pub struct Buffer {
     /// Name, unique within the primitive function.
     pub name: String,
     /// Element type.
-    pub dtype: DataType,
+    pub dtype: DType,
     /// Shape, possibly symbolic.
     pub shape: Vec<SymExpr>,
     /// Element strides; `None` means dense row-major.
@@ -21,7 +21,7 @@ pub struct Buffer {
 
 impl Buffer {
     /// A dense row-major buffer.
-    pub fn new(name: &str, dtype: DataType, shape: Vec<SymExpr>) -> Self {
+    pub fn new(name: &str, dtype: DType, shape: Vec<SymExpr>) -> Self {
         Buffer {
             name: name.to_string(),
             dtype,

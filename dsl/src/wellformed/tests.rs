@@ -2,7 +2,7 @@ use super::*;
 use crate::ir::{Binding, BindingBlock, BindingValue, Callee, Expr, Var};
 use crate::test_util::{bind, call, exp, t, var};
 use crate::tir::{Buffer, PrimFunc, Stmt};
-use crate::{BlockBuilder, DataType, StructInfo, SymExpr, SymVar, TensorInfo, TensorShape};
+use crate::{BlockBuilder, DType, StructInfo, SymExpr, SymVar, TensorInfo, TensorShape};
 
 fn function(params: Vec<Var>, blocks: Vec<(bool, Vec<Binding>)>, ret: Expr) -> Function {
     Function {
@@ -144,7 +144,7 @@ fn struct_info_mismatch_is_rejected_and_less_specific_is_accepted() {
     assert!(matches!(problem(&f), Problem::StructInfoMismatch { var, .. } if var == "y"));
     let rank_only = StructInfo::Tensor(TensorInfo {
         shape: TensorShape::Rank(2),
-        dtype: DataType::F32,
+        dtype: DType::F32,
     });
     let loose = var("y", rank_only, false);
     let f = function(
@@ -189,7 +189,7 @@ fn call_tir_needs_an_existing_callee_with_matching_inputs() {
             callee: "k".into()
         }
     );
-    let buffer = Buffer::new("A", DataType::F32, vec![SymExpr::int(4)]);
+    let buffer = Buffer::new("A", DType::F32, vec![SymExpr::int(4)]);
     module.prim_funcs.insert(
         "k".into(),
         PrimFunc {
@@ -215,10 +215,10 @@ fn symbolic_dims_must_be_bound_before_use() {
     let n = SymVar::bounded("n", 64);
     let unknown = StructInfo::Tensor(TensorInfo {
         shape: TensorShape::Rank(1),
-        dtype: DataType::F32,
+        dtype: DType::F32,
     });
     let x = var("x", unknown, false);
-    let shaped = StructInfo::tensor(vec![n.expr()], DataType::F32);
+    let shaped = StructInfo::tensor(vec![n.expr()], DType::F32);
     let y = var("y", shaped.clone(), false);
     let z = var("z", shaped.clone(), false);
     let use_n = bind(&z, exp(&y));
@@ -330,7 +330,7 @@ fn op_struct_info_must_match_inference() {
 #[test]
 fn only_whole_dims_of_parameters_bind() {
     let n = SymVar::new("n");
-    let doubled = StructInfo::tensor(vec![&n.expr() * 2], DataType::F32);
+    let doubled = StructInfo::tensor(vec![&n.expr() * 2], DType::F32);
     let x = var("x", doubled.clone(), false);
     let f = function(vec![x.clone()], vec![], x.into());
     assert_eq!(
@@ -342,11 +342,7 @@ fn only_whole_dims_of_parameters_bind() {
     );
     // A later parameter that mentions `n` as a whole dim binds it for every parameter.
     let x = var("x", doubled, false);
-    let y = var(
-        "y",
-        StructInfo::tensor(vec![n.expr()], DataType::F32),
-        false,
-    );
+    let y = var("y", StructInfo::tensor(vec![n.expr()], DType::F32), false);
     let f = function(vec![x.clone(), y], vec![], x.into());
     assert_eq!(check_function(&IRModule::new(), "f", &f), Ok(()));
 }

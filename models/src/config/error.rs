@@ -1,5 +1,6 @@
 //! Errors of reading a Hugging Face `config.json`.
 
+use super::Architecture;
 use std::path::PathBuf;
 
 /// Why a `config.json` cannot be used.
@@ -25,7 +26,10 @@ pub enum ConfigError {
     #[error("invalid config JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// None of the listed architectures (nor the `model_type`) is supported.
-    #[error("unsupported architecture {names:?} (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM)")]
+    #[error(
+        "unsupported architecture {names:?} (supported: {})",
+        supported_classes()
+    )]
     UnknownArchitecture {
         /// The `architectures` (or `model_type`) given.
         names: Vec<String>,
@@ -67,4 +71,10 @@ impl ConfigError {
             reason: reason.to_string(),
         }
     }
+}
+
+/// The class names of every supported architecture, comma-separated.
+fn supported_classes() -> String {
+    let names: Vec<&str> = Architecture::ALL.iter().map(|a| a.class_name()).collect();
+    names.join(", ")
 }

@@ -17,7 +17,7 @@ pub use error::ConfigError;
 pub use layers::LayerType;
 
 use oxrelax_dsl::nn::{Activation, RopeScaling};
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 use raw::RawConfig;
 use std::path::Path;
 
@@ -147,11 +147,11 @@ impl StoredDtype {
     }
 
     /// The DSL data type of the same name.
-    pub fn data_type(self) -> DataType {
+    pub fn data_type(self) -> DType {
         match self {
-            StoredDtype::F32 => DataType::F32,
-            StoredDtype::F16 => DataType::F16,
-            StoredDtype::BF16 => DataType::BF16,
+            StoredDtype::F32 => DType::F32,
+            StoredDtype::F16 => DType::F16,
+            StoredDtype::BF16 => DType::BF16,
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{emit, Dims, LayerOptions};
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
 use oxrelax_dsl::op::Mask;
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, SymExpr};
 
 /// Self-attention of decoder layer `layer`: project, (Qwen3, Gemma 3: RMSNorm each q/k
 /// head,) rotate q and k to their positions, append k/v to the cache, attend causally over
@@ -43,7 +43,7 @@ impl Attention {
         prefix: &Prefix,
         layer: i64,
         config: &ModelConfig,
-        (options, weights): (LayerOptions, DataType),
+        (options, weights): (LayerOptions, DType),
         rope: RotaryEmbedding,
     ) -> Self {
         let (hidden, heads, kv_heads, head_dim) = (
@@ -68,7 +68,7 @@ impl Attention {
             heads * head_dim,
             hidden,
             options.o_bias,
-            DataType::F32,
+            DType::F32,
         )
         .stored_as(weights);
         let head_norm = |name: &str| {
@@ -77,7 +77,7 @@ impl Attention {
                     &prefix.child(name),
                     head_dim,
                     config.rms_norm_eps,
-                    DataType::F32,
+                    DType::F32,
                 )
                 .with_unit_offset(options.unit_offset_norms)
             })

@@ -8,9 +8,7 @@ use super::emit;
 use oxrelax_dsl::ir::{Call, Callee, PrimValue};
 use oxrelax_dsl::nn::NnError;
 use oxrelax_dsl::op::{self, InferError};
-use oxrelax_dsl::{
-    Attrs, BlockBuilder, DataType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape,
-};
+use oxrelax_dsl::{Attrs, BlockBuilder, DType, Expr, StructInfo, SymExpr, TensorInfo, TensorShape};
 use std::fmt;
 use std::str::FromStr;
 
@@ -47,11 +45,11 @@ impl KvDtype {
     }
 
     /// The element type of the stored K and V (the codes, for `q8`).
-    pub fn element(self) -> DataType {
+    pub fn element(self) -> DType {
         match self {
-            KvDtype::F32 => DataType::F32,
-            KvDtype::F16 => DataType::F16,
-            KvDtype::Q8 => DataType::I8,
+            KvDtype::F32 => DType::F32,
+            KvDtype::F16 => DType::F16,
+            KvDtype::Q8 => DType::I8,
         }
     }
 }
@@ -75,7 +73,7 @@ impl FromStr for KvDtype {
 
 /// An integer argument of a builtin.
 pub fn int(value: i64) -> Expr {
-    Expr::Prim(PrimValue::Int(SymExpr::int(value), DataType::I64))
+    Expr::Prim(PrimValue::Int(SymExpr::int(value), DType::I64))
 }
 
 /// A call of runtime builtin `name` whose result has struct info `sinfo`.
@@ -120,7 +118,7 @@ impl KvLayout {
         let rows_shape = vec![rows.clone(), heads.clone(), dim];
         let kv = StructInfo::tensor(rows_shape, self.dtype.element());
         let scales = (self.dtype == KvDtype::Q8)
-            .then(|| StructInfo::tensor(vec![rows.clone(), heads], DataType::F32));
+            .then(|| StructInfo::tensor(vec![rows.clone(), heads], DType::F32));
         (kv, scales)
     }
 }

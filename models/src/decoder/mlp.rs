@@ -6,7 +6,7 @@ use super::emit;
 use super::projections::Projections;
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Activation, Linear, Module, NnError, Param, Prefix};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr};
 
 /// A gated MLP whose gate goes through the config's `hidden_activation`.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,21 +24,15 @@ impl GatedMlp {
     pub fn new(
         prefix: &Prefix,
         config: &ModelConfig,
-        (bias, weights, fused): (bool, DataType, bool),
+        (bias, weights, fused): (bool, DType, bool),
     ) -> Self {
         let (hidden, inner) = (config.hidden_size, config.intermediate_size);
         let names = (
             &["gate_proj", "up_proj"][..],
             fused.then_some("gate_up_proj"),
         );
-        let down_proj = Linear::new(
-            &prefix.child("down_proj"),
-            inner,
-            hidden,
-            bias,
-            DataType::F32,
-        )
-        .stored_as(weights);
+        let down_proj = Linear::new(&prefix.child("down_proj"), inner, hidden, bias, DType::F32)
+            .stored_as(weights);
         GatedMlp {
             prefix: prefix.clone(),
             gate_up: Projections::new(prefix, names, (hidden, &[inner, inner]), (bias, weights)),

@@ -14,7 +14,7 @@ pub use mlp::GatedMlp;
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
 use oxrelax_dsl::op::InferError;
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr, SymVar};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, SymExpr, SymVar};
 
 /// Where the architectures' decoder layers differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -83,7 +83,7 @@ impl DecoderLayer {
         prefix: &Prefix,
         layer: i64,
         config: &ModelConfig,
-        (options, weights): (LayerOptions, DataType),
+        (options, weights): (LayerOptions, DType),
         rope: &RotaryEmbedding,
     ) -> Self {
         let norm = |name: &str| {
@@ -91,7 +91,7 @@ impl DecoderLayer {
                 &prefix.child(name),
                 config.hidden_size,
                 config.rms_norm_eps,
-                DataType::F32,
+                DType::F32,
             )
             .with_unit_offset(options.unit_offset_norms)
         };

@@ -5,7 +5,7 @@
 //! slices cut at compile time.
 
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix};
-use oxrelax_dsl::{op, BlockBuilder, DataType, Expr, SymExpr};
+use oxrelax_dsl::{op, BlockBuilder, DType, Expr, SymExpr};
 
 /// Projections of one input into parts.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,10 +31,10 @@ impl Projections {
         prefix: &Prefix,
         (names, fused): (&[&str], Option<&str>),
         (input, widths): (i64, &[i64]),
-        (bias, weights): (bool, DataType),
+        (bias, weights): (bool, DType),
     ) -> Self {
         let linear = |name: &str, out: i64| {
-            Linear::new(&prefix.child(name), input, out, bias, DataType::F32).stored_as(weights)
+            Linear::new(&prefix.child(name), input, out, bias, DType::F32).stored_as(weights)
         };
         let parts = names.iter().zip(widths);
         match fused {

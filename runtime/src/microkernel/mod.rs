@@ -13,8 +13,8 @@
 //! written for. [`MicrokernelSet`] picks one implementation per kernel from one table
 //! (rows: kernel, ISA name, required features, function pointer), best first.
 //!
-//! Adding a kernel: a [`Microkernel`] variant, its row in `SPECS` and in [`Microkernel::ALL`],
-//! and one implementation row per ISA (at least the scalar one). Adding an ISA: a file with
+//! Adding a kernel: its row in the ABI's table ([`Microkernel`], in `oxrelax-abi`) and
+//! one implementation row per ISA (at least the scalar one). Adding an ISA: a file with
 //! its `IMPLEMENTATIONS` and a line in `IMPLEMENTATIONS` below.
 
 mod attention;
@@ -47,6 +47,7 @@ mod x86_stream_prefetch;
 
 use attention::QueryRows;
 pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
+pub use oxrelax_abi::microkernel::{GemmBlock, Microkernel, PANEL, QUANT_GROUP, U4_GEMV_COLS};
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed
@@ -85,10 +86,6 @@ pub type GemmFn<W = f32> = unsafe extern "C" fn(
 /// widened to f32 as it is loaded; `a` and `c` stay f32), so f16 weights stream at half
 /// the bytes of f32 ones.
 pub type GemmF16Fn = GemmFn<half::f16>;
-
-/// The run of the reduction (k) that shares one scale per output column in quantized
-/// weight panels (symmetric group quantization, as MLC-LLM's q8/q4 schemes).
-pub const QUANT_GROUP: usize = 32;
 
 /// A block GEMM over quantized weight panels `W` with group scales `S`: [`GemmFn`] with
 /// `b(k, j) = w(k, j) * f32(s(k, j))`, where the weight `w(k, j)` is read from `b` as `W`
@@ -154,12 +151,6 @@ pub type GemmQ4Fn = GemmQuantFn<U4Pair, f32>;
 /// [`GemmQ4Fn`] with f16 scales (widened to f32 as loaded).
 pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 
-/// Width of a weight panel of the block GEMMs ([`GemmFn`], [`GemmQuantFn`]).
-const PANEL: usize = 16;
-
-/// Columns of a 4-bit GEMV call ([`Microkernel::Sgemv1x256Q4`]).
-const U4_GEMV_COLS: usize = 256;
-
 /// Columns of one part of a 4-bit GEMV call, for implementations with a 1 x 64 body.
 const U4_GEMV_PART_COLS: usize = 64;
 
@@ -197,7 +188,7 @@ fn u4_gemv_parts(lda: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
 /// A block GEMM of dynamically quantized int8 activations by int8 or 4-bit weight panels
 /// (w8a8 / w4a8): integer products summed exactly per [`QUANT_GROUP`] of k, each group's
 /// sum scaled into f32 by the group's activation and weight scales. The block is EP x HP
-/// over panels of [`QPANEL`] columns.
+/// over panels of [`PANEL`] columns.
 ///
 /// For every `i < rows` and `j < cols`:
 /// `c[i*ldc + j] = sum_{k < kc} a_scales[i*(kc/32) + k/32] * s(k, j) * (a[i*lda + k] - 128) * w(k, j)`
@@ -240,9 +231,6 @@ pub type QGemmFn<W> = unsafe extern "C" fn(
     rows: i64,
     cols: i64,
 );
-
-/// Width of a weight panel of the int8-activation GEMMs ([`QGemmFn`]).
-pub const QPANEL: usize = 16;
 
 /// An int8-activation GEMM over int8 weight panels ([`QGemmFn`]): a panel is `kc * 16`
 /// bytes, per quad of k (`k / 4`) 64 bytes holding its 16 columns' 4 consecutive weights,
@@ -352,228 +340,6 @@ impl MicrokernelFn {
             MicrokernelFn::AttentionQ8Kv(f) => Some(f),
             _ => None,
         }
-    }
-}
-
-/// The microkernels in the runtime's table; `kernel as usize` is its index in
-/// [`RtEnv::microkernels`](crate::abi::RtEnv::microkernels).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Microkernel {
-    /// f32 GEMM block of 6 rows x 16 columns (prefill: the classic 12-accumulator AVX2
-    /// register block).
-    Sgemm6x16,
-    /// f32 GEMV block of 1 row x 64 columns over 4 panels of 16 (decode): `a` is a
-    /// contiguous vector of `kc` floats; streams through the 4 panels at once.
-    Sgemv1x64,
-    /// [`Microkernel::Sgemm6x16`] over f16 weight panels ([`GemmF16Fn`]).
-    Sgemm6x16F16,
-    /// [`Microkernel::Sgemv1x64`] over f16 weight panels ([`GemmF16Fn`]).
-    Sgemv1x64F16,
-    /// f32 GEMM block of 12 rows x 32 columns over 2 panels (prefill on AVX-512: 24 zmm
-    /// accumulators; per k, 2 panel loads and 12 broadcasts feed 24 FMAs).
-    Sgemm12x32,
-    /// [`Microkernel::Sgemm12x32`] over f16 weight panels ([`GemmF16Fn`]).
-    Sgemm12x32F16,
-    /// f32 attention of a group of query rows over a strided run of key/value rows
-    /// ([`AttentionFn`]).
-    AttentionF32,
-    /// [`Microkernel::Sgemm6x16`] over int8 weight panels with group scales
-    /// ([`GemmQ8Fn`]).
-    Sgemm6x16Q8,
-    /// [`Microkernel::Sgemv1x64`] over int8 weight panels ([`GemmQ8Fn`]).
-    Sgemv1x64Q8,
-    /// [`Microkernel::Sgemm12x32`] over int8 weight panels ([`GemmQ8Fn`]).
-    Sgemm12x32Q8,
-    /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f32 group scales
-    /// ([`GemmQ4Fn`]).
-    Sgemm6x16Q4,
-    /// The decode GEMV over 4-bit weight panels ([`GemmQ4Fn`]), 1 row x 256 columns (16
-    /// panels): its x86 sides round the activations once per call, for all 16 panels,
-    /// and read the panels one after the other; the others run 64 columns at a time.
-    Sgemv1x256Q4,
-    /// [`Microkernel::Sgemm12x32`] over 4-bit weight panels ([`GemmQ4Fn`]).
-    Sgemm12x32Q4,
-    /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f16 group scales
-    /// ([`GemmQ4F16Fn`]).
-    Sgemm6x16Q4F16,
-    /// [`Microkernel::Sgemv1x256Q4`] with f16 scales ([`GemmQ4F16Fn`]).
-    Sgemv1x256Q4F16,
-    /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales ([`GemmQ4F16Fn`]).
-    Sgemm12x32Q4F16,
-    /// int8-activation GEMM block of 6 rows x 32 columns over 2 int8 weight panels
-    /// ([`QGemmW8Fn`]; prefill on AVX-512 VNNI: 12 zmm of int32 sums per group, 12 of f32
-    /// results).
-    Qgemm6x32W8,
-    /// [`Microkernel::Qgemm6x32W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
-    Qgemm6x32W4,
-    /// int8-activation GEMM block of 4 rows x 16 columns over one int8 weight panel
-    /// ([`QGemmW8Fn`]; prefill on AVX2).
-    Qgemm4x16W8,
-    /// [`Microkernel::Qgemm4x16W8`] over a 4-bit weight panel ([`QGemmW4Fn`]).
-    Qgemm4x16W4,
-    /// int8-activation GEMV block of 1 row x 64 columns over 4 int8 weight panels
-    /// ([`QGemmW8Fn`]; decode: streams the 4 panels one after the other).
-    Qgemv1x64W8,
-    /// [`Microkernel::Qgemv1x64W8`] over 4-bit weight panels ([`QGemmW4Fn`]).
-    Qgemv1x64W4,
-    /// [`Microkernel::AttentionF32`] over f16 keys and values ([`AttentionF16KvFn`]).
-    AttentionF16Kv,
-    /// [`Microkernel::AttentionF32`] over int8 keys and values with one f32 scale per
-    /// row ([`AttentionQ8KvFn`]).
-    AttentionQ8Kv,
-}
-
-/// The shape of a block GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmBlock {
-    /// Activation rows per call (EP).
-    pub rows: usize,
-    /// Output columns per call (HP).
-    pub cols: usize,
-    /// Width of one packed weight panel (PANEL; `cols` is a multiple of it).
-    pub panel: usize,
-}
-
-/// What a kernel is: its name, for a block GEMM its block shape, and whether its
-/// implementations may round f32 activations ([`Microkernel::rounds_activations`]).
-struct KernelSpec {
-    kernel: Microkernel,
-    name: &'static str,
-    gemm_block: Option<GemmBlock>,
-    rounds_activations: bool,
-}
-
-/// The spec of a block GEMM `name` of `rows x cols` over panels of [`PANEL`].
-const fn gemm(kernel: Microkernel, name: &'static str, (rows, cols): (usize, usize)) -> KernelSpec {
-    KernelSpec {
-        kernel,
-        name,
-        gemm_block: Some(GemmBlock {
-            rows,
-            cols,
-            panel: PANEL,
-        }),
-        rounds_activations: false,
-    }
-}
-
-/// [`gemm`] for a kernel whose implementations may round f32 activations to 16 bits.
-const fn gemm_a16(kernel: Microkernel, name: &'static str, shape: (usize, usize)) -> KernelSpec {
-    KernelSpec {
-        rounds_activations: true,
-        ..gemm(kernel, name, shape)
-    }
-}
-
-/// The spec of attention kernel `name`.
-const fn attention(kernel: Microkernel, name: &'static str) -> KernelSpec {
-    KernelSpec {
-        kernel,
-        name,
-        gemm_block: None,
-        rounds_activations: false,
-    }
-}
-
-/// One row per [`Microkernel`], in [`Microkernel::ALL`] order.
-const SPECS: [KernelSpec; Microkernel::COUNT] = [
-    gemm(Microkernel::Sgemm6x16, "sgemm_6x16", (6, 16)),
-    gemm(Microkernel::Sgemv1x64, "sgemv_1x64", (1, 64)),
-    gemm(Microkernel::Sgemm6x16F16, "sgemm_6x16_f16", (6, 16)),
-    gemm(Microkernel::Sgemv1x64F16, "sgemv_1x64_f16", (1, 64)),
-    gemm(Microkernel::Sgemm12x32, "sgemm_12x32", (12, 32)),
-    gemm(Microkernel::Sgemm12x32F16, "sgemm_12x32_f16", (12, 32)),
-    attention(Microkernel::AttentionF32, "attention_f32"),
-    gemm(Microkernel::Sgemm6x16Q8, "sgemm_6x16_q8", (6, 16)),
-    gemm(Microkernel::Sgemv1x64Q8, "sgemv_1x64_q8", (1, 64)),
-    gemm(Microkernel::Sgemm12x32Q8, "sgemm_12x32_q8", (12, 32)),
-    gemm(Microkernel::Sgemm6x16Q4, "sgemm_6x16_q4", (6, 16)),
-    gemm_a16(
-        Microkernel::Sgemv1x256Q4,
-        "sgemv_1x256_q4",
-        (1, U4_GEMV_COLS),
-    ),
-    gemm(Microkernel::Sgemm12x32Q4, "sgemm_12x32_q4", (12, 32)),
-    gemm(Microkernel::Sgemm6x16Q4F16, "sgemm_6x16_q4f16", (6, 16)),
-    gemm_a16(
-        Microkernel::Sgemv1x256Q4F16,
-        "sgemv_1x256_q4f16",
-        (1, U4_GEMV_COLS),
-    ),
-    gemm(Microkernel::Sgemm12x32Q4F16, "sgemm_12x32_q4f16", (12, 32)),
-    gemm(Microkernel::Qgemm6x32W8, "qgemm_6x32_w8", (6, 32)),
-    gemm(Microkernel::Qgemm6x32W4, "qgemm_6x32_w4", (6, 32)),
-    gemm(Microkernel::Qgemm4x16W8, "qgemm_4x16_w8", (4, 16)),
-    gemm(Microkernel::Qgemm4x16W4, "qgemm_4x16_w4", (4, 16)),
-    gemm(Microkernel::Qgemv1x64W8, "qgemv_1x64_w8", (1, 64)),
-    gemm(Microkernel::Qgemv1x64W4, "qgemv_1x64_w4", (1, 64)),
-    attention(Microkernel::AttentionF16Kv, "attention_f16kv"),
-    attention(Microkernel::AttentionQ8Kv, "attention_q8kv"),
-];
-
-impl Microkernel {
-    /// Number of microkernels (the length of the env's table).
-    pub const COUNT: usize = 24;
-
-    /// Every microkernel, in table order.
-    pub const ALL: [Microkernel; Microkernel::COUNT] = [
-        Microkernel::Sgemm6x16,
-        Microkernel::Sgemv1x64,
-        Microkernel::Sgemm6x16F16,
-        Microkernel::Sgemv1x64F16,
-        Microkernel::Sgemm12x32,
-        Microkernel::Sgemm12x32F16,
-        Microkernel::AttentionF32,
-        Microkernel::Sgemm6x16Q8,
-        Microkernel::Sgemv1x64Q8,
-        Microkernel::Sgemm12x32Q8,
-        Microkernel::Sgemm6x16Q4,
-        Microkernel::Sgemv1x256Q4,
-        Microkernel::Sgemm12x32Q4,
-        Microkernel::Sgemm6x16Q4F16,
-        Microkernel::Sgemv1x256Q4F16,
-        Microkernel::Sgemm12x32Q4F16,
-        Microkernel::Qgemm6x32W8,
-        Microkernel::Qgemm6x32W4,
-        Microkernel::Qgemm4x16W8,
-        Microkernel::Qgemm4x16W4,
-        Microkernel::Qgemv1x64W8,
-        Microkernel::Qgemv1x64W4,
-        Microkernel::AttentionF16Kv,
-        Microkernel::AttentionQ8Kv,
-    ];
-
-    fn spec(self) -> &'static KernelSpec {
-        &SPECS[self as usize]
-    }
-
-    /// The stable name, e.g. `"sgemm_6x16"`.
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-
-    /// The microkernel named `name`, if any.
-    pub fn from_name(name: &str) -> Option<Microkernel> {
-        SPECS.iter().find(|s| s.name == name).map(|s| s.kernel)
-    }
-
-    /// Whether implementations of this f32-activation kernel may round each group of
-    /// [`QUANT_GROUP`] activations (from the call's first depth) to 16-bit fixed point
-    /// before multiplying: `code = round(a * CODE_MAX / m)` with `m` the group's largest
-    /// magnitude and `CODE_MAX` the largest code (`x86_gemv_a16::CODE_MAX`), an error of
-    /// at most `m / (2 * CODE_MAX)` per activation (finer than f16 for every value within
-    /// 32x of the largest). The 4-bit decode GEMVs do on x86 (`vpdpwssd` on AVX-512 VNNI,
-    /// `vpmaddwd` on AVX2: two int16 products per lane, where f32 needs a widening per
-    /// weight; `vpdpbusd` on the codes' two bytes on AVX-512 VBMI); a NaN or infinite
-    /// activation still makes the result NaN.
-    pub fn rounds_activations(self) -> bool {
-        self.spec().rounds_activations
-    }
-
-    /// For a block GEMM, its block shape: EP activation rows by HP columns, over packed
-    /// weight panels of PANEL floats per k.
-    pub fn gemm_block(self) -> Option<GemmBlock> {
-        self.spec().gemm_block
     }
 }
 

@@ -12,7 +12,9 @@
 
 mod attention;
 
-use super::{u4_gemv_parts, Implementation, Microkernel, MicrokernelFn, U4Pair, QUANT_GROUP};
+use super::{
+    u4_gemv_parts, Implementation, Microkernel, MicrokernelFn, U4Pair, PANEL, QUANT_GROUP,
+};
 use attention::{attention, attention_q8kv};
 use half::f16;
 use std::arch::aarch64::{
@@ -90,9 +92,6 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::AttentionQ8Kv(attention_q8kv),
     ),
 ];
-
-/// Columns per packed weight panel (four q registers).
-const PANEL: usize = 16;
 
 /// 16 weights (or scales) as f32, four lanes a register.
 type Row16 = [float32x4_t; 4];

@@ -15,7 +15,7 @@
 //! assembly. Tested against the scalar twins under `qemu-aarch64`.
 
 use super::qgemm::{qgemm_entry, QCall, QPanel};
-use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
+use super::{Implementation, Microkernel, MicrokernelFn, PANEL, QUANT_GROUP};
 use half::f16;
 use std::arch::aarch64::{
     float32x4_t, int32x4_t, int8x16_t, vandq_u8, vcvtq_f32_s32, vdupq_n_f32, vdupq_n_s32,
@@ -60,7 +60,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
 /// Columns per q register (int32 sums or f32 results).
 pub(super) const LANES: usize = 4;
 /// q registers of columns per panel.
-pub(super) const PANEL_VECTORS: usize = QPANEL / LANES;
+pub(super) const PANEL_VECTORS: usize = PANEL / LANES;
 
 /// A panel element's weights as signed bytes (`sdot` operands; `smmla` ones after a zip).
 pub(super) trait DotPanel: QPanel {
@@ -123,7 +123,7 @@ qgemm_entry!(
 unsafe fn panels<W: DotPanel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     for q in 0..NQ {
         for v0 in (0..PANEL_VECTORS).step_by(if EP == 1 { 4 } else { 2 }) {
-            if q * QPANEL + v0 * LANES >= call.cols {
+            if q * PANEL + v0 * LANES >= call.cols {
                 return;
             }
             // SAFETY: forwarded; panel `q` holds one of the `cols` columns.
@@ -192,7 +192,7 @@ unsafe fn pass<W: DotPanel, const EP: usize, const NV: usize>(
     }
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
         for (v, &sum) in acc_i.iter().enumerate() {
-            let j = q * QPANEL + (v0 + v) * LANES;
+            let j = q * PANEL + (v0 + v) * LANES;
             // SAFETY: row `i < rows`, columns below `cols` only.
             unsafe { store(call, i, j, sum) };
         }

@@ -16,7 +16,7 @@
 
 use super::neon_dot::{codes, store, widen, DotPanel, LANES, PANEL_VECTORS};
 use super::qgemm::{qgemm_entry, QCall};
-use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
+use super::{Implementation, Microkernel, MicrokernelFn, PANEL, QUANT_GROUP};
 use std::arch::aarch64::{
     float32x4_t, int32x4_t, int8x16_t, vcvtq_f32_s32, vdupq_laneq_u64, vdupq_n_f32, vdupq_n_s32,
     vfmaq_f32, vld1q_f32, vmulq_f32, vreinterpretq_f32_u64, vreinterpretq_s8_u32,
@@ -74,7 +74,7 @@ const PASS_VECTORS: usize = 2;
 unsafe fn panels<W: DotPanel, const EP: usize, const NQ: usize>(call: &QCall<W>) {
     for q in 0..NQ {
         for v0 in (0..PANEL_VECTORS).step_by(PASS_VECTORS) {
-            if q * QPANEL + v0 * LANES >= call.cols {
+            if q * PANEL + v0 * LANES >= call.cols {
                 return;
             }
             // SAFETY: forwarded; panel `q` holds one of the `cols` columns.
@@ -154,7 +154,7 @@ unsafe fn pass<W: DotPanel>(call: &QCall<W>, q: usize, v0: usize) {
     }
     for (p, acc_p) in acc.iter().enumerate() {
         for (v, blocks) in acc_p.iter().enumerate() {
-            let j = q * QPANEL + (v0 + v) * LANES;
+            let j = q * PANEL + (v0 + v) * LANES;
             // SAFETY: rows below `rows` only; columns below `cols` only (`store`).
             unsafe {
                 let rows_of = unzip_rows(blocks[0], blocks[1]);

@@ -2,10 +2,10 @@
 //! the weight panel layouts ([`QPanel`]: int8, 4-bit) and one call's operands, clamped and
 //! addressed ([`QCall`]).
 
-use super::{QPANEL, QUANT_GROUP};
+use super::{PANEL, QUANT_GROUP};
 use half::f16;
 
-/// Bytes of one step of a weight panel: the [`QPANEL`] columns by 4 consecutive k of one
+/// Bytes of one step of a weight panel: the [`PANEL`] columns by 4 consecutive k of one
 /// `vpdpbusd` operand (int8), or by 8 k (4-bit: two quads in the two nibbles).
 pub(super) const STEP_BYTES: usize = 64;
 
@@ -106,7 +106,7 @@ impl<W: QPanel> QCall<W> {
 
     /// Panels holding one of the `cols` columns (the only ones read).
     pub fn panels(&self) -> usize {
-        self.cols.div_ceil(QPANEL)
+        self.cols.div_ceil(PANEL)
     }
 
     /// Activation row `i`, or the last computed row for `i >= rows` (so a block's spare
@@ -133,7 +133,7 @@ impl<W: QPanel> QCall<W> {
 
     /// The 16 (f16) scales of group `g` of panel `q`.
     pub fn group_scales(&self, q: usize, g: usize) -> *const f16 {
-        self.scales.wrapping_add((q * self.groups + g) * QPANEL)
+        self.scales.wrapping_add((q * self.groups + g) * PANEL)
     }
 
     /// Where output row `i`, column `j` goes.
@@ -147,8 +147,8 @@ impl<W: QPanel> QCall<W> {
         QCall {
             b: self.panel(q),
             scales: self.group_scales(q, 0),
-            c: self.out(0, q * QPANEL),
-            cols: (self.cols - q * QPANEL).min(QPANEL),
+            c: self.out(0, q * PANEL),
+            cols: (self.cols - q * PANEL).min(PANEL),
             ..*self
         }
     }
@@ -179,7 +179,7 @@ macro_rules! qgemm_entry {
             cols: i64,
         ) {
             let operands = (a, a_scales, b, scales, c);
-            let shape = ($ep, $np * $crate::microkernel::QPANEL);
+            let shape = ($ep, $np * $crate::microkernel::PANEL);
             let Some(call) = $crate::microkernel::qgemm::QCall::new(
                 operands,
                 [kc, lda, ldc, rows, cols],

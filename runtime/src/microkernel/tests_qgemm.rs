@@ -150,7 +150,7 @@ impl QCase {
             })
             .collect();
         let range = if Self::w8(kernel) { -127..=127 } else { -8..=7 };
-        let width = cols.div_ceil(QPANEL) * QPANEL;
+        let width = cols.div_ceil(PANEL) * PANEL;
         let w: Vec<Vec<i32>> = (0..kc)
             .map(|_| (0..width).map(|_| rng.gen_range(range.clone())).collect())
             .collect();

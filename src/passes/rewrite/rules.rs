@@ -13,7 +13,7 @@ use oxrelax_dsl::op::{
     packed_matmul, packed_matmul_int, packed_matmul_quant, permute_dims, quantize_activations,
     strided_slice, take_quant, InferError, QuantLayout, QuantPanels,
 };
-use oxrelax_dsl::{Attrs, DataType, Expr, SymExpr};
+use oxrelax_dsl::{Attrs, DType, Expr, SymExpr};
 
 /// A rewrite rule.
 #[derive(Debug)]
@@ -316,7 +316,7 @@ fn transpose_matmul(m: &mut Match<'_>) -> Option<Id> {
     };
     let tensor = sinfo.as_tensor()?;
     let dims: Option<Vec<i64>> = tensor.dims()?.iter().map(|d| d.as_const()).collect();
-    let float = matches!(tensor.dtype, DataType::F32 | DataType::F16);
+    let float = matches!(tensor.dtype, DType::F32 | DType::F16);
     let [features, _] = dims?[..] else {
         return None;
     };

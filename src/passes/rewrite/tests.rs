@@ -5,7 +5,7 @@
 use super::*;
 use crate::passes::{Pass, QuantizeWeights, WEIGHT_QUANT_ATTR};
 use oxrelax_dsl::ir::{Binding, BindingValue, Callee};
-use oxrelax_dsl::{op, AttrValue, Attrs, DataType, StructInfo, SymExpr, Var};
+use oxrelax_dsl::{op, AttrValue, Attrs, DType, StructInfo, SymExpr, Var};
 
 const WIDTH: i64 = 40;
 
@@ -18,11 +18,11 @@ fn target() -> Target {
 fn layered(layers: usize, format: Option<&str>) -> IRModule {
     let weight = |name: String, rows: i64| {
         let dims = vec![SymExpr::int(rows), SymExpr::int(WIDTH)];
-        Var::new(&name, StructInfo::tensor(dims, DataType::F32))
+        Var::new(&name, StructInfo::tensor(dims, DType::F32))
     };
     let ids = Var::new(
         "ids",
-        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(1)], DataType::I32),
+        StructInfo::tensor(vec![SymExpr::int(1), SymExpr::int(1)], DType::I32),
     );
     let embed = weight("model.embed_tokens.weight".into(), 50);
     let mut params = vec![ids.clone(), embed.clone()];
@@ -251,7 +251,7 @@ fn every_rule_pattern_parses() {
 fn residual() -> IRModule {
     let row = |name: &str, dims: Vec<i64>| {
         let dims = dims.into_iter().map(SymExpr::int).collect();
-        Var::new(name, StructInfo::tensor(dims, DataType::F32))
+        Var::new(name, StructInfo::tensor(dims, DType::F32))
     };
     let (x, y, w) = (
         row("x", vec![1, WIDTH]),
@@ -289,7 +289,7 @@ fn a_residual_add_read_only_by_its_norm_is_fused_into_it() {
 fn fused_projection(format: Option<&str>) -> IRModule {
     let tensor = |name: &str, dims: &[i64]| {
         let dims = dims.iter().copied().map(SymExpr::int).collect();
-        Var::new(name, StructInfo::tensor(dims, DataType::F32))
+        Var::new(name, StructInfo::tensor(dims, DType::F32))
     };
     let (x, w, b) = (
         tensor("x", &[1, 3, WIDTH]),

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oxrelax_dsl::DataType;
+use oxrelax_dsl::DType;
 use oxrelax_models::{ExportOptions, ModelConfig};
 
 /// The most decoder layers this target builds (the fixtures' tiny models have 2).
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     if config.num_hidden_layers > MAX_LAYERS {
         return;
     }
-    let Ok(model) = oxrelax_models::causal_lm(&config, DataType::F32) else {
+    let Ok(model) = oxrelax_models::causal_lm(&config, DType::F32) else {
         return;
     };
     let _ = model.weight_shapes();

@@ -28,20 +28,20 @@ fn activation_groups_become_codes_around_128_with_their_scale() {
     let mut x = pseudo_random(21, rows * l);
     x[l..2 * l].fill(0.0); // a row of zeros: scale 0, every code 128
     x[2 * l + 3] = 40.0; // an outlier: coarsens only its own group
-    let xe = tensor("x", vec![n(), c(l as i64)], DataType::F32);
+    let xe = tensor("x", vec![n(), c(l as i64)], DType::F32);
     let scales_call = op(
         "activation_group_scales",
         vec![xe.clone()],
         vec![],
-        out(vec![n(), c(groups as i64)], DataType::F32),
+        out(vec![n(), c(groups as i64)], DType::F32),
     );
     let scales = run(&scales_call, rows, vec![x.clone()]).remove(0);
-    let s = tensor("s", vec![n(), c(groups as i64)], DataType::F32);
+    let s = tensor("s", vec![n(), c(groups as i64)], DType::F32);
     let codes_call = op(
         "quantize_activations",
         vec![xe, s],
         vec![],
-        out(vec![n(), c(lp as i64)], DataType::U8),
+        out(vec![n(), c(lp as i64)], DType::U8),
     );
     let codes = run(&codes_call, rows, vec![x.clone(), scales.clone()]).remove(0);
     let (outlier, next) = (scales[2 * groups], scales[2 * groups + 1]);
@@ -79,16 +79,16 @@ fn kv_rows_become_signed_codes_that_times_their_scale_give_the_rows_back() {
     let mut x = pseudo_random(23, rows * heads * dim);
     x[dim..2 * dim].fill(0.0); // an all-zero head row: scale 0, codes 0
     let shape = vec![n(), c(heads as i64), c(dim as i64)];
-    let xe = tensor("x", shape.clone(), DataType::F32);
+    let xe = tensor("x", shape.clone(), DType::F32);
     let scales_call = op(
         "activation_scales",
         vec![xe.clone()],
         vec![],
-        out(vec![n(), c(heads as i64)], DataType::F32),
+        out(vec![n(), c(heads as i64)], DType::F32),
     );
     let scales = run(&scales_call, rows, vec![x.clone()]).remove(0);
-    let s = tensor("s", vec![n(), c(heads as i64)], DataType::F32);
-    let codes_call = op("quantize_kv", vec![xe, s], vec![], out(shape, DataType::I8));
+    let s = tensor("s", vec![n(), c(heads as i64)], DType::F32);
+    let codes_call = op("quantize_kv", vec![xe, s], vec![], out(shape, DType::I8));
     let codes = run(&codes_call, rows, vec![x.clone(), scales.clone()]).remove(0);
     assert_eq!(scales[1], 0.0);
     for (r, row) in x.chunks(dim).enumerate() {
@@ -137,23 +137,23 @@ fn attention_over_int8_kv_is_attention_over_the_dequantized_rows() {
             ("causal", AttrValue::Bool(true)),
         ]
     };
-    let qe = tensor("q", q_shape.clone(), DataType::F32);
+    let qe = tensor("q", q_shape.clone(), DType::F32);
     let kv = |name, dtype| tensor(name, kv_shape.clone(), dtype);
     let float_call = op(
         "attention",
-        vec![qe.clone(), kv("k", DataType::F32), kv("v", DataType::F32)],
+        vec![qe.clone(), kv("k", DType::F32), kv("v", DType::F32)],
         attrs(),
-        out(q_shape.clone(), DataType::F32),
+        out(q_shape.clone(), DType::F32),
     );
     let (ks, vs) = (
-        tensor("ks", scales_shape.clone(), DataType::F32),
-        tensor("vs", scales_shape, DataType::F32),
+        tensor("ks", scales_shape.clone(), DType::F32),
+        tensor("vs", scales_shape, DType::F32),
     );
     let q8_call = op(
         "attention_q8kv",
-        vec![qe, kv("k", DataType::I8), kv("v", DataType::I8), ks, vs],
+        vec![qe, kv("k", DType::I8), kv("v", DType::I8), ks, vs],
         attrs(),
-        out(q_shape, DataType::F32),
+        out(q_shape, DType::F32),
     );
     let float_inputs = vec![
         q.clone(),
@@ -176,21 +176,21 @@ fn attention_over_int8_kv_is_attention_over_the_dequantized_rows() {
 /// layout.
 fn packed_quads(w: &[f64], (h, l): (usize, usize), bits: i64) -> [Vec<f64>; 2] {
     let (panels, groups) = (h.div_ceil(16) as i64, l.div_ceil(GROUP) as i64);
-    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DataType::F32);
+    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DType::F32);
     let scales_shape = vec![c(panels), c(groups), c(16)];
     let attrs = vec![
         ("block", AttrValue::Int(16)),
         ("bits", AttrValue::Int(bits)),
-        ("dtype", AttrValue::DType(DataType::F16)),
+        ("dtype", AttrValue::DType(DType::F16)),
     ];
     let scales_call = op(
         "quantize_scales",
         vec![weight.clone()],
         attrs,
-        out(scales_shape.clone(), DataType::F16),
+        out(scales_shape.clone(), DType::F16),
     );
     let scales = run(&scales_call, 1, vec![w.to_vec()]).remove(0);
-    let s = tensor("s", scales_shape, DataType::F16);
+    let s = tensor("s", scales_shape, DType::F16);
     let (shape, dtype) = packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
     let packed_shape: Vec<SymExpr> = shape.into_iter().map(c).collect();
     let attrs = vec![
@@ -254,17 +254,17 @@ fn the_int8_matmul_is_the_product_of_the_dequantized_operands() {
             packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Quads));
         let panels = h.div_ceil(16) as i64;
         let args = vec![
-            tensor("xq", vec![n(), c(lp as i64)], DataType::U8),
-            tensor("xs", vec![n(), c(groups as i64)], DataType::F32),
+            tensor("xq", vec![n(), c(lp as i64)], DType::U8),
+            tensor("xs", vec![n(), c(groups as i64)], DType::F32),
             tensor("q", shape.into_iter().map(c).collect(), dtype),
-            tensor("s", vec![c(panels), c(groups as i64), c(16)], DataType::F16),
+            tensor("s", vec![c(panels), c(groups as i64), c(16)], DType::F16),
         ];
         let attrs = vec![("out_features", AttrValue::Int(h as i64))];
         let call = op(
             "packed_matmul_int",
             args,
             attrs,
-            out(vec![n(), c(h as i64)], DataType::F32),
+            out(vec![n(), c(h as i64)], DType::F32),
         );
         let inputs = vec![
             codes.clone(),

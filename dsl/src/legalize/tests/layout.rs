@@ -15,9 +15,9 @@ fn reshape_keeps_row_major_order() {
         (vec![c(6), n()], vec![c(2), c(3), n(), c(1)]),
     ];
     for (from, to) in cases {
-        let x = tensor("x", from, DataType::F32);
+        let x = tensor("x", from, DType::F32);
         let shape = Expr::Shape(to.clone());
-        let call = op("reshape", vec![x, shape], vec![], out(to, DataType::F32));
+        let call = op("reshape", vec![x, shape], vec![], out(to, DType::F32));
         assert_eq!(pattern(&call), "injective");
         for n in SIZES {
             let input = pseudo_random(n as u64, 6 * n);
@@ -28,13 +28,13 @@ fn reshape_keeps_row_major_order() {
 
 #[test]
 fn reshape_to_a_different_size_is_rejected() {
-    let x = tensor("x", vec![n(), c(6)], DataType::F32);
+    let x = tensor("x", vec![n(), c(6)], DType::F32);
     let to = vec![n(), c(5)];
     let call = op(
         "reshape",
         vec![x, Expr::Shape(to.clone())],
         vec![],
-        out(to, DataType::F32),
+        out(to, DType::F32),
     );
     assert!(matches!(
         legalize_call(&call),
@@ -44,18 +44,18 @@ fn reshape_to_a_different_size_is_rejected() {
 
 #[test]
 fn permute_dims_moves_axes() {
-    let x = tensor("x", vec![n(), c(2), c(3)], DataType::F32);
+    let x = tensor("x", vec![n(), c(2), c(3)], DType::F32);
     let explicit = op(
         "permute_dims",
         vec![x.clone()],
         vec![("axes", ints(&[1, -1, 0]))],
-        out(vec![c(2), c(3), n()], DataType::F32),
+        out(vec![c(2), c(3), n()], DType::F32),
     );
     let reversed = op(
         "permute_dims",
         vec![x],
         vec![],
-        out(vec![c(3), c(2), n()], DataType::F32),
+        out(vec![c(3), c(2), n()], DType::F32),
     );
     for n in SIZES {
         let input = pseudo_random(n as u64, 6 * n);
@@ -75,8 +75,8 @@ fn permute_dims_moves_axes() {
 
 #[test]
 fn permute_dims_needs_a_permutation() {
-    let x = tensor("x", vec![n(), c(2), c(3)], DataType::F32);
-    let sinfo = out(vec![c(2), n(), c(3)], DataType::F32);
+    let x = tensor("x", vec![n(), c(2), c(3)], DType::F32);
+    let sinfo = out(vec![c(2), n(), c(3)], DType::F32);
     let repeated = op(
         "permute_dims",
         vec![x.clone()],
@@ -111,26 +111,26 @@ fn permute_dims_needs_a_permutation() {
 
 #[test]
 fn expand_dims_and_squeeze_round_trip() {
-    let x = tensor("x", vec![n(), c(3)], DataType::F32);
+    let x = tensor("x", vec![n(), c(3)], DType::F32);
     let expanded_shape = vec![c(1), n(), c(3), c(1)];
     let expand = op(
         "expand_dims",
         vec![x],
         vec![("axis", ints(&[0, -1]))],
-        out(expanded_shape.clone(), DataType::F32),
+        out(expanded_shape.clone(), DType::F32),
     );
-    let y = tensor("y", expanded_shape.clone(), DataType::F32);
+    let y = tensor("y", expanded_shape.clone(), DType::F32);
     let squeeze_all = op(
         "squeeze",
         vec![y.clone()],
         vec![],
-        out(vec![n(), c(3)], DataType::F32),
+        out(vec![n(), c(3)], DType::F32),
     );
     let squeeze_last = op(
         "squeeze",
         vec![y],
         vec![("axis", ints(&[3]))],
-        out(vec![c(1), n(), c(3)], DataType::F32),
+        out(vec![c(1), n(), c(3)], DType::F32),
     );
     for n in SIZES {
         let input = pseudo_random(n as u64, 3 * n);
@@ -143,12 +143,12 @@ fn expand_dims_and_squeeze_round_trip() {
 
 #[test]
 fn squeezing_a_dim_that_is_not_one_is_rejected() {
-    let x = tensor("x", vec![n(), c(3)], DataType::F32);
+    let x = tensor("x", vec![n(), c(3)], DType::F32);
     let call = op(
         "squeeze",
         vec![x],
         vec![("axis", ints(&[0]))],
-        out(vec![c(3)], DataType::F32),
+        out(vec![c(3)], DType::F32),
     );
     let err = legalize_call(&call).unwrap_err();
     assert!(
@@ -160,13 +160,13 @@ fn squeezing_a_dim_that_is_not_one_is_rejected() {
 
 #[test]
 fn broadcast_to_repeats_unit_dims() {
-    let x = tensor("x", vec![c(1), c(3)], DataType::F32);
+    let x = tensor("x", vec![c(1), c(3)], DType::F32);
     let target = vec![c(2), n(), c(3)];
     let call = op(
         "broadcast_to",
         vec![x, Expr::Shape(target.clone())],
         vec![],
-        out(target, DataType::F32),
+        out(target, DType::F32),
     );
     assert_eq!(pattern(&call), "broadcast");
     for n in SIZES {

@@ -15,7 +15,7 @@ use crate::ir::{Call, Callee, Expr, Var};
 use crate::sym::SymBindings;
 pub(super) use crate::tir::eval::pseudo_random;
 use crate::tir::eval::run_with_inputs;
-use crate::{DataType, StructInfo, SymExpr, SymVar, TensorShape};
+use crate::{DType, StructInfo, SymExpr, SymVar, TensorShape};
 
 /// The symbolic dim `n`.
 pub(super) fn n() -> SymExpr {
@@ -27,7 +27,7 @@ pub(super) fn c(v: i64) -> SymExpr {
 }
 
 /// A tensor variable.
-pub(super) fn tensor(name: &str, shape: Vec<SymExpr>, dtype: DataType) -> Expr {
+pub(super) fn tensor(name: &str, shape: Vec<SymExpr>, dtype: DType) -> Expr {
     Expr::Var(Var::new(name, StructInfo::tensor(shape, dtype)))
 }
 
@@ -47,7 +47,7 @@ pub(super) fn op(
 }
 
 /// A tensor result.
-pub(super) fn out(shape: Vec<SymExpr>, dtype: DataType) -> StructInfo {
+pub(super) fn out(shape: Vec<SymExpr>, dtype: DType) -> StructInfo {
     StructInfo::tensor(shape, dtype)
 }
 
@@ -166,7 +166,7 @@ fn every_op_of_the_contract_has_a_legalizer() {
 
 #[test]
 fn non_op_and_unknown_callees_are_rejected() {
-    let mut call = op("conv2d", vec![], vec![], out(vec![], DataType::F32));
+    let mut call = op("conv2d", vec![], vec![], out(vec![], DType::F32));
     let err = legalize_call(&call).unwrap_err();
     assert_eq!(
         err,
@@ -183,13 +183,13 @@ fn non_op_and_unknown_callees_are_rejected() {
 
 #[test]
 fn legalized_functions_follow_the_conventions() {
-    let a = tensor("lhs", vec![n(), c(4)], DataType::F32);
-    let b = tensor("rhs", vec![c(4)], DataType::F32);
+    let a = tensor("lhs", vec![n(), c(4)], DType::F32);
+    let b = tensor("rhs", vec![c(4)], DType::F32);
     let call = op(
         "add",
         vec![a.clone(), b.clone()],
         vec![],
-        out(vec![n(), c(4)], DataType::F32),
+        out(vec![n(), c(4)], DType::F32),
     );
     let legalized = legalize_call(&call).unwrap();
     assert_eq!(legalized.name_hint, "add");
@@ -212,18 +212,18 @@ fn bad_arguments_name_the_op_and_the_argument() {
         "x",
         StructInfo::Tensor(crate::TensorInfo {
             shape: TensorShape::Rank(2),
-            dtype: DataType::F32,
+            dtype: DType::F32,
         }),
     ));
-    let call = op("exp", vec![unknown], vec![], out(vec![n()], DataType::F32));
+    let call = op("exp", vec![unknown], vec![], out(vec![n()], DType::F32));
     let err = legalize_call(&call).unwrap_err();
     assert!(matches!(err, LegalizeError::BadArg { index: 0, .. }));
     assert!(err.to_string().starts_with("exp: argument 0"), "{err}");
     let call = op(
         "add",
-        vec![tensor("x", vec![n()], DataType::F32)],
+        vec![tensor("x", vec![n()], DType::F32)],
         vec![],
-        out(vec![n()], DataType::F32),
+        out(vec![n()], DType::F32),
     );
     let err = legalize_call(&call).unwrap_err();
     assert_eq!(
@@ -238,9 +238,9 @@ fn bad_arguments_name_the_op_and_the_argument() {
 
 #[test]
 fn a_result_of_the_wrong_rank_is_rejected() {
-    let x = tensor("x", vec![n(), c(4)], DataType::F32);
-    let w = tensor("w", vec![c(4)], DataType::F32);
-    let flat = out(vec![&n() * 4], DataType::F32);
+    let x = tensor("x", vec![n(), c(4)], DType::F32);
+    let w = tensor("w", vec![c(4)], DType::F32);
+    let flat = out(vec![&n() * 4], DType::F32);
     let calls = [
         op("softmax", vec![x.clone()], vec![], flat.clone()),
         op("rms_norm", vec![x.clone(), w.clone()], vec![], flat.clone()),
@@ -249,13 +249,13 @@ fn a_result_of_the_wrong_rank_is_rejected() {
             "matmul",
             vec![x.clone(), w],
             vec![],
-            out(vec![n(), c(1)], DataType::F32),
+            out(vec![n(), c(1)], DType::F32),
         ),
         op(
             "sum",
             vec![x],
             vec![("axis", AttrValue::Ints(vec![1]))],
-            out(vec![n(), c(1)], DataType::F32),
+            out(vec![n(), c(1)], DType::F32),
         ),
     ];
     for call in calls {
@@ -266,7 +266,7 @@ fn a_result_of_the_wrong_rank_is_rejected() {
 
 #[test]
 fn strided_slice_needs_its_bounds() {
-    let x = tensor("x", vec![n()], DataType::F32);
+    let x = tensor("x", vec![n()], DType::F32);
     let attrs = vec![
         ("axes", AttrValue::Ints(vec![0])),
         ("begin", AttrValue::Shape(vec![c(1)])),
@@ -275,7 +275,7 @@ fn strided_slice_needs_its_bounds() {
         "strided_slice",
         vec![x],
         attrs,
-        out(vec![n() - 1], DataType::F32),
+        out(vec![n() - 1], DType::F32),
     );
     let err = legalize_call(&call).unwrap_err();
     assert_eq!(err.to_string(), "strided_slice: missing attribute `end`");

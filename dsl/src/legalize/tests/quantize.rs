@@ -134,7 +134,7 @@ fn quantization_matches_on(bits: i64, (h, l): (usize, usize)) {
     let mut w = pseudo_random(3, h * l);
     // Row 0's first group is all zeros.
     w[..l.min(GROUP)].fill(0.0);
-    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DataType::F32);
+    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DType::F32);
     let scales_shape = vec![c(panels as i64), c(groups as i64), c(16)];
     let scales_call = op(
         "quantize_scales",
@@ -142,14 +142,14 @@ fn quantization_matches_on(bits: i64, (h, l): (usize, usize)) {
         vec![
             ("block", AttrValue::Int(16)),
             ("bits", AttrValue::Int(bits)),
-            ("dtype", AttrValue::DType(DataType::F32)),
+            ("dtype", AttrValue::DType(DType::F32)),
         ],
-        out(scales_shape.clone(), DataType::F32),
+        out(scales_shape.clone(), DType::F32),
     );
     let scales = run(&scales_call, 1, vec![w.clone()]).remove(0);
     let (want_scales, want_packed) = quantize(&w, (h, l), bits);
     assert_close(&scales, &want_scales, 1e-6);
-    let s = tensor("s", scales_shape, DataType::F32);
+    let s = tensor("s", scales_shape, DType::F32);
     let (shape, dtype) =
         crate::op::packed_quant_layout(h as i64, l as i64, 16, (bits, QuantLayout::Rows));
     let pack_call = op(
@@ -197,7 +197,7 @@ fn random_panels(bits: i64, (h, l): (usize, usize)) -> (Vec<f64>, Vec<f64>, [Exp
     let scales_shape = vec![c(h.div_ceil(16) as i64), c(groups as i64), c(16)];
     let tensors = [
         tensor("q", shape.into_iter().map(c).collect(), dtype),
-        tensor("s", scales_shape, DataType::F32),
+        tensor("s", scales_shape, DType::F32),
     ];
     (packed, scales, tensors)
 }
@@ -208,7 +208,7 @@ fn take_quant_gathers_dequantized_rows() {
         let (rows, width) = (21usize, 41usize);
         let (packed, scales, [table, s]) = random_panels(bits, (rows, width));
         let ids = [3.0, 0.0, 20.0, 99.0]; // 99 is past the table: clamped to the last row
-        let i = tensor("ids", vec![c(1), c(4)], DataType::I32);
+        let i = tensor("ids", vec![c(1), c(4)], DType::I32);
         let call = op(
             "take_quant",
             vec![table, s, i],
@@ -216,7 +216,7 @@ fn take_quant_gathers_dequantized_rows() {
                 ("rows", AttrValue::Int(rows as i64)),
                 ("width", AttrValue::Int(width as i64)),
             ],
-            out(vec![c(1), c(4), c(width as i64)], DataType::F32),
+            out(vec![c(1), c(4), c(width as i64)], DType::F32),
         );
         let got = run(&call, 1, vec![packed.clone(), scales.clone(), ids.to_vec()]).remove(0);
         let want: Vec<f64> = ids
@@ -250,7 +250,7 @@ fn dequantize_weight_writes_the_weight_the_panels_stand_for() {
             "dequantize_weight",
             vec![table, s],
             attrs,
-            out(shape, DataType::F32),
+            out(shape, DType::F32),
         );
         let got = run(&call, 1, vec![packed.clone(), scales.clone()]).remove(0);
         let weight = |row, k| dequantized(bits, (&packed, &scales), width, (row, k));
@@ -277,9 +277,9 @@ fn packed_matmul_quant_multiplies_by_the_dequantized_weight() {
         let x = pseudo_random(7, 2 * l);
         let call = op(
             "packed_matmul_quant",
-            vec![tensor("x", vec![c(2), c(l as i64)], DataType::F32), q, s],
+            vec![tensor("x", vec![c(2), c(l as i64)], DType::F32), q, s],
             vec![("out_features", AttrValue::Int(h as i64))],
-            out(vec![c(2), c(h as i64)], DataType::F32),
+            out(vec![c(2), c(h as i64)], DType::F32),
         );
         let got = run(&call, 1, vec![x.clone(), packed.clone(), scales.clone()]).remove(0);
         let want: Vec<f64> = (0..2)

@@ -17,13 +17,8 @@ fn softmax_rows(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
 
 #[test]
 fn softmax_rows_sum_to_one_and_match_a_direct_computation() {
-    let x = tensor("x", vec![c(2), n()], DataType::F32);
-    let call = op(
-        "softmax",
-        vec![x],
-        vec![],
-        out(vec![c(2), n()], DataType::F32),
-    );
+    let x = tensor("x", vec![c(2), n()], DType::F32);
+    let call = op("softmax", vec![x], vec![], out(vec![c(2), n()], DType::F32));
     assert_eq!(pattern(&call), "reduction");
     for n in SIZES {
         let input: Vec<f64> = pseudo_random(n as u64, 2 * n)
@@ -40,19 +35,19 @@ fn softmax_rows_sum_to_one_and_match_a_direct_computation() {
 
 #[test]
 fn softmax_along_axis_zero_in_half_precision() {
-    let x = tensor("x", vec![n(), c(3)], DataType::F16);
+    let x = tensor("x", vec![n(), c(3)], DType::F16);
     let call = op(
         "softmax",
         vec![x],
         vec![("axis", AttrValue::Int(0))],
-        out(vec![n(), c(3)], DataType::F16),
+        out(vec![n(), c(3)], DType::F16),
     );
     let func = legalize_call(&call).unwrap().func;
     let buffer_dtypes = |stmt: &crate::tir::Stmt| match stmt {
         crate::tir::Stmt::Allocate { buffer, .. } => Some(buffer.dtype),
         _ => None,
     };
-    assert_eq!(buffer_dtypes(&func.body), Some(DataType::F32));
+    assert_eq!(buffer_dtypes(&func.body), Some(DType::F32));
     let n = 3;
     let input = vec![1.0, 0.0, -1.0, 2.0, 0.0, 0.5, 3.0, 0.0, 0.25];
     let got = run(&call, n, vec![input.clone()]).remove(0);
@@ -70,7 +65,7 @@ fn softmax_along_axis_zero_in_half_precision() {
 
 #[test]
 fn sum_max_mean_over_axes_with_and_without_keepdims() {
-    let x = tensor("x", vec![c(2), n(), c(3)], DataType::F32);
+    let x = tensor("x", vec![c(2), n(), c(3)], DType::F32);
     for keepdims in [false, true] {
         let shape = if keepdims {
             vec![c(2), c(1), c(3)]
@@ -87,15 +82,15 @@ fn sum_max_mean_over_axes_with_and_without_keepdims() {
             "sum",
             vec![x.clone()],
             attrs(),
-            out(shape.clone(), DataType::F32),
+            out(shape.clone(), DType::F32),
         );
         let max = op(
             "max",
             vec![x.clone()],
             attrs(),
-            out(shape.clone(), DataType::F32),
+            out(shape.clone(), DType::F32),
         );
-        let mean = op("mean", vec![x.clone()], attrs(), out(shape, DataType::F32));
+        let mean = op("mean", vec![x.clone()], attrs(), out(shape, DType::F32));
         for n in SIZES {
             let input = pseudo_random(n as u64, 6 * n);
             let column = |b: usize, col: usize| -> Vec<f64> {
@@ -123,12 +118,12 @@ fn sum_max_mean_over_axes_with_and_without_keepdims() {
 
 #[test]
 fn reductions_default_to_every_axis() {
-    let x = tensor("x", vec![n(), c(2)], DataType::F32);
-    let call = op("sum", vec![x], vec![], out(vec![], DataType::F32));
+    let x = tensor("x", vec![n(), c(2)], DType::F32);
+    let call = op("sum", vec![x], vec![], out(vec![], DType::F32));
     let got = run(&call, 3, vec![vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]);
     assert_eq!(got[0], vec![21.0]);
-    let y = tensor("y", vec![n()], DataType::I32);
-    let call = op("mean", vec![y], vec![], out(vec![], DataType::I32));
+    let y = tensor("y", vec![n()], DType::I32);
+    let call = op("mean", vec![y], vec![], out(vec![], DType::I32));
     assert_eq!(run(&call, 4, vec![vec![1.0, 2.0, 3.0, 5.0]])[0], vec![2.0]);
 }
 
@@ -147,13 +142,13 @@ fn rms_norm(x: &[f64], w: &[f64], cols: usize, eps: f64) -> Vec<f64> {
 
 #[test]
 fn rms_norm_equals_the_formula() {
-    let x = tensor("x", vec![n(), c(8)], DataType::F32);
-    let w = tensor("w", vec![c(8)], DataType::F32);
+    let x = tensor("x", vec![n(), c(8)], DType::F32);
+    let w = tensor("w", vec![c(8)], DType::F32);
     let call = op(
         "rms_norm",
         vec![x, w],
         vec![("epsilon", AttrValue::Float(1e-6))],
-        out(vec![n(), c(8)], DataType::F32),
+        out(vec![n(), c(8)], DType::F32),
     );
     let names = crate::test_util::param_names(&legalize_call(&call).unwrap().func);
     assert_eq!(names, ["x", "weight", "out"]);
@@ -169,16 +164,16 @@ fn rms_norm_equals_the_formula() {
 #[test]
 fn add_rms_norm_is_the_norm_of_the_sum() {
     let (a, b) = (
-        tensor("a", vec![n(), c(8)], DataType::F32),
-        tensor("b", vec![n(), c(8)], DataType::F32),
+        tensor("a", vec![n(), c(8)], DType::F32),
+        tensor("b", vec![n(), c(8)], DType::F32),
     );
-    let w = tensor("w", vec![c(8)], DataType::F32);
+    let w = tensor("w", vec![c(8)], DType::F32);
     let norm = |a: Expr, b: Expr| {
         op(
             "add_rms_norm",
             vec![a, b, w.clone()],
             vec![("epsilon", AttrValue::Float(1e-6))],
-            out(vec![n(), c(8)], DataType::F32),
+            out(vec![n(), c(8)], DType::F32),
         )
     };
     let call = norm(a.clone(), b);
@@ -194,7 +189,7 @@ fn add_rms_norm_is_the_norm_of_the_sum() {
         let sum: Vec<f64> = x.iter().zip(&y).map(|(p, q)| p + q).collect();
         assert_close(&got[0], &rms_norm(&sum, &weight, 8, 1e-6), 1e-5);
     }
-    let other = tensor("b", vec![n(), c(4)], DataType::F32);
+    let other = tensor("b", vec![n(), c(4)], DType::F32);
     assert!(matches!(
         legalize_call(&norm(a, other)),
         Err(LegalizeError::Shape { .. })
@@ -203,25 +198,25 @@ fn add_rms_norm_is_the_norm_of_the_sum() {
 
 #[test]
 fn rms_norm_on_bf16_accumulates_in_f32() {
-    let x = tensor("x", vec![n(), c(4)], DataType::BF16);
-    let w = tensor("w", vec![c(4)], DataType::BF16);
+    let x = tensor("x", vec![n(), c(4)], DType::BF16);
+    let w = tensor("w", vec![c(4)], DType::BF16);
     let call = op(
         "rms_norm",
         vec![x, w],
         vec![],
-        out(vec![n(), c(4)], DataType::BF16),
+        out(vec![n(), c(4)], DType::BF16),
     );
     let input = vec![1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5];
     let weight = vec![1.0, 0.5, 2.0, 1.0];
     let got = run(&call, 2, vec![input.clone(), weight.clone()]);
     assert_close(&got[0], &rms_norm(&input, &weight, 4, 1e-5), 1e-2);
-    let bad_weight = tensor("w", vec![c(5)], DataType::BF16);
-    let x = tensor("x", vec![n(), c(4)], DataType::BF16);
+    let bad_weight = tensor("w", vec![c(5)], DType::BF16);
+    let x = tensor("x", vec![n(), c(4)], DType::BF16);
     let call = op(
         "rms_norm",
         vec![x, bad_weight],
         vec![],
-        out(vec![n(), c(4)], DataType::BF16),
+        out(vec![n(), c(4)], DType::BF16),
     );
     assert!(matches!(
         legalize_call(&call),
@@ -231,14 +226,14 @@ fn rms_norm_on_bf16_accumulates_in_f32() {
 
 #[test]
 fn layer_norm_equals_the_formula() {
-    let x = tensor("x", vec![n(), c(6)], DataType::F32);
-    let gamma = tensor("g", vec![c(6)], DataType::F32);
-    let beta = tensor("b", vec![c(6)], DataType::F32);
+    let x = tensor("x", vec![n(), c(6)], DType::F32);
+    let gamma = tensor("g", vec![c(6)], DType::F32);
+    let beta = tensor("b", vec![c(6)], DType::F32);
     let call = op(
         "layer_norm",
         vec![x, gamma, beta],
         vec![],
-        out(vec![n(), c(6)], DataType::F32),
+        out(vec![n(), c(6)], DType::F32),
     );
     for n in SIZES {
         let (input, g, b) = (

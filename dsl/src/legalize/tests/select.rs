@@ -7,7 +7,7 @@ fn tuple(items: &[(&str, Vec<SymExpr>)]) -> Expr {
     Expr::Tuple(
         items
             .iter()
-            .map(|(name, shape)| tensor(name, shape.clone(), DataType::F32))
+            .map(|(name, shape)| tensor(name, shape.clone(), DType::F32))
             .collect(),
     )
 }
@@ -23,7 +23,7 @@ fn concat_along_the_last_axis_matches_the_parts() {
         "concat",
         vec![parts],
         vec![("axis", AttrValue::Int(-1))],
-        out(vec![n(), c(6)], DataType::F32),
+        out(vec![n(), c(6)], DType::F32),
     );
     let legalized = legalize_call(&call).unwrap();
     assert_eq!(legalized.args.len(), 3);
@@ -54,7 +54,7 @@ fn concat_of_symbolic_parts_along_axis_zero() {
         "concat",
         vec![parts],
         vec![],
-        out(vec![n() + 3, c(2)], DataType::F32),
+        out(vec![n() + 3, c(2)], DType::F32),
     );
     for n in SIZES {
         let (p, q) = (pseudo_random(4, 2 * n), pseudo_random(5, 6));
@@ -67,16 +67,13 @@ fn concat_of_symbolic_parts_along_axis_zero() {
 
 #[test]
 fn a_tuple_variable_is_flattened_into_projections() {
-    let fields = vec![
-        out(vec![c(2)], DataType::F32),
-        out(vec![c(1)], DataType::F32),
-    ];
+    let fields = vec![out(vec![c(2)], DType::F32), out(vec![c(1)], DType::F32)];
     let parts = Expr::Var(Var::new("parts", StructInfo::Tuple(fields)));
     let call = op(
         "concat",
         vec![parts.clone()],
         vec![],
-        out(vec![c(3)], DataType::F32),
+        out(vec![c(3)], DType::F32),
     );
     let legalized = legalize_call(&call).unwrap();
     let projections = vec![
@@ -88,8 +85,8 @@ fn a_tuple_variable_is_flattened_into_projections() {
 
 #[test]
 fn split_then_concat_round_trips() {
-    let x = tensor("x", vec![c(2), &n() * 3], DataType::F32);
-    let part = out(vec![c(2), n()], DataType::F32);
+    let x = tensor("x", vec![c(2), &n() * 3], DType::F32);
+    let part = out(vec![c(2), n()], DType::F32);
     let sinfo = StructInfo::Tuple(vec![part.clone(), part.clone(), part]);
     let attrs = vec![("axis", AttrValue::Int(1)), ("sections", AttrValue::Int(3))];
     let split = op("split", vec![x], attrs, sinfo);
@@ -111,7 +108,7 @@ fn split_then_concat_round_trips() {
         "concat",
         vec![parts],
         vec![("axis", AttrValue::Int(1))],
-        out(vec![c(2), &n() * 3], DataType::F32),
+        out(vec![c(2), &n() * 3], DType::F32),
     );
     for n in SIZES {
         let input = pseudo_random(n as u64, 6 * n);
@@ -123,7 +120,7 @@ fn split_then_concat_round_trips() {
 
 #[test]
 fn strided_slice_clamps_begin_and_steps() {
-    let x = tensor("x", vec![n(), c(10)], DataType::F32);
+    let x = tensor("x", vec![n(), c(10)], DType::F32);
     let attrs = vec![
         ("axes", AttrValue::Ints(vec![1])),
         ("begin", AttrValue::Shape(vec![c(-8)])),
@@ -134,7 +131,7 @@ fn strided_slice_clamps_begin_and_steps() {
         "strided_slice",
         vec![x],
         attrs,
-        out(vec![n(), c(3)], DataType::F32),
+        out(vec![n(), c(3)], DType::F32),
     );
     for n in SIZES {
         let input = pseudo_random(n as u64, 10 * n);
@@ -143,7 +140,7 @@ fn strided_slice_clamps_begin_and_steps() {
             .collect();
         assert_eq!(run(&call, n, vec![input])[0], want);
     }
-    let x = tensor("x", vec![c(8)], DataType::F32);
+    let x = tensor("x", vec![c(8)], DType::F32);
     let attrs = vec![
         ("axes", AttrValue::Ints(vec![0])),
         ("begin", AttrValue::Shape(vec![n()])),
@@ -153,7 +150,7 @@ fn strided_slice_clamps_begin_and_steps() {
         "strided_slice",
         vec![x],
         attrs,
-        out(vec![c(8) - n()], DataType::F32),
+        out(vec![c(8) - n()], DType::F32),
     );
     let input: Vec<f64> = (0..8).map(f64::from).collect();
     assert_eq!(run(&call, 3, vec![input])[0], vec![3.0, 4.0, 5.0, 6.0, 7.0]);
@@ -161,13 +158,13 @@ fn strided_slice_clamps_begin_and_steps() {
 
 #[test]
 fn take_gathers_rows_by_index() {
-    let table = tensor("table", vec![c(10), c(4)], DataType::F32);
-    let ids = tensor("ids", vec![c(1), n()], DataType::I32);
+    let table = tensor("table", vec![c(10), c(4)], DType::F32);
+    let ids = tensor("ids", vec![c(1), n()], DType::I32);
     let call = op(
         "take",
         vec![table, ids],
         vec![],
-        out(vec![c(1), n(), c(4)], DataType::F32),
+        out(vec![c(1), n(), c(4)], DType::F32),
     );
     assert_eq!(pattern(&call), "injective");
     let weights = pseudo_random(9, 40);
@@ -184,20 +181,20 @@ fn take_gathers_rows_by_index() {
 
 #[test]
 fn take_along_an_inner_axis_clamps_indices() {
-    let x = tensor("x", vec![n(), c(3)], DataType::F32);
-    let idx = tensor("idx", vec![c(4)], DataType::I64);
+    let x = tensor("x", vec![n(), c(3)], DType::F32);
+    let idx = tensor("idx", vec![c(4)], DType::I64);
     let call = op(
         "take",
         vec![x, idx],
         vec![("axis", AttrValue::Int(1))],
-        out(vec![n(), c(4)], DataType::F32),
+        out(vec![n(), c(4)], DType::F32),
     );
     let input = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
     let got = run(&call, 2, vec![input, vec![2.0, 0.0, 7.0, -1.0]]);
     assert_eq!(got[0], vec![3.0, 1.0, 3.0, 1.0, 6.0, 4.0, 6.0, 4.0]);
-    let x = tensor("x", vec![n()], DataType::F32);
-    let bad = tensor("idx", vec![c(2)], DataType::F32);
-    let call = op("take", vec![x, bad], vec![], out(vec![c(2)], DataType::F32));
+    let x = tensor("x", vec![n()], DType::F32);
+    let bad = tensor("idx", vec![c(2)], DType::F32);
+    let call = op("take", vec![x, bad], vec![], out(vec![c(2)], DType::F32));
     assert!(matches!(
         legalize_call(&call),
         Err(LegalizeError::UnsupportedDtype { index: 1, .. })
@@ -207,12 +204,12 @@ fn take_along_an_inner_axis_clamps_indices() {
 #[test]
 fn triu_zeroes_below_the_kth_diagonal() {
     for k in [0, 1, -1] {
-        let x = tensor("x", vec![c(2), n(), n()], DataType::F32);
+        let x = tensor("x", vec![c(2), n(), n()], DType::F32);
         let call = op(
             "triu",
             vec![x],
             vec![("k", AttrValue::Int(k))],
-            out(vec![c(2), n(), n()], DataType::F32),
+            out(vec![c(2), n(), n()], DType::F32),
         );
         for n in SIZES {
             let input = pseudo_random(n as u64, 2 * n * n);
@@ -235,15 +232,15 @@ fn triu_zeroes_below_the_kth_diagonal() {
 #[test]
 fn constant_fills_are_baked_in() {
     let shape = vec![n(), c(2)];
-    let dtype = vec![("dtype", AttrValue::DType(DataType::I32))];
+    let dtype = vec![("dtype", AttrValue::DType(DType::I32))];
     let full = op(
         "full",
         vec![
             Expr::Shape(shape.clone()),
-            Expr::Prim(PrimValue::Int(c(7), DataType::I32)),
+            Expr::Prim(PrimValue::Int(c(7), DType::I32)),
         ],
         dtype.clone(),
-        out(shape.clone(), DataType::I32),
+        out(shape.clone(), DType::I32),
     );
     let legalized = legalize_call(&full).unwrap();
     assert!(legalized.args.is_empty() && legalized.func.inputs().is_empty());
@@ -252,23 +249,23 @@ fn constant_fills_are_baked_in() {
         "ones",
         vec![Expr::Shape(shape.clone())],
         dtype.clone(),
-        out(shape.clone(), DataType::I32),
+        out(shape.clone(), DType::I32),
     );
     assert_eq!(run(&ones, 2, vec![])[0], vec![1.0; 4]);
-    let f32_dtype = vec![("dtype", AttrValue::DType(DataType::F32))];
+    let f32_dtype = vec![("dtype", AttrValue::DType(DType::F32))];
     let zeros = op(
         "zeros",
         vec![Expr::Shape(shape.clone())],
         f32_dtype,
-        out(shape.clone(), DataType::F32),
+        out(shape.clone(), DType::F32),
     );
     assert_eq!(run(&zeros, 1, vec![])[0], vec![0.0; 2]);
-    let fill = Expr::Prim(PrimValue::Int(n(), DataType::I32));
+    let fill = Expr::Prim(PrimValue::Int(n(), DType::I32));
     let symbolic = op(
         "full",
         vec![Expr::Shape(shape.clone()), fill],
         dtype,
-        out(shape, DataType::I32),
+        out(shape, DType::I32),
     );
     assert!(matches!(
         legalize_call(&symbolic),

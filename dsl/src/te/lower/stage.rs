@@ -7,7 +7,7 @@ use crate::te::expr::{Axis, Expr, Node};
 use crate::te::reduce::{ReduceAxis, ReduceKind};
 use crate::te::tensor::{Tensor, TensorOp};
 use crate::tir::{BinOp, Buffer, ForKind, Intrinsic, PrimExpr, Stmt, TVar};
-use crate::{DataType, SymExpr};
+use crate::{DType, SymExpr};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -81,7 +81,7 @@ impl<'a> Lowerer<'a> {
         let loops = dims
             .iter()
             .map(|d| {
-                let var = TVar::new(&self.names.fresh("i"), DataType::I64);
+                let var = TVar::new(&self.names.fresh("i"), DType::I64);
                 Ok((var, self.dim(d)?))
             })
             .collect::<Result<Vec<_>, TeError>>()?;
@@ -130,7 +130,7 @@ impl<'a> Lowerer<'a> {
     fn store(
         &mut self,
         buffer: &str,
-        dtype: DataType,
+        dtype: DType,
         indices: Vec<PrimExpr>,
         value: &Expr,
     ) -> Result<Stmt, TeError> {
@@ -153,7 +153,7 @@ impl<'a> Lowerer<'a> {
     fn reduction_into(
         &mut self,
         target: &str,
-        dtype: DataType,
+        dtype: DType,
         indices: Vec<PrimExpr>,
         kind: ReduceKind,
         body: &Expr,
@@ -207,12 +207,12 @@ impl<'a> Lowerer<'a> {
                 self.expr(a, prelude)?.compare(*cmp, self.expr(b, prelude)?)
             }
             Node::Not(a) => {
-                self.check("not", a.dtype() == DataType::Bool, "a bool", a.dtype())?;
+                self.check("not", a.dtype() == DType::Bool, "a bool", a.dtype())?;
                 PrimExpr::Not(Box::new(self.expr(a, prelude)?))
             }
             Node::Cast(a) => PrimExpr::Cast(dtype, Box::new(self.expr(a, prelude)?)),
             Node::Select(c, a, b) => {
-                self.check("select", c.dtype() == DataType::Bool, "a bool", c.dtype())?;
+                self.check("select", c.dtype() == DType::Bool, "a bool", c.dtype())?;
                 self.check_same("select", a.dtype(), b.dtype())?;
                 let c = self.expr(c, prelude)?;
                 PrimExpr::select(c, self.expr(a, prelude)?, self.expr(b, prelude)?)
@@ -273,7 +273,7 @@ impl<'a> Lowerer<'a> {
         let indices: Vec<PrimExpr> = indices
             .iter()
             .map(|i| {
-                self.check(&what, i.dtype() == DataType::I64, "i64", i.dtype())?;
+                self.check(&what, i.dtype() == DType::I64, "i64", i.dtype())?;
                 self.expr(i, prelude)
             })
             .collect::<Result<_, _>>()?;
@@ -346,7 +346,7 @@ impl<'a> Lowerer<'a> {
                 } else {
                     &axis.name
                 };
-                let var = TVar::new(&self.names.fresh(prefix), DataType::I64);
+                let var = TVar::new(&self.names.fresh(prefix), DType::I64);
                 self.bound.insert(axis.id, var.clone());
                 Ok((var, extent))
             })
@@ -357,7 +357,7 @@ impl<'a> Lowerer<'a> {
         axes.iter().for_each(|a| drop(self.bound.remove(&a.id)));
     }
 
-    fn check_binary(&self, op: BinOp, a: DataType, b: DataType) -> Result<(), TeError> {
+    fn check_binary(&self, op: BinOp, a: DType, b: DType) -> Result<(), TeError> {
         self.check_same(op.name(), a, b)?;
         let ok = match op {
             BinOp::Div => a.is_float(),
@@ -373,7 +373,7 @@ impl<'a> Lowerer<'a> {
         self.check(op.name(), ok, expected, a)
     }
 
-    fn check_same(&self, op: &str, lhs: DataType, rhs: DataType) -> Result<(), TeError> {
+    fn check_same(&self, op: &str, lhs: DType, rhs: DType) -> Result<(), TeError> {
         if lhs == rhs {
             return Ok(());
         }
@@ -386,7 +386,7 @@ impl<'a> Lowerer<'a> {
         })
     }
 
-    fn check(&self, op: &str, ok: bool, expected: &str, got: DataType) -> Result<(), TeError> {
+    fn check(&self, op: &str, ok: bool, expected: &str, got: DType) -> Result<(), TeError> {
         if ok {
             return Ok(());
         }
@@ -423,7 +423,7 @@ pub(super) fn loop_nest(loops: Vec<(TVar, PrimExpr)>, body: Stmt) -> Stmt {
 }
 
 /// The identity of a reduction: 0, or the smallest / largest value of `dtype`.
-fn identity(kind: ReduceKind, dtype: DataType) -> PrimExpr {
+fn identity(kind: ReduceKind, dtype: DType) -> PrimExpr {
     let (lowest, highest) = match dtype {
         d if d.is_float() => {
             return match kind {
@@ -432,11 +432,11 @@ fn identity(kind: ReduceKind, dtype: DataType) -> PrimExpr {
                 ReduceKind::Min => PrimExpr::Float(f64::INFINITY, d),
             }
         }
-        DataType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DataType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DataType::U8 => (0, u8::MAX.into()),
-        DataType::U4 => (0, 15),
-        DataType::Bool => (0, 1),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U4 => (0, 15),
+        DType::Bool => (0, 1),
         _ => (i64::MIN, i64::MAX),
     };
     let value = match kind {

@@ -8,7 +8,7 @@ use crate::tir::{
     AttentionScalars, BufferRegion, GemmScalars, IntGemmScalars, MicrokernelCall, MicrokernelKind,
     MicrokernelSpec,
 };
-use crate::DataType;
+use crate::DType;
 
 impl Machine<'_> {
     pub(super) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), EvalError> {
@@ -61,7 +61,7 @@ impl Machine<'_> {
     fn int_gemm(
         &mut self,
         call: &MicrokernelCall,
-        (block, (panel, weights)): ((i64, i64), (i64, DataType)),
+        (block, (panel, weights)): ((i64, i64), (i64, DType)),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -97,7 +97,7 @@ impl Machine<'_> {
     fn gemm(
         &mut self,
         call: &MicrokernelCall,
-        (ep, hp, (panel, weights)): (i64, i64, (i64, DataType)),
+        (ep, hp, (panel, weights)): (i64, i64, (i64, DType)),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {

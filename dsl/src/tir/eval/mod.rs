@@ -11,7 +11,7 @@ mod tests;
 
 use super::{Buffer, PrimExpr, PrimFunc, Stmt};
 use crate::sym::SymBindings;
-use crate::DataType;
+use crate::DType;
 use scalar::Scalar;
 use std::collections::HashMap;
 
@@ -102,7 +102,7 @@ pub enum EvalError {
         /// The operation.
         op: &'static str,
         /// The operands' dtype.
-        dtype: DataType,
+        dtype: DType,
     },
 }
 
@@ -204,7 +204,7 @@ pub(crate) fn pseudo_random(seed: u64, len: usize) -> Vec<f64> {
 /// A buffer in scope: its elements and evaluated layout.
 struct BufferState {
     data: Vec<f64>,
-    dtype: DataType,
+    dtype: DType,
     shape: Vec<i64>,
     strides: Vec<i64>,
     size: usize,

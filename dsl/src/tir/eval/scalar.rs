@@ -3,7 +3,7 @@
 
 use super::EvalError;
 use crate::tir::{BinOp, Intrinsic, PrimCmp};
-use crate::DataType;
+use crate::DType;
 
 /// A value: integers and bools are `Int` (bools are 0 or 1), floats are `Float`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,7 +33,7 @@ impl Scalar {
     }
 
     /// A value read from a buffer element of `dtype`.
-    pub(super) fn from_element(value: f64, dtype: DataType) -> Scalar {
+    pub(super) fn from_element(value: f64, dtype: DType) -> Scalar {
         if dtype.is_float() {
             Scalar::Float(value)
         } else {
@@ -43,19 +43,19 @@ impl Scalar {
 }
 
 /// `value` converted to `dtype`: rounded for floats, truncated and wrapped for integers.
-pub(super) fn cast(value: Scalar, dtype: DataType) -> Scalar {
+pub(super) fn cast(value: Scalar, dtype: DType) -> Scalar {
     match dtype {
         d if d.is_float() => Scalar::Float(round_to(value.as_f64(), d)),
-        DataType::Bool => Scalar::Int(i64::from(value.truthy())),
+        DType::Bool => Scalar::Int(i64::from(value.truthy())),
         d => Scalar::Int(wrap(value.as_i64(), d)),
     }
 }
 
 /// `value` rounded to the nearest value of a float dtype (ties to even).
-pub(super) fn round_to(value: f64, dtype: DataType) -> f64 {
+pub(super) fn round_to(value: f64, dtype: DType) -> f64 {
     match dtype {
-        DataType::F16 => round_mantissa(value, 10, -14, 65504.0),
-        DataType::BF16 => round_mantissa(value, 7, -126, 3.389_531_389_251_535_5e38),
+        DType::F16 => round_mantissa(value, 10, -14, 65504.0),
+        DType::BF16 => round_mantissa(value, 7, -126, 3.389_531_389_251_535_5e38),
         _ => value as f32 as f64,
     }
 }
@@ -78,24 +78,19 @@ fn round_mantissa(value: f64, mantissa_bits: i32, min_exp: i32, max_finite: f64)
 }
 
 /// `value` wrapped to the width of an integer dtype.
-fn wrap(value: i64, dtype: DataType) -> i64 {
+fn wrap(value: i64, dtype: DType) -> i64 {
     match dtype {
-        DataType::I32 => i64::from(value as i32),
-        DataType::I8 => i64::from(value as i8),
-        DataType::U8 => i64::from(value as u8),
-        DataType::U4 => value & 0xf,
-        DataType::Bool => i64::from(value != 0),
+        DType::I32 => i64::from(value as i32),
+        DType::I8 => i64::from(value as i8),
+        DType::U8 => i64::from(value as u8),
+        DType::U4 => value & 0xf,
+        DType::Bool => i64::from(value != 0),
         _ => value,
     }
 }
 
 /// `op(a, b)` for operands of `dtype`.
-pub(super) fn binary(
-    op: BinOp,
-    a: Scalar,
-    b: Scalar,
-    dtype: DataType,
-) -> Result<Scalar, EvalError> {
+pub(super) fn binary(op: BinOp, a: Scalar, b: Scalar, dtype: DType) -> Result<Scalar, EvalError> {
     if dtype.is_float() {
         let (x, y) = (a.as_f64(), b.as_f64());
         let value = match op {
@@ -163,7 +158,7 @@ pub(super) fn compare(cmp: PrimCmp, a: Scalar, b: Scalar) -> bool {
 }
 
 /// `intrinsic(args)` for arguments of `dtype`.
-pub(super) fn intrinsic(intrinsic: Intrinsic, args: &[Scalar], dtype: DataType) -> Scalar {
+pub(super) fn intrinsic(intrinsic: Intrinsic, args: &[Scalar], dtype: DType) -> Scalar {
     if let ([Scalar::Int(x)], Intrinsic::Abs) = (args, intrinsic) {
         return Scalar::Int(wrap(x.wrapping_abs(), dtype));
     }

@@ -4,10 +4,10 @@ use crate::tir::{BinOp, ForKind, Intrinsic, PrimCmp, TVar};
 use crate::{SymExpr, SymVar};
 
 fn var(name: &str) -> PrimExpr {
-    PrimExpr::Var(TVar::new(name, DataType::I64))
+    PrimExpr::Var(TVar::new(name, DType::I64))
 }
 
-fn load(buffer: &str, dtype: DataType, index: PrimExpr) -> PrimExpr {
+fn load(buffer: &str, dtype: DType, index: PrimExpr) -> PrimExpr {
     PrimExpr::Load {
         buffer: buffer.to_string(),
         dtype,
@@ -25,7 +25,7 @@ fn store(buffer: &str, index: PrimExpr, value: PrimExpr) -> Stmt {
 
 fn for_n(name: &str, extent: PrimExpr, body: Stmt) -> Stmt {
     Stmt::For {
-        var: TVar::new(name, DataType::I64),
+        var: TVar::new(name, DType::I64),
         extent,
         kind: ForKind::Serial,
         body: Box::new(body),
@@ -33,7 +33,7 @@ fn for_n(name: &str, extent: PrimExpr, body: Stmt) -> Stmt {
 }
 
 /// `out[i] = f(x[i])` over `n` elements of `dtype`.
-fn map_func(dtype: DataType, out_dtype: DataType, f: impl Fn(PrimExpr) -> PrimExpr) -> PrimFunc {
+fn map_func(dtype: DType, out_dtype: DType, f: impl Fn(PrimExpr) -> PrimExpr) -> PrimFunc {
     let n = SymVar::new("n");
     PrimFunc {
         params: vec![
@@ -62,54 +62,51 @@ fn run_map(func: &PrimFunc, input: Vec<f64>) -> Vec<f64> {
 
 #[test]
 fn integer_ops_wrap_and_floor() {
-    let func = map_func(DataType::I32, DataType::I32, |x| {
-        x.binary(BinOp::FloorDiv, PrimExpr::Int(3, DataType::I32))
+    let func = map_func(DType::I32, DType::I32, |x| {
+        x.binary(BinOp::FloorDiv, PrimExpr::Int(3, DType::I32))
     });
     assert_eq!(
         run_map(&func, vec![7.0, -7.0, 6.0, -1.0]),
         vec![2.0, -3.0, 2.0, -1.0]
     );
-    let func = map_func(DataType::I32, DataType::I32, |x| {
-        x.binary(BinOp::FloorMod, PrimExpr::Int(3, DataType::I32))
+    let func = map_func(DType::I32, DType::I32, |x| {
+        x.binary(BinOp::FloorMod, PrimExpr::Int(3, DType::I32))
     });
     assert_eq!(
         run_map(&func, vec![7.0, -7.0, 6.0, -1.0]),
         vec![1.0, 2.0, 0.0, 2.0]
     );
-    let func = map_func(DataType::I32, DataType::I32, |x| {
-        x * PrimExpr::Int(1 << 20, DataType::I32)
+    let func = map_func(DType::I32, DType::I32, |x| {
+        x * PrimExpr::Int(1 << 20, DType::I32)
     });
     assert_eq!(run_map(&func, vec![4096.0]), vec![0.0]);
-    let func = map_func(DataType::I32, DataType::U8, |x| x.cast(DataType::U8));
+    let func = map_func(DType::I32, DType::U8, |x| x.cast(DType::U8));
     assert_eq!(run_map(&func, vec![257.0, -1.0]), vec![1.0, 255.0]);
 }
 
 #[test]
 fn float_to_int_casts_truncate_toward_zero() {
-    let func = map_func(DataType::F32, DataType::I64, |x| x.cast(DataType::I64));
+    let func = map_func(DType::F32, DType::I64, |x| x.cast(DType::I64));
     assert_eq!(run_map(&func, vec![2.7, -2.7, 0.5]), vec![2.0, -2.0, 0.0]);
 }
 
 #[test]
 fn half_floats_round_to_nearest_even_and_overflow() {
-    assert_eq!(scalar::round_to(1.0 + 2f64.powi(-11), DataType::F16), 1.0);
+    assert_eq!(scalar::round_to(1.0 + 2f64.powi(-11), DType::F16), 1.0);
     assert_eq!(
-        scalar::round_to(1.0 + 3.0 * 2f64.powi(-11), DataType::F16),
+        scalar::round_to(1.0 + 3.0 * 2f64.powi(-11), DType::F16),
         1.0 + 2f64.powi(-9)
     );
-    assert_eq!(scalar::round_to(65519.0, DataType::F16), 65504.0);
-    assert_eq!(scalar::round_to(65520.0, DataType::F16), f64::INFINITY);
+    assert_eq!(scalar::round_to(65519.0, DType::F16), 65504.0);
+    assert_eq!(scalar::round_to(65520.0, DType::F16), f64::INFINITY);
+    assert_eq!(scalar::round_to(2f64.powi(-24), DType::F16), 2f64.powi(-24));
+    assert_eq!(scalar::round_to(2f64.powi(-26), DType::F16), 0.0);
+    assert_eq!(scalar::round_to(1.0 + 2f64.powi(-8), DType::BF16), 1.0);
     assert_eq!(
-        scalar::round_to(2f64.powi(-24), DataType::F16),
-        2f64.powi(-24)
-    );
-    assert_eq!(scalar::round_to(2f64.powi(-26), DataType::F16), 0.0);
-    assert_eq!(scalar::round_to(1.0 + 2f64.powi(-8), DataType::BF16), 1.0);
-    assert_eq!(
-        scalar::round_to(-3.0 - 2f64.powi(-6), DataType::BF16),
+        scalar::round_to(-3.0 - 2f64.powi(-6), DType::BF16),
         -3.0 - 2f64.powi(-6)
     );
-    assert_eq!(scalar::round_to(0.1, DataType::F32), 0.1f32 as f64);
+    assert_eq!(scalar::round_to(0.1, DType::F32), 0.1f32 as f64);
 }
 
 #[test]
@@ -128,21 +125,21 @@ fn erf_matches_known_values() {
 
 #[test]
 fn intrinsics_compute_in_the_operand_dtype() {
-    let func = map_func(DataType::F32, DataType::F32, |x| {
+    let func = map_func(DType::F32, DType::F32, |x| {
         PrimExpr::call(Intrinsic::Sigmoid, vec![x.clone()])
             + PrimExpr::call(Intrinsic::Pow, vec![x, PrimExpr::f32(2.0)])
     });
     let out = run_map(&func, vec![0.0, 1.0]);
     assert_eq!(out[0], 0.5);
     assert!((out[1] - (1.0 + 1.0 / (1.0 + (-1f64).exp()))).abs() < 1e-6);
-    let abs = scalar::intrinsic(Intrinsic::Abs, &[Scalar::Int(-3)], DataType::I32);
+    let abs = scalar::intrinsic(Intrinsic::Abs, &[Scalar::Int(-3)], DType::I32);
     assert_eq!(abs, Scalar::Int(3));
 }
 
 #[test]
 fn reads_outside_a_buffer_are_errors() {
-    let func = map_func(DataType::F32, DataType::F32, |_| {
-        load("x", DataType::F32, var("i") + PrimExpr::index(1))
+    let func = map_func(DType::F32, DType::F32, |_| {
+        load("x", DType::F32, var("i") + PrimExpr::index(1))
     });
     let err = run_with_inputs(&func, &dims(2), &[vec![1.0, 2.0]]).unwrap_err();
     assert_eq!(
@@ -157,10 +154,10 @@ fn reads_outside_a_buffer_are_errors() {
 
 #[test]
 fn select_evaluates_both_branches() {
-    let func = map_func(DataType::F32, DataType::F32, |x| {
+    let func = map_func(DType::F32, DType::F32, |x| {
         let i = var("i");
         let first = i.clone().compare(PrimCmp::Eq, PrimExpr::index(0));
-        let previous = load("x", DataType::F32, i - PrimExpr::index(1));
+        let previous = load("x", DType::F32, i - PrimExpr::index(1));
         PrimExpr::select(first, x, previous)
     });
     let err = run_with_inputs(&func, &dims(2), &[vec![1.0, 2.0]]).unwrap_err();
@@ -169,7 +166,7 @@ fn select_evaluates_both_branches() {
 
 #[test]
 fn buffers_are_checked_against_the_signature() {
-    let func = map_func(DataType::F32, DataType::F32, |x| x);
+    let func = map_func(DType::F32, DType::F32, |x| x);
     let mut too_few = vec![vec![0.0; 3]];
     assert_eq!(
         run_prim_func(&func, &dims(3), &mut too_few),
@@ -204,22 +201,18 @@ fn buffers_are_checked_against_the_signature() {
 #[test]
 fn let_if_and_allocate_statements_run() {
     let n = SymVar::new("n");
-    let t = TVar::new("t", DataType::F32);
-    let tmp = Buffer::new("tmp", DataType::F32, vec![SymExpr::int(1)]);
+    let t = TVar::new("t", DType::F32);
+    let tmp = Buffer::new("tmp", DType::F32, vec![SymExpr::int(1)]);
     let body = for_n(
         "i",
         PrimExpr::from(n.expr()),
         Stmt::Allocate {
             buffer: tmp,
             body: Box::new(Stmt::Seq(vec![
-                store(
-                    "tmp",
-                    PrimExpr::index(0),
-                    load("x", DataType::F32, var("i")),
-                ),
+                store("tmp", PrimExpr::index(0), load("x", DType::F32, var("i"))),
                 Stmt::Let {
                     var: t.clone(),
-                    value: load("tmp", DataType::F32, PrimExpr::index(0)) * PrimExpr::f32(10.0),
+                    value: load("tmp", DType::F32, PrimExpr::index(0)) * PrimExpr::f32(10.0),
                     body: Box::new(Stmt::If {
                         cond: PrimExpr::Var(t.clone()).compare(PrimCmp::Gt, PrimExpr::f32(15.0)),
                         then: Box::new(store("out", var("i"), PrimExpr::Var(t))),
@@ -231,14 +224,14 @@ fn let_if_and_allocate_statements_run() {
     );
     let func = PrimFunc {
         body,
-        ..map_func(DataType::F32, DataType::F32, |x| x)
+        ..map_func(DType::F32, DType::F32, |x| x)
     };
     assert_eq!(run_map(&func, vec![1.0, 2.0, 3.0]), vec![-1.0, 20.0, 30.0]);
 }
 
 #[test]
 fn unwritten_float_outputs_stay_nan() {
-    let mut func = map_func(DataType::F32, DataType::F32, |x| x);
+    let mut func = map_func(DType::F32, DType::F32, |x| x);
     func.body = Stmt::Seq(Vec::new());
     assert!(run_map(&func, vec![1.0]).iter().all(|v| v.is_nan()));
 }

@@ -21,7 +21,7 @@
 
 use super::super::qgemm::{qgemm_entry, QCall, QPanel};
 use super::super::x86_gemm::{prefetch_ahead, STREAM_PREFETCH_AHEAD};
-use super::super::{QPANEL, QUANT_GROUP};
+use super::super::{PANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m256, __m256i, _mm256_abs_epi8, _mm256_add_epi16, _mm256_add_epi32, _mm256_add_epi8,
     _mm256_and_si256, _mm256_cvtepi32_ps, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_fmsub_ps,
@@ -263,14 +263,14 @@ unsafe fn store_row<W: Avx2Panel, const NQ: usize>(
     i: usize,
     acc_i: &Row<__m256, NQ>,
 ) {
-    let mut tile = [0.0f32; 4 * QPANEL];
-    let full = call.cols == NQ * QPANEL;
+    let mut tile = [0.0f32; 4 * PANEL];
+    let full = call.cols == NQ * PANEL;
     // SAFETY: the features; `tile` holds every column of the block, and a full row of C
     // is lent.
     unsafe {
         for (q, acc_q) in acc_i.iter().enumerate() {
             for (h, &sum) in acc_q.iter().enumerate() {
-                let j = q * QPANEL + h * LANES;
+                let j = q * PANEL + h * LANES;
                 let out = if full {
                     call.out(i, j)
                 } else {

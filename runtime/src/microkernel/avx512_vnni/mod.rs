@@ -28,7 +28,7 @@ mod gemv_a16;
 
 use super::qgemm::{qgemm_entry, QCall, QPanel};
 use super::x86_gemm::{prefetch_ahead, STREAM_PREFETCH_AHEAD};
-use super::{Implementation, Microkernel, MicrokernelFn, QPANEL, QUANT_GROUP};
+use super::{Implementation, Microkernel, MicrokernelFn, PANEL, QUANT_GROUP};
 use std::arch::x86_64::{
     __m512, __m512i, __mmask16, _mm256_loadu_si256, _mm512_cvtepi32_ps, _mm512_cvtph_ps,
     _mm512_dpbusd_epi32, _mm512_fmadd_ps, _mm512_fmsub_ps, _mm512_loadu_si512,
@@ -274,7 +274,7 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
     call: &QCall<W>,
     acc: &[[__m512; NQ]; EP],
 ) {
-    let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * QPANEL));
+    let lanes: [__mmask16; NQ] = std::array::from_fn(|q| lane_mask(call.cols - q * PANEL));
     // SAFETY: AVX-512F is enabled in the entry point this is inlined into (the contract).
     let unmagnify = unsafe { _mm512_set1_ps(1.0 / W::MAGNIFY) };
     for (i, acc_i) in acc.iter().enumerate().take(call.rows) {
@@ -283,7 +283,7 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
             // `i < rows` of `c`, which are lent.
             unsafe {
                 let v = _mm512_mul_ps(acc_i[q], unmagnify);
-                _mm512_mask_storeu_ps(call.out(i, q * QPANEL), lanes[q], v);
+                _mm512_mask_storeu_ps(call.out(i, q * PANEL), lanes[q], v);
             }
         }
     }
@@ -292,5 +292,5 @@ unsafe fn store_rows<W: VnniPanel, const EP: usize, const NQ: usize>(
 /// The mask of the first `min(n, 16)` lanes (none for `n == 0`).
 #[inline(always)]
 fn lane_mask(n: usize) -> __mmask16 {
-    ((1u32 << n.min(QPANEL)) - 1) as __mmask16
+    ((1u32 << n.min(PANEL)) - 1) as __mmask16
 }

@@ -59,7 +59,7 @@ pub enum SimError {
     #[error(
         "tensor `{tensor}` has data type code {code:#06x}, which the simulator does not execute"
     )]
-    DataType {
+    DType {
         /// The tensor.
         tensor: String,
         /// Its `Qnn_DataType_t` code.

@@ -89,7 +89,7 @@ fn static_values(
     bytes: &[u8],
     encoding: &Encoding,
 ) -> Result<Vec<f32>, SimError> {
-    let dtype = tensor.dtype().ok_or_else(|| SimError::DataType {
+    let dtype = tensor.dtype().ok_or_else(|| SimError::DType {
         tensor: name.to_string(),
         code: tensor.data_type,
     })?;

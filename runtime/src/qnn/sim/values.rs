@@ -259,7 +259,7 @@ fn blockwise(
 }
 
 fn data_type_error(name: &str, tensor: &NetTensor) -> SimError {
-    SimError::DataType {
+    SimError::DType {
         tensor: name.to_string(),
         code: tensor.data_type,
     }

@@ -16,7 +16,9 @@ compare=../shared/tools/safetensors_compare.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-cargo build -q -p oxrelax -p oxrelax-runtime --bin oxrelax --bin oxrelax-run
+# The host binaries as the test suite builds them (with its dev-dependencies' features, so
+# after `cargo test --workspace` nothing is rebuilt).
+cargo test -q --workspace --no-run
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
   cargo build -q -p oxrelax-runtime --bin oxrelax-run --target aarch64-unknown-linux-gnu
 oxrelax=target/debug/oxrelax

@@ -50,6 +50,7 @@ use super::{attr, call, InferError, OpDef};
 use super::{AttrDefault, AttrKind, AttrSpec};
 use crate::tir::QUANT_GROUP;
 use crate::{AttrValue, Attrs, DType, Expr, StructInfo, SymExpr};
+pub use oxrelax_abi::QuantLayout;
 
 /// The quantization ops.
 pub(super) const OPS: &[OpDef] = &[
@@ -117,42 +118,14 @@ pub fn quant_groups(depth: i64) -> i64 {
     (depth + QUANT_GROUP - 1) / QUANT_GROUP
 }
 
-/// How quantized panels order the reduction (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QuantLayout {
-    /// One `l` after another (two per byte for 4 bits): the f32-activation microkernels'.
-    Rows,
-    /// Groups of 4 consecutive `l` per column, the reduction padded to whole groups: the
-    /// int8 dot-product microkernels'.
-    Quads,
-}
-
-impl QuantLayout {
-    /// The layout named by `pack_weight_quant`'s `layout` attribute (absent: rows).
-    pub fn from_attr(name: Option<&str>) -> Option<QuantLayout> {
-        match name {
-            None | Some("rows") => Some(QuantLayout::Rows),
-            Some("quads") => Some(QuantLayout::Quads),
-            Some(_) => None,
-        }
-    }
-
-    /// The attribute value naming this layout.
-    pub fn name(self) -> &'static str {
-        match self {
-            QuantLayout::Rows => "rows",
-            QuantLayout::Quads => "quads",
-        }
-    }
-
-    /// The panels' second dim for a reduction of `depth` values of `bits` bits.
-    fn stored_depth(self, depth: i64, bits: i64) -> i64 {
-        match (self, bits) {
-            (QuantLayout::Rows, 4) => (depth + 1) / 2,
-            (QuantLayout::Rows, _) => depth,
-            (QuantLayout::Quads, 4) => quant_groups(depth) * QUANT_GROUP / 8,
-            (QuantLayout::Quads, _) => quant_groups(depth) * QUANT_GROUP / 4,
-        }
+/// The panels' second dim for a reduction of `depth` values of `bits` bits in `layout`.
+fn stored_depth(layout: QuantLayout, depth: i64, bits: i64) -> i64 {
+    let padded = layout.padded_depth(depth as usize) as i64;
+    match (layout, bits) {
+        (QuantLayout::Rows, 4) => (padded + 1) / 2,
+        (QuantLayout::Rows, _) => padded,
+        (QuantLayout::Quads, 4) => padded / 8,
+        (QuantLayout::Quads, _) => padded / 4,
     }
 }
 
@@ -165,7 +138,7 @@ pub fn packed_quant_layout(
     (bits, layout): (i64, QuantLayout),
 ) -> (Vec<i64>, DType) {
     let panels = panel_count(features, block);
-    let stored = layout.stored_depth(depth, bits);
+    let stored = stored_depth(layout, depth, bits);
     match (layout, bits) {
         (QuantLayout::Rows, 4) => (vec![panels, stored, block, 2], DType::U4),
         (QuantLayout::Rows, _) => (vec![panels, stored, block], DType::I8),
@@ -213,7 +186,7 @@ impl<'a> QuantPanels<'a> {
 
     /// Whether they store a reduction of `depth` values.
     pub fn holds_depth(&self, depth: i64) -> bool {
-        self.stored.as_const() == Some(self.layout.stored_depth(depth, self.bits))
+        self.stored.as_const() == Some(stored_depth(self.layout, depth, self.bits))
     }
 }
 

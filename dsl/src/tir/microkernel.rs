@@ -5,7 +5,9 @@
 
 use super::expr::PrimExpr;
 use crate::DType;
+use oxrelax_abi::layout::{scale_element, QuantLayout};
 pub use oxrelax_abi::microkernel::{MicrokernelKind, MicrokernelSpec, MICROKERNELS};
+use oxrelax_abi::PANEL;
 use serde::{Deserialize, Serialize};
 
 /// [`oxrelax_abi::QUANT_GROUP`] as the compiler's index type.
@@ -50,10 +52,10 @@ pub struct GemmScalars {
 }
 
 impl GemmScalars {
-    /// The elements of `a`, `b` and `c` one call on panels `panel` wide of `weights`
-    /// may touch (the interpreter's bounds check; `a` and `c` count the rows up to
-    /// `rows`, `b` the panels holding the first `cols` columns).
-    pub fn footprint(&self, (panel, weights): (i64, DType)) -> [i64; 3] {
+    /// The elements of `a`, `b` and `c` one call on panels of `weights` may touch (the
+    /// interpreter's bounds check; `a` and `c` count the rows up to `rows`, `b` the panels
+    /// holding the first `cols` columns).
+    pub fn footprint(&self, weights: DType) -> [i64; 3] {
         let rows = |stride: i64, len: i64| {
             if self.rows > 0 && len > 0 {
                 (self.rows - 1) * stride + len
@@ -63,71 +65,69 @@ impl GemmScalars {
         };
         [
             rows(self.lda, self.kc),
-            self.panels_footprint(panel, weights),
+            self.panels_footprint(weights),
             rows(self.ldc, self.cols),
         ]
     }
 
     /// The elements of `b` from the first panel's first group to the last group read of
     /// the last panel holding one of the `cols` columns.
-    fn panels_footprint(&self, panel: i64, weights: DType) -> i64 {
-        let panels = (self.cols.max(0) + panel - 1) / panel;
+    fn panels_footprint(&self, weights: DType) -> i64 {
+        let panels = panels_of(self.cols);
         if panels == 0 || self.kc <= 0 {
             return 0;
         }
-        if weights == DType::U4 {
-            let pairs = |k: i64| (k + 1) / 2 * 2 * panel;
-            return (panels - 1) * pairs(self.lda) + pairs(self.kc);
-        }
-        (panels - 1) * self.lda * panel + self.kc * panel
+        let elements =
+            |depth: i64| QuantLayout::Rows.panel_elements(weights.bits(), depth as usize);
+        ((panels - 1) as usize * elements(self.lda) + elements(self.kc)) as i64
     }
 
     /// The elements of a quantized kernel's `scales` one call may read: every group of the
     /// call's reduction, of each panel holding one of the `cols` columns.
-    pub fn scales_footprint(&self, panel: i64) -> i64 {
-        let panels = (self.cols.max(0) + panel - 1) / panel;
+    pub fn scales_footprint(&self) -> i64 {
+        let panels = panels_of(self.cols);
         if panels == 0 || self.kc <= 0 {
             return 0;
         }
         let groups = (self.lda + QUANT_GROUP - 1) / QUANT_GROUP;
         let read = (self.kc + QUANT_GROUP - 1) / QUANT_GROUP;
-        ((panels - 1) * groups + read) * panel
+        ((panels - 1) * groups + read) * PANEL as i64
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
-    /// offset, for panels `panel` wide of `weights`; the slices must hold
-    /// [`GemmScalars::footprint`] elements (and `scales`, for quantized weights,
-    /// [`GemmScalars::scales_footprint`]).
+    /// offset, for panels of `weights`; the slices must hold [`GemmScalars::footprint`]
+    /// elements (and `scales`, for quantized weights, [`GemmScalars::scales_footprint`]).
     pub fn reference(
         &self,
-        (panel, weights): (i64, DType),
+        weights: DType,
         (a, b, scales): (&[f64], &[f64], Option<&[f64]>),
         c: &mut [f64],
     ) {
-        let groups = (self.lda + QUANT_GROUP - 1) / QUANT_GROUP;
-        let scale = |k: i64, j: i64| match scales {
-            Some(s) => s[(((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel) as usize],
-            None => 1.0,
-        };
-        let weight = |k: i64, j: i64| {
-            let (q, lane) = (j / panel, j % panel);
-            if weights == DType::U4 {
-                let pairs = (self.lda + 1) / 2 * 2 * panel;
-                b[(q * pairs + (k / 2) * 2 * panel + lane * 2 + k % 2) as usize] - 8.0
-            } else {
-                b[(q * self.lda * panel + k * panel + lane) as usize]
-            }
+        let groups = ((self.lda + QUANT_GROUP - 1) / QUANT_GROUP) as usize;
+        let scale = |at: (usize, usize)| scales.map_or(1.0, |s| s[scale_element(groups, at)]);
+        let offset = if weights == DType::U4 { 8.0 } else { 0.0 };
+        let weight = |at: (usize, usize)| {
+            let lda = self.lda as usize;
+            b[QuantLayout::Rows.weight_element(weights.bits(), lda, at)] - offset
         };
         for i in 0..self.rows {
             for j in 0..self.cols {
                 let dot: f64 = (0..self.kc)
-                    .map(|k| a[(i * self.lda + k) as usize] * (weight(k, j) * scale(k, j)))
+                    .map(|k| {
+                        let at = (k as usize, j as usize);
+                        a[(i * self.lda + k) as usize] * (weight(at) * scale(at))
+                    })
                     .sum();
                 let at = (i * self.ldc + j) as usize;
                 c[at] = if self.accumulate { c[at] + dot } else { dot };
             }
         }
     }
+}
+
+/// The panels holding the first `cols` columns.
+fn panels_of(cols: i64) -> i64 {
+    (cols.max(0) as usize).div_ceil(PANEL) as i64
 }
 
 /// The scalar operands of one int8 block GEMM call, evaluated.
@@ -156,9 +156,8 @@ impl IntGemmScalars {
             && self.ldc >= self.cols
     }
 
-    /// The elements of `(a, a_scales, b, scales, c)` one call on panels `panel` wide may
-    /// touch.
-    pub fn footprint(&self, panel: i64) -> [i64; 5] {
+    /// The elements of `(a, a_scales, b, scales, c)` one call may touch.
+    pub fn footprint(&self) -> [i64; 5] {
         let rows = |stride: i64, len: i64| {
             if self.rows > 0 && self.cols > 0 {
                 (self.rows - 1) * stride + len
@@ -167,7 +166,7 @@ impl IntGemmScalars {
             }
         };
         let panels = if self.rows > 0 {
-            (self.cols.max(0) + panel - 1) / panel
+            panels_of(self.cols)
         } else {
             0
         };
@@ -175,42 +174,29 @@ impl IntGemmScalars {
         [
             rows(self.lda, self.kc),
             rows(groups, groups),
-            panels * self.kc * panel,
-            panels * groups * panel,
+            panels * self.kc * PANEL as i64,
+            panels * groups * PANEL as i64,
             rows(self.ldc, self.cols),
         ]
     }
 
     /// The reference semantics (f64 arithmetic) on slices starting at each operand's
-    /// offset, for panels `panel` wide of `weights` (i8 or u4 element values); the slices
-    /// must hold [`IntGemmScalars::footprint`] elements.
-    pub fn reference(
-        &self,
-        (panel, weights): (i64, DType),
-        [a, a_scales, b, scales]: [&[f64]; 4],
-        c: &mut [f64],
-    ) {
+    /// offset, for panels of `weights` (i8 or u4 element values); the slices must hold
+    /// [`IntGemmScalars::footprint`] elements.
+    pub fn reference(&self, weights: DType, [a, a_scales, b, scales]: [&[f64]; 4], c: &mut [f64]) {
         let groups = self.kc / QUANT_GROUP;
-        let weight = |k: i64, j: i64| {
-            let (q, lane) = (j / panel, j % panel);
-            let start = q * self.kc * panel;
-            if weights == DType::U4 {
-                let at = start + (k / 8) * 8 * panel + lane * 8 + (k % 4) * 2 + (k / 4) % 2;
-                b[at as usize] - 8.0
-            } else {
-                b[(start + (k / 4) * 4 * panel + lane * 4 + k % 4) as usize]
-            }
-        };
-        let scale = |k: i64, j: i64| {
-            scales[(((j / panel) * groups + k / QUANT_GROUP) * panel + j % panel) as usize]
-        };
+        let offset = if weights == DType::U4 { 8.0 } else { 0.0 };
+        let kc = self.kc as usize;
+        let weight = |at| b[QuantLayout::Quads.weight_element(weights.bits(), kc, at)] - offset;
+        let scale = |at| scales[scale_element(groups as usize, at)];
         for i in 0..self.rows.max(0) {
             for j in 0..self.cols.max(0) {
                 let dot: f64 = (0..self.kc)
                     .map(|k| {
+                        let at = (k as usize, j as usize);
                         let a_scale = a_scales[(i * groups + k / QUANT_GROUP) as usize];
                         let code = a[(i * self.lda + k) as usize] - 128.0;
-                        a_scale * scale(k, j) * code * weight(k, j)
+                        a_scale * scale(at) * code * weight(at)
                     })
                     .sum();
                 c[(i * self.ldc + j) as usize] = dot;

@@ -4,6 +4,7 @@
 
 use super::{PANEL, QUANT_GROUP};
 use half::f16;
+use oxrelax_abi::QuantLayout;
 
 /// Bytes of one step of a weight panel: the [`PANEL`] columns by 4 consecutive k of one
 /// `vpdpbusd` operand (int8), or by 8 k (4-bit: two quads in the two nibbles).
@@ -30,7 +31,7 @@ impl QPanel for i8 {
     const STEP_K: usize = 4;
 
     fn weight(panel: &[i8], k: usize, j: usize) -> i32 {
-        i32::from(panel[k / 4 * STEP_BYTES + j * 4 + k % 4])
+        i32::from(panel[QuantLayout::Quads.lane_element(8, (k, j))])
     }
 }
 
@@ -38,9 +39,14 @@ impl QPanel for u8 {
     const STEP_K: usize = 8;
 
     fn weight(panel: &[u8], k: usize, j: usize) -> i32 {
-        let byte = panel[k / 8 * STEP_BYTES + j * 4 + k % 4];
-        let nibble = if k % 8 < 4 { byte & 0x0F } else { byte >> 4 };
-        i32::from(nibble) - 8
+        let nibble = QuantLayout::Quads.lane_element(4, (k, j));
+        let byte = panel[nibble / 2];
+        let value = if nibble.is_multiple_of(2) {
+            byte & 0x0F
+        } else {
+            byte >> 4
+        };
+        i32::from(value) - 8
     }
 }
 

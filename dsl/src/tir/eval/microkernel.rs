@@ -9,6 +9,7 @@ use crate::tir::{
     MicrokernelSpec,
 };
 use crate::DType;
+use oxrelax_abi::PANEL;
 
 impl Machine<'_> {
     pub(super) fn microkernel(&mut self, call: &MicrokernelCall) -> Result<(), EvalError> {
@@ -42,18 +43,11 @@ impl Machine<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         match spec.kind {
             MicrokernelKind::Gemm {
-                ep,
-                hp,
-                panel,
-                weights,
-                ..
-            } => self.gemm(call, (ep, hp, (panel, weights)), &values, &error),
+                ep, hp, weights, ..
+            } => self.gemm(call, (ep, hp, weights), &values, &error),
             MicrokernelKind::IntGemm {
-                ep,
-                hp,
-                panel,
-                weights,
-            } => self.int_gemm(call, ((ep, hp), (panel, weights)), &values, &error),
+                ep, hp, weights, ..
+            } => self.int_gemm(call, ((ep, hp), weights), &values, &error),
             MicrokernelKind::Attention { .. } => self.attention(call, &values, &error),
         }
     }
@@ -61,7 +55,7 @@ impl Machine<'_> {
     fn int_gemm(
         &mut self,
         call: &MicrokernelCall,
-        (block, (panel, weights)): ((i64, i64), (i64, DType)),
+        (block, weights): ((i64, i64), DType),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -79,7 +73,7 @@ impl Machine<'_> {
         if !scalars.valid(block) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let lens = scalars.footprint(panel);
+        let lens = scalars.footprint();
         let (c, inputs) = call
             .operands
             .split_last()
@@ -90,14 +84,14 @@ impl Machine<'_> {
         }
         let [a, a_scales, b, scales] = [0, 1, 2, 3].map(|i| read[i].as_slice());
         self.write_region(c, lens[4], error, |out| {
-            scalars.reference((panel, weights), [a, a_scales, b, scales], out)
+            scalars.reference(weights, [a, a_scales, b, scales], out)
         })
     }
 
     fn gemm(
         &mut self,
         call: &MicrokernelCall,
-        (ep, hp, (panel, weights)): (i64, i64, (i64, DType)),
+        (ep, hp, weights): (i64, i64, DType),
         values: &[Scalar],
         error: &dyn Fn(String) -> EvalError,
     ) -> Result<(), EvalError> {
@@ -114,10 +108,10 @@ impl Machine<'_> {
             accumulate: accumulate != 0,
         };
         let in_block = (0..=ep).contains(&rows) && (0..=hp).contains(&cols);
-        if !in_block || kc < 0 || ldc < cols || ((rows > 1 || cols > panel) && lda < kc) {
+        if !in_block || kc < 0 || ldc < cols || ((rows > 1 || cols > PANEL as i64) && lda < kc) {
             return Err(error(format!("bad scalars {ints:?}")));
         }
-        let [len_a, len_b, len_c] = scalars.footprint((panel, weights));
+        let [len_a, len_b, len_c] = scalars.footprint(weights);
         let (a, b, scales, c) = match &call.operands[..] {
             [a, b, c] => (a, b, None, c),
             [a, b, scales, c] => (a, b, Some(scales), c),
@@ -127,13 +121,13 @@ impl Machine<'_> {
         let b = self.region(&b.buffer, &b.offset, len_b, error)?;
         let scales = match scales {
             Some(s) => {
-                let len = scalars.scales_footprint(panel);
+                let len = scalars.scales_footprint();
                 Some(self.region(&s.buffer, &s.offset, len, error)?)
             }
             None => None,
         };
         self.write_region(c, len_c, error, |out| {
-            scalars.reference((panel, weights), (&a, &b, scales.as_deref()), out)
+            scalars.reference(weights, (&a, &b, scales.as_deref()), out)
         })
     }
 

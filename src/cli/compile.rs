@@ -1,7 +1,7 @@
 //! `oxrelax compile`: a Hugging Face model folder or a GGUF file in, an artifact folder
 //! out.
 
-use crate::cli_generate::{kv_dtype_parser, memory_size_parser};
+use crate::cli::generate::{kv_dtype_parser, memory_size_parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{
     compile_artifact, resolve_output, staging_dir, CompileOptions, CompileStep, KernelTarget,

@@ -1,6 +1,6 @@
 //! `oxrelax dump-ir`: a model's module after each pass of the compile pipeline.
 
-use crate::cli_generate::kv_dtype_parser;
+use crate::cli::generate::kv_dtype_parser;
 use oxrelax::artifact::{
     check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass,
     modules_after_passes_of, source_module, Manifest,

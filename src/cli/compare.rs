@@ -4,10 +4,10 @@
 //! model is fed the same tokens (teacher forcing), and every logit row (each prompt
 //! position, then each generated token) is compared: the largest absolute difference and
 //! how often the two agree on the most likely token. With `--npu sim`, the model's NPU
-//! graphs are compared instead ([`crate::cli_compare_npu`]).
+//! graphs are compared instead ([`crate::cli::compare_npu`]).
 
-use crate::cli_compile::NpuCompileArgs;
-use crate::cli_generate::{open_engine, ModelArgs};
+use crate::cli::compile::NpuCompileArgs;
+use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;
@@ -144,7 +144,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         .into());
     }
     if let Some(backend) = args.load.npu.backend() {
-        return crate::cli_compare_npu::run(args, &args.npu, &backend);
+        return crate::cli::compare_npu::run(args, &args.npu, &backend);
     }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,

@@ -2,7 +2,7 @@
 //! bytes of its weights, KV cache and VM arenas. `--json` adds one JSON object as the
 //! last line of stdout (see [`BenchReport`]).
 
-use crate::cli_generate::{open_engine_on, ModelArgs};
+use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};

@@ -64,6 +64,7 @@ enum Command {
     Compare(cli::compare::CompareArgs),
     /// Check an artifact's `npu/` folder (model_net.json, model.bin) against QNN's op
     /// definitions and the runtime's rules; prints every violation.
+    #[cfg(feature = "npu")]
     QnnValidate(cli::qnn_validate::QnnValidateArgs),
     /// Serve a model over an OpenAI-compatible HTTP API (`POST /v1/completions`,
     /// `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/models/{id}`,
@@ -121,6 +122,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Bench(args) => cli::bench::run(&args),
         Command::Perplexity(args) => cli::perplexity::run(&args),
         Command::Compare(args) => cli::compare::run(&args),
+        #[cfg(feature = "npu")]
         Command::QnnValidate(args) => cli::qnn_validate::run(&args),
         Command::Serve(args) => cli::serve::run(&args),
     }

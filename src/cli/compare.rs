@@ -6,7 +6,6 @@
 //! how often the two agree on the most likely token. With `--npu sim`, the model's NPU
 //! graphs are compared instead ([`crate::cli::compare_npu`]).
 
-use crate::cli::compile::NpuCompileArgs;
 use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::checkpoint::Checkpoint;
@@ -39,8 +38,9 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub load: ModelArgs,
     /// How to make the NPU graphs compared with `--npu sim`.
+    #[cfg(feature = "npu")]
     #[command(flatten)]
-    pub npu: NpuCompileArgs,
+    pub npu: crate::cli::npu::NpuCompileArgs,
 }
 
 /// The agreement of two sets of logit rows.
@@ -143,6 +143,7 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         )
         .into());
     }
+    #[cfg(feature = "npu")]
     if let Some(backend) = args.load.npu.backend() {
         return crate::cli::compare_npu::run(args, &args.npu, &backend);
     }

@@ -6,7 +6,7 @@
 //! the whole run are compared (SQNR, max |diff|, cosine), as are the logits.
 
 use crate::cli::compare::{greedy_with_logits, teacher_forced_drift, CompareArgs, LogitDrift};
-use crate::cli::compile::NpuCompileArgs;
+use crate::cli::npu::NpuCompileArgs;
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::quantized_graphs;
 use oxrelax::npu::load::{partition_model, Partitioned};

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod lower_vm;
 pub mod memory;
 pub mod model;
+#[cfg(feature = "npu")]
 pub mod npu;
 pub mod passes;
 pub mod quantization;

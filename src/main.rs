@@ -1,16 +1,6 @@
 //! The `oxrelax` command line.
 
-mod cli_bench;
-mod cli_chat;
-mod cli_compare;
-mod cli_compare_npu;
-mod cli_compile;
-mod cli_dump_ir;
-mod cli_generate;
-mod cli_perplexity;
-mod cli_qnn_validate;
-mod cli_serve;
-mod cli_tokenize;
+mod cli;
 
 use clap::{Parser, Subcommand};
 use oxrelax::passes::{default_pipeline, Instrument};
@@ -51,34 +41,35 @@ enum Command {
     BenchKernel(oxrelax::bench::BenchArgs),
     /// Encode text, or render chats with the chat template and encode them, with a model
     /// folder's tokenizer; prints one JSON line per input.
-    Tokenize(cli_tokenize::TokenizeArgs),
+    Tokenize(cli::tokenize::TokenizeArgs),
     /// Compile a Hugging Face model folder or a GGUF file into an artifact folder
     /// (bytecode, module, converted weights, tokenizer, manifest with hashes).
-    Compile(cli_compile::CompileArgs),
+    Compile(cli::compile::CompileArgs),
     /// Print a model's IR after a pass of the compile pipeline, or write it after every
     /// pass into a folder.
-    DumpIr(cli_dump_ir::DumpIrArgs),
+    DumpIr(cli::dump_ir::DumpIrArgs),
     /// Generate text from a prompt with a model; optionally dump every logit row.
-    Generate(cli_generate::GenerateCommand),
+    Generate(cli::generate::GenerateCommand),
     /// Chat with a model interactively (stdin lines; /help lists the commands; a line
     /// that is not UTF-8 is reported and skipped; the end of input ends the chat without
     /// an error).
-    Chat(cli_chat::ChatCommand),
+    Chat(cli::chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
-    Bench(cli_bench::BenchArgs),
+    Bench(cli::bench::BenchArgs),
     /// A model's perplexity on a text file, by llama.cpp's protocol (chunks of --ctx
     /// tokens, the second half of each scored).
-    Perplexity(cli_perplexity::PerplexityArgs),
+    Perplexity(cli::perplexity::PerplexityArgs),
     /// How far a quantized model's logits drift from the q0f32 model's over one greedy
     /// generation (max |diff|, top-1 agreement).
-    Compare(cli_compare::CompareArgs),
+    Compare(cli::compare::CompareArgs),
     /// Check an artifact's `npu/` folder (model_net.json, model.bin) against QNN's op
     /// definitions and the runtime's rules; prints every violation.
-    QnnValidate(cli_qnn_validate::QnnValidateArgs),
+    #[cfg(feature = "npu")]
+    QnnValidate(cli::qnn_validate::QnnValidateArgs),
     /// Serve a model over an OpenAI-compatible HTTP API (`POST /v1/completions`,
     /// `POST /v1/chat/completions`, `GET /v1/models`, `GET /v1/models/{id}`,
     /// `GET /health`, `GET /stats`) until SIGTERM or Ctrl-C.
-    Serve(cli_serve::ServeCommand),
+    Serve(cli::serve::ServeCommand),
 }
 
 fn main() -> ExitCode {
@@ -123,15 +114,16 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::BenchKernel(args) => Ok(oxrelax::bench::run(&args, &mut std::io::stdout())?),
-        Command::Tokenize(args) => Ok(cli_tokenize::run(&args)?),
-        Command::Compile(args) => cli_compile::run(&args),
-        Command::DumpIr(args) => cli_dump_ir::run(&args),
-        Command::Generate(args) => cli_generate::run(&args),
-        Command::Chat(args) => cli_chat::run(&args),
-        Command::Bench(args) => cli_bench::run(&args),
-        Command::Perplexity(args) => cli_perplexity::run(&args),
-        Command::Compare(args) => cli_compare::run(&args),
-        Command::QnnValidate(args) => cli_qnn_validate::run(&args),
-        Command::Serve(args) => cli_serve::run(&args),
+        Command::Tokenize(args) => Ok(cli::tokenize::run(&args)?),
+        Command::Compile(args) => cli::compile::run(&args),
+        Command::DumpIr(args) => cli::dump_ir::run(&args),
+        Command::Generate(args) => cli::generate::run(&args),
+        Command::Chat(args) => cli::chat::run(&args),
+        Command::Bench(args) => cli::bench::run(&args),
+        Command::Perplexity(args) => cli::perplexity::run(&args),
+        Command::Compare(args) => cli::compare::run(&args),
+        #[cfg(feature = "npu")]
+        Command::QnnValidate(args) => cli::qnn_validate::run(&args),
+        Command::Serve(args) => cli::serve::run(&args),
     }
 }

@@ -38,9 +38,10 @@ pub enum LoadError {
     /// An artifact could not be written, or failed its checks when loading.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
-    /// The NPU part could not be compiled.
+    /// The part compiled for an accelerator beside the CPU (the NPU's) could not be
+    /// compiled.
     #[error(transparent)]
-    Npu(Box<crate::npu::load::NpuError>),
+    Offload(Box<dyn std::error::Error + Send + Sync>),
     /// The model would not fit in the memory limit.
     #[error(transparent)]
     Memory(#[from] MemoryError),

@@ -176,7 +176,7 @@ fn an_artifact_runs_from_its_context_binaries() {
     let artifact = out.path().join("artifact");
     let options = CompileOptions {
         max_context: 256,
-        npu: Some(NpuCompile {
+        npu: Some(Arc::new(NpuCompile {
             soc: Soc::named("SM8550").unwrap(),
             more_socs: vec![Soc::named("SM8750").unwrap()],
             chunk: 32,
@@ -185,7 +185,7 @@ fn an_artifact_runs_from_its_context_binaries() {
             calibration_text: eval_text(),
             calibration_tokens: 256,
             qnn_lib: Some(dir.clone()),
-        }),
+        })),
         ..CompileOptions::default()
     };
     let manifest = compile_artifact(&fixture("tiny-qwen2"), &artifact, &options, |_| {}).unwrap();

@@ -193,7 +193,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
     let artifact = out.path().join("artifact");
     let options = CompileOptions {
         max_context: 256,
-        npu: Some(NpuCompile {
+        npu: Some(Arc::new(NpuCompile {
             soc: Soc::named("SM8650").unwrap(),
             more_socs: Vec::new(),
             chunk: 32,
@@ -202,7 +202,7 @@ fn an_npu_artifact_validates_and_runs_on_the_reference_backend() {
             calibration_text: eval_text(),
             calibration_tokens: 256,
             qnn_lib: None,
-        }),
+        })),
         ..CompileOptions::default()
     };
     let manifest = compile_artifact(&dir, &artifact, &options, |_| {}).unwrap();

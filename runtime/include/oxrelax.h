@@ -84,7 +84,7 @@ oxrelax_status oxrelax_open(const char *artifact_dir, oxrelax_model **out);
  * OXRELAX_QNN_LIB_DIR names when qnn_lib_dir is NULL, on the artifact's context
  * binary; designed to load the device's library on a phone, but only exercised with
  * the x86-64 simulation library so far), "sim" or "sim-integer" (the host reference
- * backend). */
+ * backend). Only in a runtime built with its npu feature (on by default). */
 oxrelax_status oxrelax_open_npu(const char *artifact_dir, const char *npu, const char *qnn_lib_dir,
                                 oxrelax_model **out);
 

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod microkernel;
 pub mod packed;
 pub mod pool;
+#[cfg(feature = "npu")]
 pub mod qnn;
 pub mod report;
 pub mod sampler;

@@ -10,6 +10,9 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// The lane of the graph calls an accelerator beside the CPU runs (the NPU's device).
+pub const OFFLOAD_LANE: &str = "npu";
+
 /// A span of work on a lane.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Span {

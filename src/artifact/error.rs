@@ -7,12 +7,6 @@ use std::path::PathBuf;
 /// (the runtime's own checks are [`Runtime`](ArtifactError::Runtime)).
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
-    /// A weight scheme was asked for the CPU part of an NPU artifact.
-    #[error("--npu runs the projections on the NPU with its own recipe and keeps f32 weights on the CPU: drop --quant {scheme} (or use --npu-recipe)")]
-    NpuScheme {
-        /// The scheme asked for.
-        scheme: String,
-    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {

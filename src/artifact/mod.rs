@@ -8,6 +8,7 @@ mod destination;
 mod error;
 mod ir;
 mod kernels;
+#[cfg(feature = "npu")]
 mod npu;
 mod read;
 mod recorded;
@@ -27,4 +28,6 @@ pub use recorded::{
     check_kv_dtype, compiled_target, exported_signatures, recorded_config, recorded_kv_dtype,
     recorded_quantization,
 };
-pub use write::{compile_artifact, staging_dir, CompileOptions, CompileStep};
+pub use write::{
+    compile_artifact, staging_dir, CompileOptions, CompileStep, CompiledGraphs, GraphCompile,
+};

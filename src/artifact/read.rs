@@ -5,8 +5,7 @@ use super::recorded::{check_kv_dtype, recorded_config};
 use crate::memory::manifest_estimate;
 use crate::model::{LoadError, LoadedModel};
 use oxrelax_models::{KvDtype, ModelError};
-use oxrelax_runtime::artifact::{Artifact, Manifest};
-use oxrelax_runtime::qnn::bind::NpuBackend;
+use oxrelax_runtime::artifact::{Artifact, GraphBackend, Manifest};
 use std::path::Path;
 
 /// Opens the artifact in `dir` with the runtime ([`Artifact::open`], every check
@@ -16,14 +15,14 @@ pub fn open_artifact(dir: &Path, kv_dtype: Option<KvDtype>) -> Result<Artifact, 
     open_artifact_with(dir, kv_dtype, None)
 }
 
-/// [`open_artifact`] with its NPU graphs (which it then must have) run by backend `npu`.
+/// [`open_artifact`] with its NPU graphs (which it then must have) run by `backend`.
 pub fn open_artifact_with(
     dir: &Path,
     kv_dtype: Option<KvDtype>,
-    npu: Option<&NpuBackend>,
+    backend: Option<&dyn GraphBackend>,
 ) -> Result<Artifact, LoadError> {
     check_kv_dtype(&Manifest::read(dir)?, dir, kv_dtype)?;
-    Ok(Artifact::open_with(dir, npu)?)
+    Ok(Artifact::open_with(dir, backend)?)
 }
 
 /// Loads the artifact in `dir` ([`open_artifact`]) as a model in this process.

@@ -3,7 +3,6 @@
 use super::destination::{inspect, move_into_place, resolve_output, sibling};
 use super::error::ArtifactError;
 use super::kernels::{write_kernels, KernelTarget};
-use super::npu::{compile_npu_part, npu_builtins, npu_scheme, write_npu_part};
 use super::recorded::{compiled_target, exported_signatures};
 use crate::build::build_checked;
 use crate::checkpoint::{Checkpoint, GENERATION_CONFIG};
@@ -11,17 +10,18 @@ use crate::memory::{compiled_estimate, declared_estimate, default_limit};
 use crate::model::{
     compiled_weights, expected_weights, export_for, transform_weights, LoadError, Quantization,
 };
-use crate::npu::compile::NpuCompile;
 use crate::passes::Instrument;
+use oxrelax_dsl::IRModule;
 use oxrelax_models::{ExportOptions, KvDtype};
 use oxrelax_runtime::artifact::{
-    sha256_file, Manifest, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
+    sha256_file, Manifest, NpuRecord, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
 };
 use oxrelax_runtime::weights::stored_as;
 use oxrelax_runtime::Registry;
 use oxrelax_runtime::{Tensor, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How to compile an artifact.
 #[derive(Debug, Clone)]
@@ -40,8 +40,8 @@ pub struct CompileOptions {
     /// The triple and CPU features the kernels are compiled for, and the linker.
     pub target: KernelTarget,
     /// Partition prefill, prefill_all and decode for an NPU and write its graphs to
-    /// `npu/` (the CPU part then runs f32 weights and the NPU's prefill chunk).
-    pub npu: Option<NpuCompile>,
+    /// `npu/` (the CPU part then runs the weight scheme and prefill chunk it gives).
+    pub npu: Option<Arc<dyn GraphCompile>>,
     /// Bytes the compiled model may take when it runs (its memory estimate: weights, KV
     /// cache, arenas); a model beyond it is refused before its weights are converted.
     pub max_memory: u64,
@@ -61,6 +61,36 @@ impl Default for CompileOptions {
             max_memory: default_limit(),
         }
     }
+}
+
+/// How to compile the part of a model that runs on an accelerator beside the CPU (the
+/// NPU's, in the `npu` module behind the `npu` feature): [`compile_artifact`] knows only
+/// this trait.
+pub trait GraphCompile: std::fmt::Debug + Send + Sync {
+    /// The CPU part's weight scheme, when `asked` was asked for.
+    fn scheme(&self, asked: Quantization) -> Result<Quantization, LoadError>;
+
+    /// Tokens per `prefill` call (the graphs' chunk).
+    fn prefill_chunk(&self) -> i64;
+
+    /// Compiles the graphs of the model in `src`, with the CPU part's `options`.
+    fn compile(
+        &self,
+        src: &Path,
+        options: &CompileOptions,
+    ) -> Result<Box<dyn CompiledGraphs>, LoadError>;
+}
+
+/// A model's graphs compiled by a [`GraphCompile`].
+pub trait CompiledGraphs {
+    /// The module the CPU part compiles (it calls the graphs).
+    fn module(&self) -> IRModule;
+
+    /// The runtime's builtins and the graphs (what the weight transforms run with).
+    fn builtins(&self) -> Result<Registry, LoadError>;
+
+    /// Writes the graphs into the artifact folder `out`; returns their manifest record.
+    fn write(&self, out: &Path) -> Result<NpuRecord, LoadError>;
 }
 
 /// A step of [`compile_artifact`], reported as it starts.
@@ -152,7 +182,7 @@ fn write_artifact(
         ..
     } = checkpoint;
     let scheme = match &options.npu {
-        Some(_) => npu_scheme(options.quantization)?,
+        Some(npu) => npu.scheme(options.quantization)?,
         None => options.quantization.resolve(&store),
     };
     let export = ExportOptions {
@@ -160,7 +190,7 @@ fn write_artifact(
         prefill_chunk: options
             .npu
             .as_ref()
-            .map_or(options.prefill_chunk, |n| n.chunk),
+            .map_or(options.prefill_chunk, |n| n.prefill_chunk()),
         kv_dtype: scheme.kv_dtype(options.kv_dtype),
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
@@ -172,11 +202,11 @@ fn write_artifact(
         ..Instrument::from_env()
     };
     let npu = match &options.npu {
-        Some(npu) => Some(compile_npu_part(src, options, npu)?),
+        Some(npu) => Some(npu.compile(src, options)?),
         None => None,
     };
     let (module, builtins) = match &npu {
-        Some(parts) => (parts.module.clone(), npu_builtins(parts)?),
+        Some(graphs) => (graphs.module(), graphs.builtins()?),
         None => (exported.module, Registry::with_builtins()),
     };
     let check = |module: &_, executable: &_| {
@@ -219,9 +249,9 @@ fn write_artifact(
     let kernels = &built.executable.kernels;
     let library = write_kernels(out, &built.module, kernels, &options.target)?;
 
-    let npu_record = match (&npu, &options.npu) {
-        (Some(parts), Some(spec)) => Some(write_npu_part(out, parts, spec)?),
-        _ => None,
+    let npu_record = match &npu {
+        Some(graphs) => Some(graphs.write(out)?),
+        None => None,
     };
 
     progress(CompileStep::Manifest);

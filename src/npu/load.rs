@@ -19,7 +19,7 @@ use oxrelax_models::ExportOptions;
 use oxrelax_runtime::engine::{Engine, EngineConfig, EngineError};
 use oxrelax_runtime::packed::BuiltinError;
 use oxrelax_runtime::qnn::bind::{
-    range_observer, register_npu_graphs, GraphRunner, NpuBackend, SimRunner, TensorObserver,
+    register_npu_graphs, GraphRunner, NpuBackend, SimRunner, TensorObserver,
 };
 use oxrelax_runtime::qnn::htp::{
     library_dir, HtpBackend, HtpContext, HtpError, QnnLibrary, ValidateOps,
@@ -67,6 +67,26 @@ pub enum NpuError {
     /// The emitted graphs failed validation (a compiler bug).
     #[error("the emitted QNN graphs fail validation:\n{0}")]
     Invalid(String),
+}
+
+impl From<NpuError> for LoadError {
+    fn from(error: NpuError) -> Self {
+        LoadError::Offload(Box::new(error))
+    }
+}
+
+/// An observer widening `ranges` to every tensor's values (calibration).
+pub fn range_observer(ranges: Arc<Mutex<Ranges>>) -> TensorObserver {
+    Arc::new(move |_graph, tensor, values| {
+        let (lo, hi) = values
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+                (l.min(v), h.max(v))
+            });
+        let mut ranges = ranges.lock().unwrap_or_else(|e| e.into_inner());
+        let range = ranges.entry(tensor.to_string()).or_insert((lo, hi));
+        *range = (range.0.min(lo), range.1.max(hi));
+    })
 }
 
 /// A partitioned model folder: its module, the float QNN net of its NPU graphs, and what

@@ -2,6 +2,10 @@
 //! NPU runs ([`capability`]), the pass that moves the static parts of a model's exported
 //! functions onto it ([`partition`]), the QNN lowering, recipe, validator and emitter
 //! ([`qnn`]), running a partitioned model with the host reference backend ([`load`]) and `compile --npu qnn` ([`compile`]).
+//!
+//! The NPU's compile side, behind the `npu` feature: it imports the compiler and the
+//! runtime's NPU run side (`oxrelax_runtime::qnn`), never the reverse; the artifact
+//! writer reaches it only through [`crate::artifact::GraphCompile`].
 
 pub mod capability;
 pub mod compile;

@@ -22,7 +22,7 @@ pub const VM_FILE: &str = "vm.json";
 pub const MODULE_FILE: &str = "module.txt";
 /// The converted weights.
 pub const PARAMS_FILE: &str = "params/model.safetensors";
-/// The NPU graphs' folder (see [`crate::qnn`]).
+/// The NPU graphs' folder (what the `qnn` module reads, behind the `npu` feature).
 pub const NPU_DIR: &str = "npu";
 /// How [`Target::kernels`] records kernels compiled ahead of time into a shared library.
 pub const KERNELS_AOT: &str = "aot";

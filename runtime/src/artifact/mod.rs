@@ -44,7 +44,7 @@ pub use manifest::{
     FunctionSignature, Manifest, NpuRecord, Target, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE,
     MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE,
 };
-pub use open::{is_artifact, verify_artifact, Artifact, LoadedEngine};
+pub use open::{is_artifact, verify_artifact, Artifact, GraphBackend, LoadedEngine};
 
 /// The compiled function that packs a model's weights for its kernels, run once when
 /// weights load. An artifact's weights have been through it at compile time, so

@@ -1,14 +1,13 @@
 //! [`Artifact::open`]: an artifact folder in, a VM with its kernels and weights out.
 
 use super::error::ArtifactError;
-use super::manifest::{Manifest, MANIFEST_FILE, MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE};
+use super::manifest::{Manifest, NpuRecord, MANIFEST_FILE, MODULE_FILE, PARAMS_FILE, VM_FILE};
 use crate::abi::SharedKernelLibrary;
 use crate::chat::{eos_ids_of, eos_token_ids, Tokenizer, GENERATION_CONFIG};
 use crate::engine::{Engine, EngineConfig};
 use crate::microkernel::MicrokernelSet;
 use crate::packed::Registry;
 use crate::pool::ThreadPool;
-use crate::qnn::bind::{open_runner, register_npu_graphs, NpuBackend};
 use crate::value::Value;
 use crate::vm::{Executable, VirtualMachine};
 use crate::weights::{detach_from_file, WeightError, WeightStore};
@@ -35,16 +34,30 @@ pub fn verify_artifact(dir: &Path) -> Result<Manifest, ArtifactError> {
     Ok(manifest)
 }
 
-/// The runtime's builtins, and `npu.<graph>` for each NPU graph of the artifact run by
-/// backend `npu` (both or neither).
-fn npu_builtins(
+/// What runs an artifact's NPU graphs (its manifest's [`NpuRecord`], the files of its
+/// `npu/` folder) beside the CPU part: the NPU's run side implements it (behind the `npu`
+/// feature), the loader knows only this trait.
+pub trait GraphBackend {
+    /// Registers into `builtins` each graph `record` lists in the artifact folder `dir`,
+    /// as the builtin the compiled CPU part calls.
+    fn register(
+        &self,
+        dir: &Path,
+        record: &NpuRecord,
+        builtins: &mut Registry,
+    ) -> Result<(), ArtifactError>;
+}
+
+/// The runtime's builtins, and the artifact's NPU graphs run by `backend` (both or
+/// neither).
+fn graph_builtins(
     dir: &Path,
     manifest: &Manifest,
-    npu: Option<&NpuBackend>,
+    backend: Option<&dyn GraphBackend>,
 ) -> Result<Registry, ArtifactError> {
     let mut builtins = Registry::with_builtins();
-    let (record, backend) = match (&manifest.npu, npu) {
-        (None, None) => return Ok(builtins),
+    match (&manifest.npu, backend) {
+        (None, None) => {}
         (None, Some(_)) => {
             return Err(ArtifactError::NoNpu {
                 path: dir.to_path_buf(),
@@ -57,31 +70,8 @@ fn npu_builtins(
                 backend: record.backend.clone(),
             })
         }
-        (Some(record), Some(backend)) => (record, backend),
-    };
-    let path = dir.join(NPU_DIR);
-    let failed = |source: Box<dyn std::error::Error + Send + Sync>| ArtifactError::Npu {
-        path: path.clone(),
-        source,
-    };
-    let soc = match backend {
-        NpuBackend::Htp { soc, .. } => {
-            let soc = soc.clone().unwrap_or_else(|| record.soc.clone());
-            let stored = record.context_binaries.keys();
-            let found = stored
-                .clone()
-                .find(|s| s.eq_ignore_ascii_case(&soc))
-                .cloned();
-            found.ok_or_else(|| ArtifactError::NoContextBinary {
-                path: path.clone(),
-                soc,
-                stored: stored.cloned().collect(),
-            })?
-        }
-        NpuBackend::Sim(_) => record.soc.clone(),
-    };
-    let runner = open_runner(&path, &soc, backend).map_err(failed)?;
-    register_npu_graphs(&mut builtins, runner, None).map_err(|e| failed(Box::new(e)))?;
+        (Some(record), Some(backend)) => backend.register(dir, record, &mut builtins)?,
+    }
     Ok(builtins)
 }
 
@@ -122,10 +112,13 @@ impl Artifact {
     }
 
     /// [`Artifact::open`] with its NPU graphs (if it has them, which then is required)
-    /// run by backend `npu`.
-    pub fn open_with(dir: &Path, npu: Option<&NpuBackend>) -> Result<Artifact, ArtifactError> {
+    /// run by `backend`.
+    pub fn open_with(
+        dir: &Path,
+        backend: Option<&dyn GraphBackend>,
+    ) -> Result<Artifact, ArtifactError> {
         let manifest = verify_artifact(dir)?;
-        let builtins = npu_builtins(dir, &manifest, npu)?;
+        let builtins = graph_builtins(dir, &manifest, backend)?;
         let vm_path = dir.join(VM_FILE);
         let executable =
             Executable::load(&vm_path).map_err(|source| ArtifactError::Executable {

@@ -39,7 +39,7 @@ pub extern "C" fn oxrelax_last_error() -> *const c_char {
 }
 
 /// Why a call failed: its status and message.
-pub(super) struct Failure {
+pub(crate) struct Failure {
     pub(super) status: oxrelax_status,
     message: String,
 }
@@ -86,7 +86,7 @@ impl Failure {
     }
 
     /// An invalid argument.
-    pub(super) fn invalid(message: String) -> Failure {
+    pub(crate) fn invalid(message: String) -> Failure {
         Failure::new(oxrelax_status::OXRELAX_ERROR_INVALID_ARGUMENT, message)
     }
 

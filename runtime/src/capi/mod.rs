@@ -13,14 +13,13 @@ mod handles;
 #[cfg(test)]
 mod tests;
 
-use crate::artifact::{Artifact, LoadedEngine};
+use crate::artifact::{Artifact, GraphBackend, LoadedEngine};
 use crate::chat::Detokenizer;
 use crate::engine::{EngineError, GenerateOptions, Step, Token};
-use crate::qnn::bind::NpuBackend;
-use crate::qnn::sim::SimMode;
 use crate::sampler::{Sampler, SamplingConfig};
 use crate::ThreadPool;
-use error::{guard, Failure};
+use error::guard;
+pub(crate) use error::Failure;
 pub use error::{oxrelax_last_error, oxrelax_status};
 use handles::MODELS;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -83,75 +82,38 @@ pub unsafe extern "C" fn oxrelax_open(
     artifact_dir: *const c_char,
     out: *mut *mut oxrelax_model,
 ) -> oxrelax_status {
+    // SAFETY: the caller's contract is `open_artifact`'s.
+    unsafe { open_artifact(artifact_dir, out, || Ok(None)) }
+}
+
+/// Opens the artifact folder `artifact_dir` (UTF-8 path) with every check of
+/// [`Artifact::open_with`], its graphs beside the CPU run by the backend `backend` gives (asked
+/// for once the folder's name is read);
+/// on success stores a new handle in `*out`, on failure null.
+///
+/// # Safety
+/// `artifact_dir` is null or a NUL-terminated string; `out` is null or points to
+/// writable storage for a pointer.
+pub(crate) unsafe fn open_artifact(
+    artifact_dir: *const c_char,
+    out: *mut *mut oxrelax_model,
+    backend: impl FnOnce() -> Result<Option<Box<dyn GraphBackend>>, Failure>,
+) -> oxrelax_status {
     guard(|| {
         let out = writable(out, "out")?;
         // SAFETY: `out` is non-null, aligned and writable (the caller's contract).
         unsafe { out.write(std::ptr::null_mut()) };
         // SAFETY: the caller passes a NUL-terminated string (or null, refused).
         let dir = unsafe { utf8(artifact_dir, "artifact_dir") }?;
-        let artifact = Artifact::open(Path::new(dir)).map_err(Failure::artifact)?;
-        // SAFETY: as above.
-        unsafe { open_into(out, artifact) }
-    })
-}
-
-/// Loads `artifact` and stores its new handle in `*out`.
-///
-/// # Safety
-/// `out` is non-null, aligned and writable.
-unsafe fn open_into(out: *mut *mut oxrelax_model, artifact: Artifact) -> Result<(), Failure> {
-    let loaded = artifact
-        .into_engine(ThreadPool::global())
-        .map_err(Failure::artifact)?;
-    // SAFETY: `out` is writable (the caller's contract).
-    unsafe { out.write(MODELS.open(loaded)) };
-    Ok(())
-}
-
-/// [`oxrelax_open`] for an artifact with NPU graphs, run by backend `npu`: `"htp"`
-/// (Qualcomm's libQnnHtp.so from the folder `qnn_lib_dir`, or from
-/// `OXRELAX_QNN_LIB_DIR` when it is null, on the artifact's context binary), `"sim"` or
-/// `"sim-integer"` (the host reference backend).
-///
-/// # Safety
-/// `artifact_dir` and `npu` are null or NUL-terminated strings; `qnn_lib_dir` is null or
-/// a NUL-terminated string; `out` is null or points to writable storage for a pointer.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn oxrelax_open_npu(
-    artifact_dir: *const c_char,
-    npu: *const c_char,
-    qnn_lib_dir: *const c_char,
-    out: *mut *mut oxrelax_model,
-) -> oxrelax_status {
-    guard(|| {
-        let out = writable(out, "out")?;
-        // SAFETY: `out` is non-null, aligned and writable (the caller's contract).
-        unsafe { out.write(std::ptr::null_mut()) };
-        // SAFETY: the caller passes NUL-terminated strings (or null: refused for the
-        // first two, the environment's folder for the third).
-        let (dir, npu) = unsafe { (utf8(artifact_dir, "artifact_dir")?, utf8(npu, "npu")?) };
-        let lib_dir = match qnn_lib_dir.is_null() {
-            true => None,
-            // SAFETY: as above.
-            false => Some(std::path::PathBuf::from(unsafe {
-                utf8(qnn_lib_dir, "qnn_lib_dir")
-            }?)),
-        };
-        let backend = match npu {
-            "htp" => NpuBackend::Htp { lib_dir, soc: None },
-            "sim" => NpuBackend::Sim(SimMode::Spec),
-            "sim-integer" => NpuBackend::Sim(SimMode::Integer),
-            other => {
-                let known = "htp, sim, sim-integer";
-                return Err(Failure::invalid(format!(
-                    "`npu` is `{other}`; known: {known}"
-                )));
-            }
-        };
+        let backend = backend()?;
         let artifact =
-            Artifact::open_with(Path::new(dir), Some(&backend)).map_err(Failure::artifact)?;
-        // SAFETY: as above.
-        unsafe { open_into(out, artifact) }
+            Artifact::open_with(Path::new(dir), backend.as_deref()).map_err(Failure::artifact)?;
+        let loaded = artifact
+            .into_engine(ThreadPool::global())
+            .map_err(Failure::artifact)?;
+        // SAFETY: `out` is writable (the caller's contract).
+        unsafe { out.write(MODELS.open(loaded)) };
+        Ok(())
     })
 }
 
@@ -340,7 +302,7 @@ unsafe fn emit(
 ///
 /// # Safety
 /// `pointer` is null or NUL-terminated.
-unsafe fn utf8<'a>(pointer: *const c_char, what: &str) -> Result<&'a str, Failure> {
+pub(crate) unsafe fn utf8<'a>(pointer: *const c_char, what: &str) -> Result<&'a str, Failure> {
     if pointer.is_null() {
         return Err(Failure::null(what));
     }

@@ -10,8 +10,6 @@ pub use chat::{run_chat, ChatArgs, OverflowArg};
 pub use generate::{run_generate, stop_word, GenerateArgs, GenerateReport, StatsReport};
 
 use crate::chat::sampling_defaults;
-use crate::qnn::bind::NpuBackend;
-use crate::qnn::sim::SimMode;
 use crate::sampler::{Sampler, SamplingConfig};
 use clap::Args;
 use std::path::Path;
@@ -25,39 +23,6 @@ pub fn print_error(err: &dyn std::error::Error) {
     eprintln!("error: {}", lines[0]);
     for cause in &lines[1..] {
         eprintln!("  caused by: {cause}");
-    }
-}
-
-/// Which backend runs an artifact's NPU graphs (`compile --npu qnn` artifacts need one).
-#[derive(Args, Clone, Default)]
-pub struct NpuArgs {
-    /// Run the artifact's NPU graphs: `htp` with Qualcomm's HTP library (libQnnHtp.so,
-    /// from --qnn-lib or OXRELAX_QNN_LIB_DIR) on the artifact's context binary; `sim` on
-    /// the host reference backend with QNN's quantized semantics as specified
-    /// (dequantize, compute in f32, requantize); `sim-integer` with integer arithmetic
-    /// where a fixed-point NPU uses it.
-    #[arg(long, value_parser = ["htp", "sim", "sim-integer"])]
-    pub npu: Option<String>,
-    /// The folder holding libQnnHtp.so for `--npu htp` (default: OXRELAX_QNN_LIB_DIR).
-    #[arg(long, value_name = "DIR")]
-    pub qnn_lib: Option<std::path::PathBuf>,
-    /// The SoC whose context binary `--npu htp` runs (default: the first the artifact
-    /// was compiled for).
-    #[arg(long, value_name = "SOC")]
-    pub npu_soc: Option<String>,
-}
-
-impl NpuArgs {
-    /// The backend asked for.
-    pub fn backend(&self) -> Option<NpuBackend> {
-        match self.npu.as_deref()? {
-            "htp" => Some(NpuBackend::Htp {
-                lib_dir: self.qnn_lib.clone(),
-                soc: self.npu_soc.clone(),
-            }),
-            "sim-integer" => Some(NpuBackend::Sim(SimMode::Integer)),
-            _ => Some(NpuBackend::Sim(SimMode::Spec)),
-        }
     }
 }
 

@@ -65,15 +65,9 @@ pub enum BuiltinFailure {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
-    /// The NPU host reference backend failed.
+    /// A backend that runs graphs off the CPU failed.
     #[error(transparent)]
-    Npu(#[from] crate::qnn::sim::SimError),
-    /// Qualcomm's HTP backend failed.
-    #[error(transparent)]
-    Htp(#[from] crate::qnn::htp::HtpError),
-    /// The NPU device's thread is gone.
-    #[error(transparent)]
-    NpuDevice(#[from] crate::qnn::device::DeviceGone),
+    Offload(#[from] OffloadFailure),
     /// A dtype name that does not exist.
     #[error(transparent)]
     DType(#[from] UnknownDType),
@@ -89,4 +83,39 @@ pub enum BuiltinFailure {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// Why a backend that runs graphs off the CPU (an accelerator's, registered as builtins)
+/// failed: its own error, shown as it is (its message and causes), and the backend's name.
+#[derive(Debug)]
+pub struct OffloadFailure {
+    /// The backend.
+    pub backend: &'static str,
+    /// Its error.
+    pub error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl OffloadFailure {
+    /// `error` of `backend`.
+    pub fn new(
+        backend: &'static str,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        OffloadFailure {
+            backend,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl std::fmt::Display for OffloadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for OffloadFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
 }

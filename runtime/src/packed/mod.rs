@@ -4,7 +4,7 @@ mod error;
 #[cfg(test)]
 mod tests;
 
-pub use error::{BuiltinError, BuiltinFailure};
+pub use error::{BuiltinError, BuiltinFailure, OffloadFailure};
 
 use crate::tensor::Tensor;
 use crate::value::{Value, ValueKind};

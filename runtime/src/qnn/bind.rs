@@ -11,31 +11,16 @@ use super::device::NpuDevice;
 use super::htp::HtpContext;
 use super::net::{GraphSpec, NetFile};
 use super::sim::{Observer, SimContext, SimMode};
+use crate::artifact::{ArtifactError, GraphBackend, NpuRecord, NPU_DIR};
 use crate::packed::{Args, BuiltinError, BuiltinFailure};
 use crate::{Registry, Tensor, Value, ValueKind};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-/// Observed `(min, max)` of tensors, by name.
-pub type Ranges = BTreeMap<String, (f32, f32)>;
+use std::path::Path;
+use std::sync::Arc;
 
 /// Receives every non-static tensor a graph call computes (its inputs first, padded to
 /// the graph's tokens): the graph's name, the tensor's name and its values.
 pub type TensorObserver = Arc<dyn Fn(&str, &str, &[f32]) + Send + Sync>;
-
-/// An observer widening `ranges` to every tensor's values (calibration).
-pub fn range_observer(ranges: Arc<Mutex<Ranges>>) -> TensorObserver {
-    Arc::new(move |_graph, tensor, values| {
-        let (lo, hi) = values
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
-                (l.min(v), h.max(v))
-            });
-        let mut ranges = ranges.lock().unwrap_or_else(|e| e.into_inner());
-        let range = ranges.entry(tensor.to_string()).or_insert((lo, hi));
-        *range = (range.0.min(lo), range.1.max(hi));
-    })
-}
 
 /// Which backend runs an artifact's NPU graphs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +35,26 @@ pub enum NpuBackend {
         /// The SoC whose context binary runs (default: the artifact's first).
         soc: Option<String>,
     },
+}
+
+/// The names of the backends (`--npu`, `oxrelax_open_npu`), in [`NpuBackend::named`].
+pub const BACKEND_NAMES: [&str; 3] = ["htp", "sim", "sim-integer"];
+
+impl NpuBackend {
+    /// The backend named `name` (one of [`BACKEND_NAMES`]), HTP's from `lib_dir` for
+    /// `soc`.
+    pub fn named(
+        name: &str,
+        lib_dir: Option<std::path::PathBuf>,
+        soc: Option<String>,
+    ) -> Option<NpuBackend> {
+        match name {
+            "htp" => Some(NpuBackend::Htp { lib_dir, soc }),
+            "sim" => Some(NpuBackend::Sim(SimMode::Spec)),
+            "sim-integer" => Some(NpuBackend::Sim(SimMode::Integer)),
+            _ => None,
+        }
+    }
 }
 
 /// The runner of the graphs in the `npu/` folder `npu_dir` (compiled for `soc`) on
@@ -70,6 +75,42 @@ pub fn open_runner(
             lib_dir.as_deref(),
         )?),
     })
+}
+
+impl GraphBackend for NpuBackend {
+    /// Runs the graphs of the artifact's `npu/` folder: on the host reference backend for
+    /// the SoC they were compiled for, or on HTP from the context binary of the SoC asked
+    /// for (default: the record's).
+    fn register(
+        &self,
+        dir: &Path,
+        record: &NpuRecord,
+        builtins: &mut Registry,
+    ) -> Result<(), ArtifactError> {
+        let path = dir.join(NPU_DIR);
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| ArtifactError::Npu {
+            path: path.clone(),
+            source,
+        };
+        let soc = match self {
+            NpuBackend::Htp { soc, .. } => {
+                let soc = soc.clone().unwrap_or_else(|| record.soc.clone());
+                let stored = record.context_binaries.keys();
+                let found = stored
+                    .clone()
+                    .find(|s| s.eq_ignore_ascii_case(&soc))
+                    .cloned();
+                found.ok_or_else(|| ArtifactError::NoContextBinary {
+                    path: path.clone(),
+                    soc,
+                    stored: stored.cloned().collect(),
+                })?
+            }
+            NpuBackend::Sim(_) => record.soc.clone(),
+        };
+        let runner = open_runner(&path, &soc, self).map_err(failed)?;
+        register_npu_graphs(builtins, runner, None).map_err(|e| failed(Box::new(e)))
+    }
 }
 
 /// What executes a net's graphs on real values.

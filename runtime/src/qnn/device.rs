@@ -2,16 +2,13 @@
 //! device's thread, in the order they arrive from any number of CPU threads; a caller
 //! blocks until its call is done (time that does not count as CPU busy time, see
 //! [`crate::trace::waiting`]). Each call is recorded as a span on the caller's timeline's
-//! `npu` lane.
+//! [`OFFLOAD_LANE`].
 
-use crate::trace::{self, Timeline};
+use crate::trace::{self, Timeline, OFFLOAD_LANE};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// The lane NPU calls are recorded on.
-pub const NPU_LANE: &str = "npu";
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -66,7 +63,7 @@ impl NpuDevice {
             let start = Instant::now();
             let value = work();
             if let Some(timeline) = timeline {
-                timeline.record(NPU_LANE, &name, start, Instant::now());
+                timeline.record(OFFLOAD_LANE, &name, start, Instant::now());
             }
             let _ = reply.send(value);
         });
@@ -130,9 +127,9 @@ mod tests {
         let npu = timeline
             .spans()
             .iter()
-            .filter(|s| s.lane == NPU_LANE)
+            .filter(|s| s.lane == OFFLOAD_LANE)
             .count();
         assert_eq!(npu, 12);
-        assert!(timeline.busy("cpu") < timeline.busy(NPU_LANE));
+        assert!(timeline.busy("cpu") < timeline.busy(OFFLOAD_LANE));
     }
 }

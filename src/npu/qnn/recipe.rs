@@ -111,7 +111,8 @@ impl Recipe {
     }
 }
 
-pub use oxrelax_runtime::qnn::bind::Ranges;
+/// Observed `(min, max)` of tensors, by name (what calibration gives a recipe).
+pub type Ranges = BTreeMap<String, (f32, f32)>;
 
 /// The quantized net: its graph with types and encodings, and each static tensor's bytes.
 #[derive(Debug, Clone)]

@@ -1,26 +1,18 @@
 //! `oxrelax dump-ir`: a model's module after each pass of the compile pipeline.
 
-use crate::cli_generate::kv_dtype_parser;
+use crate::cli::generate::kv_dtype_parser;
 use oxrelax::artifact::{
     check_kv_dtype, extract_functions, is_artifact, modules_after_each_pass,
     modules_after_passes_of, source_module, Manifest,
 };
 use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;
-use oxrelax::npu::{partition_pipeline, PartitionNpu, Soc, QNN_HTP};
 use oxrelax::passes::Instrument;
 use oxrelax_dsl::target::Target;
 use oxrelax_dsl::text::print_module;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{ExportOptions, KvDtype};
 use std::path::PathBuf;
-
-/// An NPU backend.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum NpuBackend {
-    /// Qualcomm's HTP through QNN.
-    Qnn,
-}
 
 /// Arguments of `oxrelax dump-ir`.
 #[derive(clap::Args)]
@@ -47,16 +39,9 @@ pub struct DumpIrArgs {
     /// table, else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
-    /// Partition the model for this NPU backend instead of compiling it for the CPU:
-    /// the passes are normalize and `partition-npu`.
-    #[arg(long, value_enum)]
-    npu: Option<NpuBackend>,
-    /// The SoC the NPU graphs are for (with `--npu`).
-    #[arg(long, default_value = "SM8650", requires = "npu", value_parser = Soc::named)]
-    soc: Soc,
-    /// Tokens per NPU prefill graph call (with `--npu`).
-    #[arg(long, default_value_t = 32, requires = "npu", value_parser = clap::value_parser!(i64).range(1..=4096))]
-    chunk: i64,
+    #[cfg(feature = "npu")]
+    #[command(flatten)]
+    npu: crate::cli::npu::DumpIrNpuArgs,
     /// How a model folder's or GGUF file's KV cache stores keys and values (default: f16
     /// for the weight-quantized schemes, --quant auto resolved first, else f32; an
     /// artifact keeps its own, and asking it for another is an error).
@@ -82,15 +67,12 @@ pub fn run(args: &DumpIrArgs) -> Result<(), Box<dyn std::error::Error>> {
         verbose: args.verbose,
         ..Instrument::default()
     };
-    let stages = match args.npu {
-        Some(NpuBackend::Qnn) => {
-            let partition = PartitionNpu {
-                soc: args.soc,
-                chunk: args.chunk,
-                capability: &QNN_HTP,
-            };
-            modules_after_passes_of(partition_pipeline(partition), module, instrument)?
-        }
+    #[cfg(feature = "npu")]
+    let npu_pipeline = args.npu.pipeline();
+    #[cfg(not(feature = "npu"))]
+    let npu_pipeline = None;
+    let stages = match npu_pipeline {
+        Some(pipeline) => modules_after_passes_of(pipeline, module, instrument)?,
         None => modules_after_each_pass(module, &Target::host(), instrument)?,
     };
     let names: Vec<&str> = args.functions.iter().map(String::as_str).collect();

@@ -4,10 +4,9 @@
 //! model is fed the same tokens (teacher forcing), and every logit row (each prompt
 //! position, then each generated token) is compared: the largest absolute difference and
 //! how often the two agree on the most likely token. With `--npu sim`, the model's NPU
-//! graphs are compared instead ([`crate::cli_compare_npu`]).
+//! graphs are compared instead ([`crate::cli::compare_npu`]).
 
-use crate::cli_compile::NpuCompileArgs;
-use crate::cli_generate::{open_engine, ModelArgs};
+use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;
@@ -39,8 +38,9 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub load: ModelArgs,
     /// How to make the NPU graphs compared with `--npu sim`.
+    #[cfg(feature = "npu")]
     #[command(flatten)]
-    pub npu: NpuCompileArgs,
+    pub npu: crate::cli::npu::NpuCompileArgs,
 }
 
 /// The agreement of two sets of logit rows.
@@ -143,8 +143,9 @@ pub fn run(args: &CompareArgs) -> CliResult<()> {
         )
         .into());
     }
+    #[cfg(feature = "npu")]
     if let Some(backend) = args.load.npu.backend() {
-        return crate::cli_compare_npu::run(args, &args.npu, &backend);
+        return crate::cli::compare_npu::run(args, &args.npu, &backend);
     }
     let reference_args = ModelArgs {
         quant: Quantization::Q0f32,

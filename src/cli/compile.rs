@@ -1,88 +1,17 @@
 //! `oxrelax compile`: a Hugging Face model folder or a GGUF file in, an artifact folder
 //! out.
 
-use crate::cli_generate::{kv_dtype_parser, memory_size_parser};
+use crate::cli::generate::{kv_dtype_parser, memory_size_parser};
+#[cfg(feature = "npu")]
+use crate::cli::npu::{print_npu_record, NpuCompileFlags};
 use indicatif::{ProgressBar, ProgressStyle};
 use oxrelax::artifact::{
     compile_artifact, resolve_output, staging_dir, CompileOptions, CompileStep, KernelTarget,
 };
 use oxrelax::memory::artifact_estimate;
 use oxrelax::model::Quantization;
-use oxrelax::npu::compile::{NpuCompile, CALIBRATION_TOKENS};
-use oxrelax::npu::qnn::recipe::RecipeChoice;
-use oxrelax::npu::Soc;
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::qnn::htp::LIB_DIR_ENV;
 use std::path::{Path, PathBuf};
-
-/// How to make a model's NPU graphs (`compile --npu qnn`, `compare --npu sim`).
-#[derive(clap::Args)]
-pub struct NpuCompileArgs {
-    /// The SoCs the NPU graphs are for, comma-separated: one context binary each (with
-    /// --npu).
-    #[arg(
-        long,
-        default_value = "SM8650",
-        value_delimiter = ',',
-        requires = "npu"
-    )]
-    soc: Vec<String>,
-    /// Tokens per NPU prefill graph call (with --npu).
-    #[arg(long, default_value_t = 32, requires = "npu")]
-    chunk: i64,
-    /// Fewer tokens per call to give the prefill graphs variants for, comma-separated: a
-    /// call runs the variant with the least padding (default: a quarter of --chunk; 0:
-    /// none) (with --npu).
-    #[arg(long, value_delimiter = ',', requires = "npu")]
-    chunk_variants: Option<Vec<i64>>,
-    /// The NPU quantization recipe: w4a16 (LPBQ int4 weights, uint16 activations),
-    /// w8a16 (8-bit weights), or auto: the first of those whose graphs predict the float
-    /// graphs' next token at 98% of the calibration text's positions (with --npu).
-    #[arg(long, default_value = "auto", requires = "npu")]
-    npu_recipe: String,
-    /// The text the NPU activations are calibrated on (required with --npu).
-    #[arg(long, requires = "npu")]
-    calibration_text: Option<PathBuf>,
-}
-
-impl NpuCompileArgs {
-    /// The chunk variants asked for (0 means none), or a quarter of the chunk.
-    fn chunk_variants(&self) -> Vec<i64> {
-        match &self.chunk_variants {
-            Some(sizes) => sizes.iter().copied().filter(|&s| s != 0).collect(),
-            None => (self.chunk / 4 > 1)
-                .then_some(self.chunk / 4)
-                .into_iter()
-                .collect(),
-        }
-    }
-
-    /// The NPU compile these options describe (the calibration text read), with
-    /// Qualcomm's libraries in `qnn_lib` (else OXRELAX_QNN_LIB_DIR's, else none).
-    pub fn npu_compile(
-        &self,
-        qnn_lib: Option<&Path>,
-    ) -> Result<NpuCompile, Box<dyn std::error::Error>> {
-        let path = self.calibration_text.as_ref().ok_or(
-            "--npu needs --calibration-text FILE (the text its activations are calibrated on)",
-        )?;
-        let text = oxrelax_runtime::files::read_text(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Ok(NpuCompile {
-            soc: Soc::named(self.soc.first().map_or("", String::as_str))?,
-            more_socs: (self.soc.iter().skip(1))
-                .map(|name| Soc::named(name))
-                .collect::<Result<_, _>>()?,
-            chunk: self.chunk,
-            chunk_variants: self.chunk_variants(),
-            recipe: RecipeChoice::named(&self.npu_recipe)?,
-            calibration_text: text,
-            calibration_tokens: CALIBRATION_TOKENS,
-            qnn_lib: (qnn_lib.map(Path::to_path_buf))
-                .or_else(|| std::env::var_os(LIB_DIR_ENV).map(PathBuf::from)),
-        })
-    }
-}
 
 /// Arguments of `oxrelax compile`.
 #[derive(clap::Args)]
@@ -131,18 +60,9 @@ pub struct CompileArgs {
     /// aarch64-linux-gnu-gcc, ld.lld for Android, ld64.lld for Apple).
     #[arg(long)]
     linker: Option<String>,
-    /// Also partition prefill and decode for an NPU and write its graphs to `npu/`
-    /// (`qnn`: Qualcomm HTP through QNN, with the recipe --npu-recipe names or picks:
-    /// W4A16 or W8A16).
-    #[arg(long, value_parser = ["qnn"])]
-    npu: Option<String>,
+    #[cfg(feature = "npu")]
     #[command(flatten)]
-    npu_options: NpuCompileArgs,
-    /// The folder holding Qualcomm's libQnnHtp.so, to build the NPU graphs with it and
-    /// store the SoC's context binary (default: OXRELAX_QNN_LIB_DIR; with neither, no
-    /// context binary is written) (with --npu).
-    #[arg(long, value_name = "DIR", requires = "npu")]
-    qnn_lib: Option<PathBuf>,
+    npu: NpuCompileFlags,
     /// The most memory the compiled model may take when it runs, in bytes or with a K,
     /// M, G or T suffix (8G, 512M): a model whose estimate (weights + KV cache + arenas)
     /// exceeds it is refused. Default: the physical memory (or `ulimit -v` when lower).
@@ -158,6 +78,10 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.linker.clone(),
     )?;
     let defaults = CompileOptions::default();
+    #[cfg(feature = "npu")]
+    let npu = args.npu.npu_compile()?;
+    #[cfg(not(feature = "npu"))]
+    let npu = None;
     let options = CompileOptions {
         quantization: args.quant,
         max_context: args.context.unwrap_or(defaults.max_context),
@@ -165,7 +89,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         kv_dtype: args.kv_dtype,
         verbose: args.verbose,
         target,
-        npu: npu_compile(args)?,
+        npu,
         max_memory: args.max_memory.unwrap_or(defaults.max_memory),
     };
     // Resolved once: compiling into `.` renames the folder the process started in.
@@ -185,35 +109,8 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
     });
     bar.finish_and_clear();
     let manifest = result?;
-    if let Some(npu) = &manifest.npu {
-        for (recipe, share) in &npu.recipe_agreement {
-            println!(
-                "npu: {recipe} predicts the float graphs' next token at {:.1}% of the calibration positions",
-                share * 100.0
-            );
-        }
-        for (soc, binary) in &npu.context_binaries {
-            println!(
-                "npu: context binary for {soc} in {}",
-                output.join(binary).display()
-            );
-        }
-        if npu.context_binaries.is_empty() {
-            println!(
-                "npu: no context binary (set OXRELAX_QNN_LIB_DIR or --qnn-lib to the folder holding \
-                 Qualcomm's libQnnHtp.so to build one; `--npu sim` runs the artifact without it)"
-            );
-        }
-        println!(
-            "npu: {} graphs for {} ({} recipe, chunks of {}, variants for {:?}) in {}",
-            npu.backend,
-            npu.soc,
-            npu.recipe,
-            npu.chunk,
-            npu.chunk_variants,
-            output.join("npu").display()
-        );
-    }
+    #[cfg(feature = "npu")]
+    print_npu_record(&manifest, &output);
     println!(
         "wrote {} ({} functions, context {}, prefill chunk {}, kv {}, target {}, kernels {})",
         output.display(),
@@ -239,15 +136,4 @@ fn remove_partial_output_on_interrupt(output: &Path) {
         eprintln!("\ninterrupted: removed {}", staging.display());
         std::process::exit(130);
     });
-}
-
-/// The NPU part asked for by `--npu`, if any.
-fn npu_compile(args: &CompileArgs) -> Result<Option<NpuCompile>, Box<dyn std::error::Error>> {
-    match args.npu {
-        Some(_) => args
-            .npu_options
-            .npu_compile(args.qnn_lib.as_deref())
-            .map(Some),
-        None => Ok(None),
-    }
 }

@@ -1,7 +1,7 @@
 //! `oxrelax chat`: the runtime's `chat` command on a Hugging Face folder (compiled now)
 //! or an artifact.
 
-use crate::cli_generate::{open_engine, ModelArgs};
+use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::cli::{run_chat, ChatArgs, CliResult};
 

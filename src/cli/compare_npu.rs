@@ -5,8 +5,8 @@
 //! forcing); every activation either computes is recorded, and each tensor's values over
 //! the whole run are compared (SQNR, max |diff|, cosine), as are the logits.
 
-use crate::cli_compare::{greedy_with_logits, teacher_forced_drift, CompareArgs, LogitDrift};
-use crate::cli_compile::NpuCompileArgs;
+use crate::cli::compare::{greedy_with_logits, teacher_forced_drift, CompareArgs, LogitDrift};
+use crate::cli::npu::NpuCompileArgs;
 use oxrelax::model::LoadOptions;
 use oxrelax::npu::compile::quantized_graphs;
 use oxrelax::npu::load::{partition_model, Partitioned};

@@ -1,7 +1,7 @@
 //! `oxrelax serve`: an OpenAI-compatible HTTP server over a model (an artifact, or a
 //! Hugging Face folder compiled now).
 
-use crate::cli_generate::{open_engine, ModelArgs};
+use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};

@@ -2,7 +2,7 @@
 //! ([`Engine::perplexity`](oxrelax_runtime::engine::Engine::perplexity)), so the figure
 //! compares with `llama-perplexity` on the same model, text and context.
 
-use crate::cli_generate::{open_engine, ModelArgs};
+use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::checkpoint::Checkpoint;
 use oxrelax::model::Quantization;

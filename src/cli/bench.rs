@@ -2,13 +2,13 @@
 //! bytes of its weights, KV cache and VM arenas. `--json` adds one JSON object as the
 //! last line of stdout (see [`BenchReport`]).
 
-use crate::cli_generate::{open_engine_on, ModelArgs};
+use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
-use oxrelax_runtime::qnn::device::NPU_LANE;
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::trace::Timeline;
+use oxrelax_runtime::trace::OFFLOAD_LANE;
 use oxrelax_runtime::vm::KernelProfile;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -149,7 +149,7 @@ impl RunStats {
     }
 
     fn npu_s(&self) -> f64 {
-        self.timeline.busy(NPU_LANE).as_secs_f64()
+        self.timeline.busy(OFFLOAD_LANE).as_secs_f64()
     }
 }
 

@@ -8,9 +8,9 @@ use oxrelax::artifact::open_artifact_with;
 use oxrelax::memory::{manifest_estimate, parse_size, MemoryError};
 use oxrelax::model::{load_hf, LoadOptions, Quantization};
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::artifact::{is_artifact, LoadedEngine};
+use oxrelax_runtime::artifact::{is_artifact, GraphBackend, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
-use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs, NpuArgs};
+use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
 use oxrelax_runtime::memory::MemoryEstimate;
 use oxrelax_runtime::ThreadPool;
@@ -42,8 +42,9 @@ pub struct ModelArgs {
     #[arg(long, value_parser = kv_dtype_parser())]
     pub kv_dtype: Option<KvDtype>,
     /// The backend of an artifact's NPU graphs.
+    #[cfg(feature = "npu")]
     #[command(flatten)]
-    pub npu: NpuArgs,
+    pub npu: oxrelax_runtime::qnn::cli::NpuArgs,
     /// Participants of the thread pool the kernels run on. Default: the process-wide
     /// pool (the machine's cores, or OXRELAX_NUM_THREADS).
     #[arg(long, value_name = "T")]
@@ -84,6 +85,15 @@ impl ModelArgs {
     /// The pool `--threads` asks for, or the process-wide one.
     pub fn pool(&self) -> CliResult<Arc<ThreadPool>> {
         pool_of(self.threads)
+    }
+
+    /// The backend asked for an artifact's NPU graphs, if any.
+    fn graph_backend(&self) -> Option<Box<dyn GraphBackend>> {
+        #[cfg(feature = "npu")]
+        if let Some(npu) = self.npu.backend() {
+            return Some(Box::new(npu));
+        }
+        None
     }
 
     /// An error naming the options given that an artifact cannot apply (it was compiled
@@ -152,11 +162,13 @@ pub fn open_engine_on(
     };
     if is_artifact(dir) {
         args.check_applies_to_artifact(dir)?;
-        let artifact = open_artifact_with(dir, args.kv_dtype, args.npu.backend().as_ref())?;
+        let backend = args.graph_backend();
+        let artifact = open_artifact_with(dir, args.kv_dtype, backend.as_deref())?;
         let memory = manifest_estimate(dir, artifact.manifest(), artifact.executable())?;
         memory.check(options.max_memory)?;
         return Ok((artifact.into_engine(pool)?, memory));
     }
+    #[cfg(feature = "npu")]
     if args.npu.npu.is_some() {
         let message = "--npu runs an artifact's NPU graphs: compile the model with `oxrelax compile MODEL -o DIR --npu qnn --calibration-text FILE` first";
         return Err(format!("{}: {message}", dir.display()).into());

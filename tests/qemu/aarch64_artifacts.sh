@@ -16,9 +16,9 @@ compare=../shared/tools/safetensors_compare.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The host binaries as the test suite builds them (with its dev-dependencies' features, so
-# after `cargo test --workspace` nothing is rebuilt).
-cargo test -q --workspace --no-run
+# The host binaries with the features the test suite builds (its dev-dependencies' too), so
+# after `cargo test --workspace` nothing but the binaries is linked.
+cargo build -q --workspace --all-targets
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
   cargo build -q -p oxrelax-runtime --bin oxrelax-run --target aarch64-unknown-linux-gnu
 oxrelax=target/debug/oxrelax

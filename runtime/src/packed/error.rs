@@ -86,23 +86,17 @@ pub enum BuiltinFailure {
 }
 
 /// Why a backend that runs graphs off the CPU (an accelerator's, registered as builtins)
-/// failed: its own error, shown as it is (its message and causes), and the backend's name.
+/// failed: its own error, shown as it is (its message and causes).
 #[derive(Debug)]
 pub struct OffloadFailure {
-    /// The backend.
-    pub backend: &'static str,
-    /// Its error.
+    /// The backend's error.
     pub error: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl OffloadFailure {
-    /// `error` of `backend`.
-    pub fn new(
-        backend: &'static str,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
+    /// A failure of `error`.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         OffloadFailure {
-            backend,
             error: Box::new(error),
         }
     }

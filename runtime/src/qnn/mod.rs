@@ -28,15 +28,12 @@ use crate::packed::{BuiltinFailure, OffloadFailure};
 pub use codes::QnnDataType;
 pub use net::{NetFile, NetGraph, NetNode, NetTensor, QuantParams, ScaleOffset};
 
-/// The name the NPU's failures carry as [`OffloadFailure`]s of packed functions.
-const BACKEND: &str = "qnn";
-
 /// Each NPU error as a packed function's failure.
 macro_rules! offload_failures {
     ($($error:ty),*) => {$(
         impl From<$error> for BuiltinFailure {
             fn from(error: $error) -> Self {
-                BuiltinFailure::Offload(OffloadFailure::new(BACKEND, error))
+                BuiltinFailure::Offload(OffloadFailure::new(error))
             }
         }
     )*};

@@ -67,6 +67,8 @@ pub struct LoadOptions {
     /// a model folder ([`Quantization::default_kv_dtype`]), and whatever an artifact was
     /// compiled with; an artifact compiled with another is an error.
     pub kv_dtype: Option<KvDtype>,
+    /// Sequences per `batch_decode` call at most (0: none exported).
+    pub max_batch: i64,
     /// Pipeline instrumentation (IR dumps, checks).
     pub instrument: Instrument,
     /// Bytes the model may take ([`MemoryEstimate`]): a model folder whose estimate
@@ -82,6 +84,7 @@ impl Default for LoadOptions {
             prefill_chunk: export.prefill_chunk,
             quantization: Quantization::Auto,
             kv_dtype: None,
+            max_batch: export.max_batch,
             instrument: Instrument::from_env(),
             max_memory: default_limit(),
         }
@@ -96,6 +99,7 @@ impl LoadOptions {
             max_context: self.max_context,
             prefill_chunk: self.prefill_chunk,
             kv_dtype: scheme.kv_dtype(self.kv_dtype),
+            max_batch: self.max_batch,
         }
     }
 }

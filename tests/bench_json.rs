@@ -257,3 +257,34 @@ fn bench_profile_reports_kernel_time_against_wall_time() {
         );
     }
 }
+
+#[test]
+fn bench_batch_json_reports_aggregate_decode_speed_per_batch_size() {
+    let stdout = bench_tiny("4", "3", "64", &["--batch", "1,3", "--json"]);
+    assert!(
+        stdout.contains("batch  prefill tok/s"),
+        "table kept: {stdout}"
+    );
+    let json = last_json(&stdout);
+    assert_eq!(
+        (json["prompt"].as_u64(), json["gen"].as_u64()),
+        (Some(4), Some(3))
+    );
+    let batches = json["batches"].as_array().expect("batches");
+    let sizes: Vec<u64> = batches
+        .iter()
+        .map(|b| b["batch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [1, 3]);
+    for line in batches {
+        for key in ["prefill_tok_s", "decode_tok_s", "step_ms"] {
+            assert!(number(line, key) > 0.0, "{key} in {line}");
+        }
+    }
+    let out = oxrelax(&["bench", tiny_llama().to_str().unwrap(), "--batch", "2,0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--batch takes positive sizes"),
+        "{stderr}"
+    );
+}

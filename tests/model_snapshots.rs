@@ -78,6 +78,8 @@ fn tiny_llama_options() -> ExportOptions {
         max_context: 256,
         prefill_chunk: 32,
         kv_dtype: KvDtype::F32,
+        // The snapshots follow prefill and decode.
+        max_batch: 0,
     }
 }
 

@@ -23,6 +23,7 @@ fn partitioned(dir: &Path) -> IRModule {
         max_context: 256,
         prefill_chunk: 64,
         kv_dtype: KvDtype::F32,
+        ..ExportOptions::default()
     };
     let module = source_module(dir, &options, Quantization::Auto).unwrap();
     let partition = PartitionNpu {

@@ -276,6 +276,46 @@ fn greedy_completions_equal_generate_streamed_or_not() {
 }
 
 #[test]
+fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
+    let prompts = [
+        "To be, or not to be",
+        "Now is the winter",
+        "Friends, Romans",
+        "O Romeo",
+    ];
+    let server = Server::start(&["--max-batch", "4"]);
+    let alone: Vec<Value> = prompts
+        .iter()
+        .map(|p| server.post("/v1/completions", &completion_body(p)).1)
+        .collect();
+    let together: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let server = &server;
+        let handles: Vec<_> = (0..3)
+            .flat_map(|_| prompts.iter())
+            .map(|p| scope.spawn(move || server.post("/v1/completions", &completion_body(p))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, (status, body)) in together.iter().enumerate() {
+        assert_eq!(*status, 200, "{body}");
+        let want = &alone[i % prompts.len()]["choices"][0]["text"];
+        assert_eq!(&body["choices"][0]["text"], want, "request {i}");
+    }
+    let stats = server.stats();
+    assert_eq!(stats["completed"], 4 + 12, "{stats}");
+    let tokens = |b: &Value| b["usage"]["completion_tokens"].as_u64().unwrap();
+    let generated: u64 = alone.iter().map(tokens).sum::<u64>() * 4;
+    assert_eq!(stats["generated_tokens"], generated, "{stats}");
+    assert!(stats["peak_batch"].as_u64().unwrap() >= 2, "{stats}");
+    assert!(stats["peak_batch"].as_u64().unwrap() <= 4, "{stats}");
+}
+
+/// A greedy completion of 24 tokens after `prompt`.
+fn completion_body(prompt: &str) -> String {
+    json!({"model": "tiny-llama", "prompt": prompt, "max_tokens": 24, "temperature": 0}).to_string()
+}
+
+#[test]
 fn chat_completions_use_the_chat_template() {
     let server = Server::start(&[]);
     let messages = json!([{"role": "system", "content": "Be brief."},

@@ -4,7 +4,7 @@
 
 use crate::config::{LayerType, ModelConfig};
 use crate::decoder::kv_cache::{self, KvLayout};
-use crate::decoder::{emit, DecoderLayer, Dims, LayerOptions};
+use crate::decoder::{emit, CacheAccess, DecoderLayer, Dims, LayerOptions};
 use oxrelax_dsl::nn::RotaryEmbedding;
 use oxrelax_dsl::nn::{Embedding, Linear, Module, ModuleList, NnError, Param, Prefix, RMSNorm};
 use oxrelax_dsl::{op, BlockBuilder, DType, Expr, SymExpr};
@@ -126,8 +126,9 @@ impl CausalLM {
         emit(bb, "embed_scale", op::multiply(&x, &scale))
     }
 
-    /// Emits a forward pass over `ids` (`[1, n]` i32) that reads and extends `cache`, and
-    /// returns the logits of `positions`.
+    /// Emits a forward pass over `ids` (`[1, n]` i32) that reads and extends `cache` (one
+    /// sequence's, or a batch's with one token per sequence), and returns the logits of
+    /// `positions`.
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
@@ -137,19 +138,7 @@ impl CausalLM {
         positions: Positions,
     ) -> Result<Expr, NnError> {
         let mut x = self.embed(bb, ids)?;
-        // The view of layer 0's past positions binds `m`, the positions' offset; the
-        // layers rotate q and k with one cos/sin table of the call's positions.
-        let layout = KvLayout {
-            kv_heads: self.config.num_key_value_heads,
-            head_dim: self.config.head_dim,
-            dtype: dims.kv_dtype,
-        };
-        kv_cache::view(bb, cache, 0, layout, dims.past.expr())?;
-        let rope_table = self.rope.table(bb, &dims.tokens, &dims.past.expr())?;
-        let local_table = match &self.local_rope {
-            Some(rope) => Some(rope.table(bb, &dims.tokens, &dims.past.expr())?),
-            None => None,
-        };
+        let (rope_table, local_table) = self.rope_tables(bb, cache, dims)?;
         for (layer, kind) in self.layers.iter().zip(&self.config.layer_types) {
             let table = match (&local_table, kind) {
                 (Some(local), LayerType::Sliding) => local,
@@ -162,6 +151,35 @@ impl CausalLM {
         }
         let x = self.norm.forward(bb, &x)?;
         self.lm_head.forward(bb, &x)
+    }
+
+    /// The cos/sin tables of the call's positions: the model's, and Gemma 3's sliding
+    /// layers'. Over one sequence's cache, the view of layer 0's past positions binds
+    /// `m`, the positions' offset; over a batch, the positions are an input.
+    fn rope_tables(
+        &self,
+        bb: &mut BlockBuilder,
+        cache: &Expr,
+        dims: &Dims,
+    ) -> Result<(Expr, Option<Expr>), NnError> {
+        let table = |bb: &mut BlockBuilder, rope: &RotaryEmbedding| match &dims.cache {
+            CacheAccess::Sequence { past } => rope.table(bb, &dims.tokens, &past.expr()),
+            CacheAccess::Batch { positions } => rope.table_at(bb, positions),
+        };
+        if let CacheAccess::Sequence { past } = &dims.cache {
+            let layout = KvLayout {
+                kv_heads: self.config.num_key_value_heads,
+                head_dim: self.config.head_dim,
+                dtype: dims.kv_dtype,
+            };
+            kv_cache::view(bb, cache, 0, layout, past.expr())?;
+        }
+        let global = table(bb, &self.rope)?;
+        let local = match &self.local_rope {
+            Some(rope) => Some(table(bb, rope)?),
+            None => None,
+        };
+        Ok((global, local))
     }
 
     /// `x[:, n - 1:n, :]`.

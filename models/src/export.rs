@@ -1,9 +1,9 @@
 //! The functions a model exports: `create_kv_cache`, `embed`, `prefill`, `prefill_all`,
-//! `decode` and `softmax_with_temperature`.
+//! `decode`, `batch_decode` and `softmax_with_temperature`.
 
 use crate::causal_lm::{CausalLM, Positions};
 use crate::decoder::kv_cache::{self, KvDtype};
-use crate::decoder::{emit, Dims};
+use crate::decoder::{emit, CacheAccess, Dims};
 use crate::error::ModelError;
 use oxrelax_dsl::nn::{NnError, Spec};
 use oxrelax_dsl::{op, BlockBuilder, DType, Expr, IRModule, StructInfo, SymExpr, SymVar, Var};
@@ -20,6 +20,9 @@ pub struct ExportOptions {
     /// to f32 as attention reads them) or q8 (int8 codes with a scale per position and KV
     /// head, quantized as appended, dequantized as attention reads them).
     pub kv_dtype: KvDtype,
+    /// Sequences per `batch_decode` call at most (the bound of `b`); 0 exports no
+    /// `batch_decode`.
+    pub max_batch: i64,
 }
 
 impl Default for ExportOptions {
@@ -28,6 +31,7 @@ impl Default for ExportOptions {
             max_context: 4096,
             prefill_chunk: 128,
             kv_dtype: KvDtype::F32,
+            max_batch: 16,
         }
     }
 }
@@ -43,6 +47,15 @@ impl ExportOptions {
             return Err(ModelError::Options {
                 option,
                 reason: format!("must be positive, got {value}"),
+            });
+        }
+        if self.max_batch < 0 {
+            return Err(ModelError::Options {
+                option: "max_batch",
+                reason: format!(
+                    "must be 0 (no batch_decode) or more, got {}",
+                    self.max_batch
+                ),
             });
         }
         Ok(())
@@ -62,6 +75,8 @@ pub struct Exported {
     pub prefill_chunk: i64,
     /// How the KV cache stores K and V.
     pub kv_dtype: KvDtype,
+    /// Sequences per `batch_decode` call at most (0: not exported).
+    pub max_batch: i64,
 }
 
 fn ids_input(tokens: SymExpr) -> Var {
@@ -80,7 +95,9 @@ impl CausalLM {
     /// `prefill(ids: [1, n] i32, cache) -> [1, 1, vocab]` (the last position's logits) and
     /// `prefill_all(ids, cache) -> [1, n, vocab]` (every position's) with
     /// `n <= prefill_chunk`; `decode(ids: [1, 1] i32, cache) -> [1, 1, vocab]`;
-    /// `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`.
+    /// `batch_decode(ids: [1, b] i32, positions: [b] i32, batch) -> [1, b, vocab]` (token
+    /// `i` the next of the batch's sequence `i`, at `positions[i]`, `b <= max_batch`; when
+    /// `max_batch > 0`); `softmax_with_temperature(logits: [1, 1, vocab], temperature: [] f32)`.
     pub fn export(&self, options: &ExportOptions) -> Result<Exported, ModelError> {
         options.check()?;
         let context_window = self.config().context_window(options.max_context);
@@ -89,14 +106,14 @@ impl CausalLM {
         let step = |tokens: SymExpr, positions: Positions| {
             let dims = Dims {
                 tokens,
-                past: past.clone(),
+                cache: CacheAccess::Sequence { past: past.clone() },
                 kv_dtype: options.kv_dtype,
             };
             move |model: &CausalLM, bb: &mut BlockBuilder, inputs: &[Expr]| {
                 model.forward(bb, &inputs[0], &inputs[1], &dims, positions)
             }
         };
-        let spec = Spec::new()
+        let mut spec = Spec::new()
             .function(
                 "embed",
                 vec![ids_input(n.expr())],
@@ -117,6 +134,26 @@ impl CausalLM {
                 vec![ids_input(SymExpr::int(1)), cache_input()],
                 step(SymExpr::int(1), Positions::Last),
             );
+        if options.max_batch > 0 {
+            let b = SymVar::bounded("b", options.max_batch);
+            let positions = Var::new("positions", StructInfo::tensor(vec![b.expr()], DType::I32));
+            let batch = Var::new("batch", StructInfo::Object);
+            let kv_dtype = options.kv_dtype;
+            spec = spec.function(
+                "batch_decode",
+                vec![ids_input(b.expr()), positions, batch],
+                move |model: &CausalLM, bb: &mut BlockBuilder, inputs: &[Expr]| {
+                    let dims = Dims {
+                        tokens: b.expr(),
+                        cache: CacheAccess::Batch {
+                            positions: inputs[1].clone(),
+                        },
+                        kv_dtype,
+                    };
+                    model.forward(bb, &inputs[0], &inputs[2], &dims, Positions::All)
+                },
+            );
+        }
         let mut bb = BlockBuilder::new();
         spec.export_into(self, &mut bb)?;
         self.add_create_kv_cache(&mut bb, context_window, options.kv_dtype)?;
@@ -126,6 +163,7 @@ impl CausalLM {
             context_window,
             prefill_chunk: options.prefill_chunk,
             kv_dtype: options.kv_dtype,
+            max_batch: options.max_batch,
         })
     }
 

@@ -171,6 +171,7 @@ fn export_builds_every_function_with_bounded_dims() {
     assert_eq!(
         names,
         [
+            "batch_decode",
             "create_kv_cache",
             "decode",
             "embed",
@@ -183,6 +184,10 @@ fn export_builds_every_function_with_bounded_dims() {
     assert_eq!(ret("prefill"), "Tensor((1, 1, 1024), f32)");
     assert_eq!(ret("prefill_all"), "Tensor((1, n, 1024), f32)");
     assert_eq!(ret("decode"), "Tensor((1, 1, 1024), f32)");
+    assert_eq!(ret("batch_decode"), "Tensor((1, b, 1024), f32)");
+    let batch = &functions["batch_decode"].params;
+    assert_eq!(batch[1].sinfo.to_string(), "Tensor((b,), i32)");
+    assert_eq!(batch.len(), 3 + model.weight_shapes().len());
     assert_eq!(ret("embed"), "Tensor((1, n, 64), f32)");
     assert_eq!(ret("softmax_with_temperature"), "Tensor((1, 1, 1024), f32)");
     assert_eq!(ret("create_kv_cache"), "Object");

@@ -28,6 +28,7 @@ pub fn source_module(
             max_context: manifest.context_window,
             prefill_chunk: manifest.prefill_chunk,
             kv_dtype: recorded_kv_dtype(&manifest, path)?,
+            max_batch: manifest.max_batch,
         };
         (config, options, recorded_quantization(&manifest, path)?)
     } else {

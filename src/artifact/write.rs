@@ -35,6 +35,8 @@ pub struct CompileOptions {
     /// How the KV cache stores K and V (f32, f16 or q8); `None`: the scheme's default
     /// ([`Quantization::default_kv_dtype`]).
     pub kv_dtype: Option<KvDtype>,
+    /// Sequences per `batch_decode` call at most (0: none exported).
+    pub max_batch: i64,
     /// Print what the passes report (`--verbose`).
     pub verbose: bool,
     /// The triple and CPU features the kernels are compiled for, and the linker.
@@ -55,6 +57,7 @@ impl Default for CompileOptions {
             max_context: export.max_context,
             prefill_chunk: export.prefill_chunk,
             kv_dtype: None,
+            max_batch: export.max_batch,
             verbose: false,
             target: KernelTarget::host(),
             npu: None,
@@ -192,6 +195,7 @@ fn write_artifact(
             .as_ref()
             .map_or(options.prefill_chunk, |n| n.prefill_chunk()),
         kv_dtype: scheme.kv_dtype(options.kv_dtype),
+        max_batch: options.max_batch,
     };
     let (model, exported) = export_for(&config, scheme, &export)?;
     let declared = expected_weights(&model);
@@ -272,6 +276,7 @@ fn write_artifact(
         prefill_chunk: exported.prefill_chunk,
         quantization: scheme.name().into(),
         kv_dtype: exported.kv_dtype.name().into(),
+        max_batch: exported.max_batch,
         weights: expected,
         tokenizer_files,
         target: compiled_target(&options.target, library),

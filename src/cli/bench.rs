@@ -2,10 +2,11 @@
 //! bytes of its weights, KV cache and VM arenas. `--json` adds one JSON object as the
 //! last line of stdout (see [`BenchReport`]).
 
+use crate::cli::bench_batch::{self, BatchFigures};
 use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
-use oxrelax_runtime::engine::{Engine, GenerateOptions, GenerationStats, Step};
+use oxrelax_runtime::engine::{BatchEngine, Engine, GenerateOptions, GenerationStats, Step};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::trace::OFFLOAD_LANE;
@@ -45,26 +46,61 @@ pub struct BenchArgs {
     /// thread: `cpu 0`, `cpu 1`, `npu`) to this file.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Decode this many sequences together instead, per size (e.g. 1,2,4,8,16): each
+    /// prefills the prompt, then all decode `--gen` tokens in batched steps; reports
+    /// aggregate tokens per second (needs a model compiled with `batch_decode`).
+    #[arg(long, value_name = "SIZES", value_parser = parse_batches)]
+    batch: Option<Batches>,
     #[command(flatten)]
     load: ModelArgs,
 }
 
-/// What `bench --json` prints: the run's plan, medians over the measured runs and the
-/// memory figures.
+/// The batch sizes of `--batch`.
+#[derive(Debug, Clone)]
+pub struct Batches(Vec<usize>);
+
+fn parse_batches(text: &str) -> Result<Batches, String> {
+    bench_batch::parse_batches(text)
+        .map(Batches)
+        .map_err(|e| e.to_string())
+}
+
+/// The plan of a `bench` run, the first fields of its JSON line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BenchReport {
+pub struct BenchPlan {
     /// The model path as given on the command line.
     pub model: String,
     /// `release` or `debug` (debug figures are not meaningful).
     pub build: &'static str,
     /// Participants of the pool the kernels ran on.
     pub threads: usize,
-    /// Prompt tokens prefilled per run.
+    /// Prompt tokens prefilled per run (per sequence).
     pub prompt: usize,
-    /// Tokens generated per run.
+    /// Tokens generated per run (per sequence).
     pub gen: usize,
-    /// Measured runs.
+    /// Measured runs (per batch size).
     pub runs: usize,
+}
+
+/// What `bench --batch --json` prints: the plan and one line of figures per batch size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchReport {
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: BenchPlan,
+    /// Per batch size, medians over the runs.
+    pub batches: Vec<BatchFigures>,
+    /// Peak resident set (VmHWM) in MiB; `null` where the OS does not report it.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// What `bench --json` prints: the plan, medians over the measured runs and the memory
+/// figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: BenchPlan,
     /// Positions the KV cache holds.
     pub context_window: usize,
     /// Median prefill speed (prompt tokens per second).
@@ -181,7 +217,17 @@ fn median_of(runs: &[RunStats], figure: impl Fn(&RunStats) -> f64) -> f64 {
     median(runs.iter().map(figure).collect())
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// `release` or `debug` (debug figures are not meaningful).
+fn build_kind() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+/// The median of `values` (0 for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => 0.0,
@@ -215,22 +261,38 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
     let window = engine.config().context_window;
     check_sizes(args.prompt_len, args.gen, args.runs, window)?;
     let prompt = synthetic_prompt(args.prompt_len, engine.config().vocab_size);
+    let plan = BenchPlan {
+        model: args.dir.display().to_string(),
+        build: build_kind(),
+        threads,
+        prompt: args.prompt_len,
+        gen: args.gen,
+        runs: args.runs,
+    };
+    if let Some(Batches(batches)) = &args.batch {
+        let mut batched = BatchEngine::new(engine)?;
+        let batches = bench_batch::measure(&mut batched, &prompt, args.gen, (batches, args.runs))?;
+        let report = BatchReport {
+            plan,
+            batches,
+            peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
+        };
+        if args.json {
+            let line = serde_json::to_string(&report);
+            println!(
+                "{}",
+                line.unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+            );
+        }
+        return Ok(());
+    }
     one_run(&mut engine, &prompt, args.gen)?;
     let mut runs = Vec::new();
     for _ in 0..args.runs {
         runs.push(one_run(&mut engine, &prompt, args.gen)?);
     }
     let report = BenchReport {
-        model: args.dir.display().to_string(),
-        build: if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
-        threads,
-        prompt: args.prompt_len,
-        gen: args.gen,
-        runs: args.runs,
+        plan,
         context_window: window,
         prefill_tok_s: median_of(&runs, |r| r.stats.prefill_tokens_per_s()),
         decode_tok_s: median_of(&runs, |r| r.stats.decode_tokens_per_s()),
@@ -296,7 +358,7 @@ fn print_profile(function: &str, wall: f64, lines: &[KernelProfile]) {
 fn print_report(r: &BenchReport) {
     println!(
         "model {}: prompt {} tokens, generate {}, {} runs (median), threads {}",
-        r.model, r.prompt, r.gen, r.runs, r.threads
+        r.plan.model, r.plan.prompt, r.plan.gen, r.plan.runs, r.plan.threads
     );
     println!("prefill: {:.1} tok/s", r.prefill_tok_s);
     println!("decode: {:.1} tok/s", r.decode_tok_s);
@@ -325,12 +387,14 @@ mod tests {
     #[test]
     fn the_json_line_has_every_field() {
         let report = BenchReport {
-            model: "models/x".into(),
-            build: "release",
-            threads: 2,
-            prompt: 4,
-            gen: 2,
-            runs: 1,
+            plan: BenchPlan {
+                model: "models/x".into(),
+                build: "release",
+                threads: 2,
+                prompt: 4,
+                gen: 2,
+                runs: 1,
+            },
             context_window: 64,
             prefill_tok_s: 10.5,
             decode_tok_s: 20.0,

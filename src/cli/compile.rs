@@ -42,6 +42,10 @@ pub struct CompileArgs {
     /// The longest context to support (capped by the model's max_position_embeddings).
     #[arg(long)]
     context: Option<i64>,
+    /// Sequences one `batch_decode` call decodes at most (what `serve` batches); 0
+    /// exports no `batch_decode`. Default: 16.
+    #[arg(long)]
+    max_batch: Option<i64>,
     /// Print what each rewrite phase did (rules fired, e-graph sizes, iterations, stop
     /// reasons) to stderr.
     #[arg(long)]
@@ -87,6 +91,7 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_context: args.context.unwrap_or(defaults.max_context),
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         kv_dtype: args.kv_dtype,
+        max_batch: args.max_batch.unwrap_or(defaults.max_batch),
         verbose: args.verbose,
         target,
         npu,

@@ -2,6 +2,7 @@
 //! `oxrelax_runtime::cli`).
 
 pub mod bench;
+pub mod bench_batch;
 pub mod chat;
 pub mod compare;
 #[cfg(feature = "npu")]

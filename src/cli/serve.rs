@@ -23,6 +23,10 @@ pub struct ServeCommand {
     /// Requests that may wait for the engine; more are answered 503 at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     queue: u32,
+    /// Requests decoded together at most (continuous batching); default: as many as the
+    /// model's `batch_decode` takes (its compile-time --max-batch).
+    #[arg(long)]
+    max_batch: Option<u32>,
     /// The largest request body accepted, in bytes (413 above, at once when the
     /// Content-Length says so).
     #[arg(long, default_value_t = 1 << 20)]
@@ -83,6 +87,7 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         host: args.host.clone(),
         port: args.port,
         queue: usize::try_from(args.queue)?,
+        max_batch: args.max_batch.map_or(Ok(0), usize::try_from)?,
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),

@@ -117,6 +117,7 @@ pub fn partition_model(
         max_context: options.max_context,
         prefill_chunk: partition.chunk,
         kv_dtype: options.kv_dtype.unwrap_or_default(),
+        max_batch: options.max_batch,
     };
     let (model, exported) = export_for(&config, Quantization::Q0f32, &export)?;
     let (module, _) = partition_pipeline(partition.clone()).run(exported.module)?;

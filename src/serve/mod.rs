@@ -1,7 +1,8 @@
 //! `oxrelax serve`: an OpenAI-compatible HTTP server over one loaded model.
 //!
-//! One worker thread owns the engine and serves requests one at a time from a bounded
-//! queue ([`worker`]); a full queue is a 503 at once. Handlers ([`routes`]) check each
+//! One worker thread owns the engine and serves the requests from a bounded queue in
+//! one continuously batched decode ([`worker`], [`scheduler`]); a full queue is a 503
+//! at once. Handlers ([`routes`]) check each
 //! request ([`request`]), queue it, and answer with one JSON body or server-sent events
 //! ([`reply`]); errors are OpenAI's error JSON ([`error`]). A client that disconnects
 //! drops its job's receiver, which stops the generation. A connection must send each
@@ -19,10 +20,12 @@ pub mod fields;
 pub mod reply;
 pub mod request;
 pub mod routes;
+pub mod scheduler;
 pub mod stats;
 pub mod worker;
 
 use oxrelax_runtime::artifact::LoadedEngine;
+use oxrelax_runtime::engine::{BatchEngine, EngineError};
 use oxrelax_runtime::sampler::SamplingConfig;
 use request::ModelInfo;
 use routes::{router, unix_seconds, AppState};
@@ -47,6 +50,9 @@ pub struct ServeOptions {
     pub port: u16,
     /// Requests that may wait for the engine (at least 1); more are answered 503.
     pub queue: usize,
+    /// Requests decoded together at most (0: as many as the model's `batch_decode`
+    /// takes).
+    pub max_batch: usize,
     /// The largest request body accepted, in bytes (413 above).
     pub max_body: usize,
     /// Sampling of fields a request leaves out (a request's `seed` replaces the seed).
@@ -86,6 +92,9 @@ pub enum ServeError {
         /// The socket's error.
         source: std::io::Error,
     },
+    /// The model cannot decode a batch (it exports no `batch_decode`).
+    #[error("serving: {0}")]
+    Engine(#[from] EngineError),
     /// Starting the async runtime or the worker thread, or serving, failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
@@ -106,12 +115,17 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
     };
     let template = tokenizer.chat_template().map_err(|e| e.to_string());
     let stats = Arc::new(Stats::default());
+    let engine = BatchEngine::new(engine)?;
+    let max_batch = match options.max_batch {
+        0 => engine.max_batch(),
+        n => n,
+    };
     let model = Model {
         engine,
         tokenizer,
         template,
     };
-    let (queue, worker) = worker::spawn(model, options.queue, stats.clone())?;
+    let (queue, worker) = worker::spawn(model, (options.queue, max_batch), stats.clone())?;
     let (cancel, cancelled) = watch::channel(false);
     let state = AppState {
         queue,

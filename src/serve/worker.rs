@@ -1,19 +1,21 @@
-//! The thread that owns the engine: it takes jobs from a bounded queue one at a time,
-//! reuses the KV cache's common prefix with the last request, and sends each job's text
-//! as it is generated. A job whose receiver is gone (the client disconnected) stops.
+//! The thread that owns the engine: it takes jobs from a bounded queue into the running
+//! batch while it has room ([`scheduler`](super::scheduler)), each starting from the
+//! longest prefix of its prompt an ended request left in the engine, and sends each
+//! job's text as it is generated. A job whose receiver is gone (the client disconnected)
+//! stops.
 
 use super::api::Usage;
 use super::error::ApiError;
 use super::request::{GenerationRequest, Prompt};
+use super::scheduler::{Active, Batch, Finished};
 use super::stats::{Outcome, Stats};
 use oxrelax_runtime::chat::{ChatTemplate, Tokenizer};
-use oxrelax_runtime::engine::{Engine, EngineError, GenerateOptions, Step, StopReason, TextStream};
-use oxrelax_runtime::sampler::Sampler;
+use oxrelax_runtime::engine::{BatchEngine, EngineError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
-use tokio::sync::mpsc::{self, error::TrySendError, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
+use tokio::sync::mpsc::{self, Receiver, UnboundedReceiver, UnboundedSender};
 
 /// Why a generation ended, as OpenAI names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +55,13 @@ pub enum Event {
 }
 
 /// A request waiting for the worker.
-struct Job {
-    id: String,
-    request: GenerationRequest,
-    events: UnboundedSender<Event>,
+pub struct Job {
+    /// Its id in logs.
+    pub id: String,
+    /// What to generate.
+    pub request: GenerationRequest,
+    /// Where its events go.
+    pub events: UnboundedSender<Event>,
 }
 
 /// The sending side of the worker's bounded queue.
@@ -96,94 +101,139 @@ impl Queue {
 
 /// The engine and what turns text into its ids and back.
 pub struct Model {
-    /// The engine (its KV cache holds the last request's ids).
-    pub engine: Engine,
+    /// The engine: its sequences are the requests in flight (and ended ones kept for
+    /// their prefixes).
+    pub engine: BatchEngine,
     /// The tokenizer.
     pub tokenizer: Tokenizer,
     /// The chat template, or why there is none.
     pub template: Result<ChatTemplate, String>,
 }
 
-/// Starts the worker thread over `model` with a queue of `capacity` (at least 1) jobs.
-/// The thread ends once every [`Queue`] is dropped and the queue is drained.
+/// Starts the worker thread over `model` with a queue of `capacity` (at least 1) jobs,
+/// decoding up to `max_batch` requests together. The thread ends once every [`Queue`]
+/// is dropped and the queue is drained.
 pub fn spawn(
     model: Model,
-    capacity: usize,
+    (capacity, max_batch): (usize, usize),
     stats: Arc<Stats>,
 ) -> std::io::Result<(Queue, JoinHandle<()>)> {
-    let (jobs, mut receiver) = mpsc::channel(capacity);
+    let (jobs, receiver) = mpsc::channel(capacity);
     let queue = Queue {
         jobs,
         capacity,
         stats: stats.clone(),
     };
-    let mut worker = Worker { model, stats };
     let handle = std::thread::Builder::new()
         .name("oxrelax-serve-engine".into())
         .spawn(move || {
-            while let Some(job) = receiver.blocking_recv() {
-                worker.run_guarded(job);
-            }
+            let Model {
+                engine,
+                tokenizer,
+                template,
+            } = model;
+            let mut worker = Worker {
+                batch: Batch::new(engine, max_batch),
+                tokenizer: &tokenizer,
+                template: &template,
+                stats,
+            };
+            worker.serve(receiver);
         })?;
     Ok((queue, handle))
 }
 
-struct Worker {
-    model: Model,
+struct Worker<'t> {
+    batch: Batch<'t>,
+    tokenizer: &'t Tokenizer,
+    template: &'t Result<ChatTemplate, String>,
     stats: Arc<Stats>,
 }
 
-/// What one generation did.
-struct Generated {
-    /// `None` when the client went away.
-    finish_reason: Option<FinishReason>,
-    usage: Usage,
-    reused: usize,
-}
-
-impl Worker {
-    /// Runs `job`; a panic fails it (its receiver sees the channel close) and empties the
-    /// cache, and the worker goes on.
-    fn run_guarded(&mut self, job: Job) {
-        let id = job.id.clone();
-        if catch_unwind(AssertUnwindSafe(|| self.run(job))).is_err() {
-            self.stats.count(Outcome::Failed);
-            eprintln!("{id}: failed (panicked); the KV cache is emptied");
-            // The panic may have left the cache and its ids out of step.
-            let _ = self.model.engine.reset();
+impl<'t> Worker<'t> {
+    /// Admits queued jobs while the batch has room and steps the batch, until the queue
+    /// is closed and drained and the batch is empty. A panic in a step fails the
+    /// requests in flight (their receivers see the channels close) and the worker goes on.
+    fn serve(&mut self, mut receiver: Receiver<Job>) {
+        let mut open = true;
+        loop {
+            while open && self.batch.has_room() {
+                let job = if self.batch.is_empty() {
+                    receiver.blocking_recv()
+                } else {
+                    match receiver.try_recv() {
+                        Ok(job) => Some(job),
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => None,
+                    }
+                };
+                match job {
+                    Some(job) => self.admit(job),
+                    None => open = false,
+                }
+            }
+            if self.batch.is_empty() {
+                if open {
+                    continue;
+                }
+                return;
+            }
+            self.stats.set_batch(self.batch.len(), receiver.len());
+            match catch_unwind(AssertUnwindSafe(|| self.batch.step())) {
+                Ok(finished) => finished.iter().for_each(|f| self.log(f)),
+                Err(_) => {
+                    eprintln!("a batched step panicked: its requests fail");
+                    let failed = self.batch.clear();
+                    (0..failed).for_each(|_| self.stats.count(Outcome::Failed));
+                }
+            }
         }
     }
 
-    fn run(&mut self, job: Job) {
-        let start = Instant::now();
+    /// Encodes `job`'s prompt and adds it to the batch, or fails it.
+    fn admit(&mut self, job: Job) {
         if job.events.is_closed() {
             self.stats.count(Outcome::Cancelled);
             eprintln!("{}: cancelled before it started", job.id);
             return;
         }
-        let result = self
-            .encode(&job.request.prompt)
-            .and_then(|ids| self.generate(&ids, &job.request, &job.events));
-        let (outcome, line) = match result {
-            Ok(generated) => log_line(&generated, start),
-            Err(error) => {
-                let line = format!("failed: {error}");
-                let _ = job.events.send(Event::Failed(error));
-                (Outcome::Failed, line)
+        let admitted = self.encode(&job.request.prompt).and_then(|ids| {
+            let engine = self.batch.engine_mut();
+            let sequence = engine.add_sequence_for(&ids).map_err(engine_error)?;
+            Ok((ids, sequence))
+        });
+        match admitted {
+            Ok((ids, sequence)) => {
+                let active = Active::new(job, ids, sequence, self.tokenizer);
+                self.batch.push(active);
             }
-        };
-        self.stats.count(outcome);
-        eprintln!("{}: {line}", job.id);
+            Err(error) => {
+                eprintln!("{}: failed: {error}", job.id);
+                let _ = job.events.send(Event::Failed(error));
+                self.stats.count(Outcome::Failed);
+            }
+        }
     }
 
+    /// Counts and logs a request that ended.
+    fn log(&self, finished: &Finished<'_>) {
+        let active = &finished.active;
+        let (outcome, line) = match &finished.result {
+            Ok(reason) => log_line(*reason, active),
+            Err(error) => (Outcome::Failed, format!("failed: {error}")),
+        };
+        self.stats.count(outcome);
+        self.stats.add_tokens(active.usage().completion_tokens);
+        eprintln!("{}: {line}", active.job.id);
+    }
     /// The prompt's ids, checked to be non-empty and to fit in the context window.
-    fn encode(&self, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
-        let tokenizer = &self.model.tokenizer;
+    fn encode(&mut self, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+        let tokenizer = self.tokenizer;
         let ids = match prompt {
             Prompt::Ids(ids) => Ok(ids.clone()),
             Prompt::Text(text) => tokenizer.encode(text, true),
             Prompt::Chat(messages) => {
-                let template = self.model.template.as_ref().map_err(|reason| {
+                let template = self.template.as_ref().map_err(|reason| {
                     ApiError::invalid(
                         "messages",
                         format!("the model has no chat template: {reason}"),
@@ -195,7 +245,7 @@ impl Worker {
             }
         }
         .map_err(|e| ApiError::invalid("prompt", e.to_string()))?;
-        let window = self.model.engine.config().context_window;
+        let window = self.batch.engine_mut().config().context_window;
         if ids.is_empty() {
             return Err(ApiError::invalid("prompt", "encodes to no tokens"));
         }
@@ -207,92 +257,29 @@ impl Worker {
         }
         Ok(ids)
     }
-
-    /// Generates after `ids`, prefilling only what the KV cache does not hold, and sends
-    /// the text through `events`.
-    fn generate(
-        &mut self,
-        ids: &[u32],
-        request: &GenerationRequest,
-        events: &UnboundedSender<Event>,
-    ) -> Result<Generated, ApiError> {
-        let Model {
-            engine, tokenizer, ..
-        } = &mut self.model;
-        let reused = engine.reuse_prefix(ids).map_err(engine_error)?;
-        let _ = events.send(Event::Accepted);
-        let options = GenerateOptions {
-            max_new_tokens: request.max_tokens,
-            ignore_eos: false,
-            keep_logits: false,
-        };
-        let mut sampler = Sampler::new(request.sampling.clone());
-        let mut stream = TextStream::new(Some(tokenizer), ids, &request.stop);
-        let send = |text: String| {
-            if !text.is_empty() {
-                // A closed receiver (the client went away) stops generation below.
-                let _ = events.send(Event::Text(text));
-            }
-        };
-        let generation = engine
-            .generate(&ids[reused..], options, &mut sampler, |token| {
-                send(stream.push(token.id, token.is_eos)?);
-                Ok(if stream.stopped() {
-                    Step::StopSequence
-                } else if events.is_closed() {
-                    Step::Stop
-                } else {
-                    Step::Continue
-                })
-            })
-            .map_err(|e| {
-                // A failed step may leave the cache holding part of a call.
-                let _ = engine.reset();
-                engine_error(e)
-            })?;
-        send(stream.finish().map_err(engine_error)?);
-        let usage = Usage::new(ids.len(), generation.ids.len());
-        let finish_reason = if events.is_closed() {
-            None
-        } else if stream.stopped() || generation.stop == Some(StopReason::Eos) {
-            Some(FinishReason::Stop)
-        } else {
-            Some(FinishReason::Length)
-        };
-        if let Some(finish_reason) = finish_reason {
-            let _ = events.send(Event::Done {
-                finish_reason,
-                usage,
-            });
-        }
-        Ok(Generated {
-            finish_reason,
-            usage,
-            reused,
-        })
-    }
 }
 
-fn engine_error(error: EngineError) -> ApiError {
+/// An engine failure as the API reports it.
+pub fn engine_error(error: EngineError) -> ApiError {
     ApiError::Engine(error.to_string())
 }
 
-/// How a generation is counted, and its log line: tokens, speed, finish reason.
-fn log_line(generated: &Generated, start: Instant) -> (Outcome, String) {
-    let usage = generated.usage;
-    let seconds = start.elapsed().as_secs_f64();
+/// How a request that ended is counted, and its log line: tokens, speed, finish reason.
+fn log_line(reason: Option<FinishReason>, active: &Active<'_>) -> (Outcome, String) {
+    let usage = active.usage();
+    let seconds = active.start.elapsed().as_secs_f64();
     let speed = if seconds > 0.0 {
         usage.completion_tokens as f64 / seconds
     } else {
         0.0
     };
-    let (outcome, reason) = match generated.finish_reason {
+    let (outcome, reason) = match reason {
         Some(reason) => (Outcome::Completed, reason.as_str()),
         None => (Outcome::Cancelled, "cancelled"),
     };
     let line = format!(
         "prompt {} tokens ({} cached), completion {} tokens, {speed:.1} tok/s, {reason}",
-        usage.prompt_tokens, generated.reused, usage.completion_tokens
+        usage.prompt_tokens, active.reused, usage.completion_tokens
     );
     (outcome, line)
 }

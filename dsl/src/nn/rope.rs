@@ -176,7 +176,31 @@ impl RotaryEmbedding {
         }
         let shape = vec![tokens.clone(), SymExpr::int(self.head_dim)];
         let var = bb.emit_te_with_dims("rotary_table", &[], &dims, |_| {
-            self.compute_table(shape, offset)
+            self.compute_table(shape, |s| (te::Expr::from(offset) + s).cast(DType::F32))
+        })?;
+        Ok(var.into())
+    }
+
+    /// Emits the cos/sin table of tokens at the positions `positions` (`[tokens]` i32)
+    /// holds, one per token (a batch of sequences, each at its own position): laid out as
+    /// [`RotaryEmbedding::table`]'s.
+    pub fn table_at(&self, bb: &mut BlockBuilder, positions: &Expr) -> Result<Expr, NnError> {
+        let sinfo = positions.sinfo();
+        let tokens = sinfo
+            .as_tensor()
+            .filter(|t| t.dtype == DType::I32)
+            .and_then(|t| match t.dims()? {
+                [tokens] => Some(tokens.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| NnError::BadInput {
+                module: "rotary_embedding".to_string(),
+                expected: "positions [tokens] i32".to_string(),
+                got: Box::new(sinfo.clone()),
+            })?;
+        let shape = vec![tokens, SymExpr::int(self.head_dim)];
+        let var = bb.emit_te("rotary_table_at", std::slice::from_ref(positions), |t| {
+            self.compute_table(shape, |s| t[0].at(std::slice::from_ref(s)).cast(DType::F32))
         })?;
         Ok(var.into())
     }
@@ -229,13 +253,18 @@ impl RotaryEmbedding {
         })
     }
 
-    /// The TE computation of the table (see [`RotaryEmbedding::table`]).
-    fn compute_table(&self, shape: Vec<SymExpr>, offset: &SymExpr) -> Tensor {
+    /// The TE computation of the table (see [`RotaryEmbedding::table`]) of the tokens
+    /// whose f32 position `position(s)` gives.
+    fn compute_table(
+        &self,
+        shape: Vec<SymExpr>,
+        position: impl Fn(&te::Expr) -> te::Expr,
+    ) -> Tensor {
         let (d, half) = (self.head_dim, self.head_dim / 2);
         let freq_scale = -2.0 * self.theta.ln() / d as f64;
         te::compute("rotary_table", shape, |idx| {
             let (s, i) = (&idx[0], &idx[1]);
-            let position = (te::Expr::from(offset) + s).cast(DType::F32);
+            let position = position(s);
             let lane = i.floormod(half);
             let mut inv_freq = (lane.cast(DType::F32) * freq_scale).exp();
             match &self.scaling {

@@ -4,7 +4,7 @@
 
 use super::kv_cache::{self, KvLayout};
 use super::projections::Projections;
-use super::{emit, Dims, LayerOptions};
+use super::{emit, CacheAccess, Dims, LayerOptions};
 use crate::config::ModelConfig;
 use oxrelax_dsl::nn::{Linear, Module, NnError, Param, Prefix, RMSNorm, RotaryEmbedding};
 use oxrelax_dsl::op::Mask;
@@ -131,8 +131,9 @@ impl Attention {
 
     /// Attends `x` (`[1, n, hidden]`, already normed) over this layer's cached positions
     /// and itself, appending its K and V to `cache` (cast to the cache's dtype); q and k
-    /// are rotated by `rope_table`. Returns `[1, n, hidden]`. `m` (`dims.past`) must be
-    /// bound.
+    /// are rotated by `rope_table`. Returns `[1, n, hidden]`. Over one sequence's cache,
+    /// `m` (its `past`) must be bound; over a batch, token `i` attends over sequence `i`'s
+    /// positions.
     pub fn forward(
         &self,
         bb: &mut BlockBuilder,
@@ -160,11 +161,25 @@ impl Attention {
         let k = self.heads(bb, k_spec, Some(rope_table), dims)?;
         let v = self.qkv.part(bb, &qkv, 2)?;
         let v = self.heads(bb, (&v, None, self.kv_heads), None, dims)?;
-        // The view after the append covers past and new positions in place.
-        kv_cache::append(bb, cache, (self.layer, dims.kv_dtype), &k, &v)?;
-        let total = dims.past.expr() + dims.tokens.clone();
-        let view = kv_cache::view(bb, cache, self.layer, layout, total)?;
-        let out = emit(bb, name, view.attention(&q, self.scale, self.mask))?;
+        kv_cache::append(
+            bb,
+            (cache, &dims.cache),
+            (self.layer, dims.kv_dtype),
+            &k,
+            &v,
+        )?;
+        let out = match &dims.cache {
+            CacheAccess::Sequence { past } => {
+                // The view after the append covers past and new positions in place.
+                let total = past.expr() + dims.tokens.clone();
+                let view = kv_cache::view(bb, cache, self.layer, layout, total)?;
+                emit(bb, name, view.attention(&q, self.scale, self.mask))?
+            }
+            CacheAccess::Batch { .. } => {
+                let attend = (cache, self.layer);
+                kv_cache::batch_attention(bb, attend, &q, self.scale, self.mask)?
+            }
+        };
         let shape = vec![c(1), dims.tokens.clone(), c(self.heads * self.head_dim)];
         let out = emit(bb, name, op::reshape(&out, shape))?;
         self.o_proj.forward(bb, &out)

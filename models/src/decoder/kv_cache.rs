@@ -4,7 +4,7 @@
 //! before appending them, and attention reads the cache as stored (an f16 cache is widened,
 //! an int8 one dequantized, as the attention kernel loads it).
 
-use super::emit;
+use super::{emit, CacheAccess};
 use oxrelax_dsl::ir::{Call, Callee, PrimValue};
 use oxrelax_dsl::nn::NnError;
 use oxrelax_dsl::op::{self, InferError};
@@ -145,6 +145,18 @@ impl KvView {
     }
 }
 
+/// `sinfo` with only its rank and dtype: what a builtin's result declares before a
+/// cast checks (and binds) its dims.
+fn ranked(sinfo: &StructInfo) -> StructInfo {
+    match sinfo {
+        StructInfo::Tensor(t) => StructInfo::Tensor(TensorInfo {
+            shape: t.ndim().map_or(TensorShape::Unknown, TensorShape::Rank),
+            dtype: t.dtype,
+        }),
+        other => other.clone(),
+    }
+}
+
 /// Emits `kv_cache.view(cache, layer)` and binds its tensors (see [`KvLayout`]) with
 /// `rows` positions: views of the cache's storage, no copy. A `rows` that is a lone
 /// unbound variable (`m` in the first view of a function) is bound by the cast; otherwise
@@ -157,13 +169,6 @@ pub fn view(
     rows: SymExpr,
 ) -> Result<KvView, NnError> {
     let (kv, scales) = layout.view_sinfo(&rows);
-    let ranked = |s: &StructInfo| match s {
-        StructInfo::Tensor(t) => StructInfo::Tensor(TensorInfo {
-            shape: t.ndim().map_or(TensorShape::Unknown, TensorShape::Rank),
-            dtype: t.dtype,
-        }),
-        other => other.clone(),
-    };
     let fields = [&kv, &kv].into_iter().chain(scales.iter().chain(&scales));
     let view = packed(
         "kv_cache.view",
@@ -186,20 +191,22 @@ pub fn view(
 /// Emits `kv_cache.append(cache, layer, k, v)` (k and v `[n, kv_heads, head_dim]` f32;
 /// an f16 cache rounds them as it copies them in, so no cast kernel runs); for `q8`,
 /// `kv_cache.append_q8(cache, layer, kq, vq, k_scales, v_scales)` with the codes and
-/// scales computed by `activation_scales` and `quantize_kv`.
+/// scales computed by `activation_scales` and `quantize_kv`. Over a batch
+/// (`kv_batch.append`, `kv_batch.append_q8`), row `i` goes to sequence `i`'s cache.
 pub fn append(
     bb: &mut BlockBuilder,
-    cache: &Expr,
+    (cache, access): (&Expr, &CacheAccess),
     (layer, dtype): (i64, KvDtype),
     k: &Expr,
     v: &Expr,
 ) -> Result<(), NnError> {
+    let family = family(access);
     let name = "kv_cache.append";
     let mut args = vec![cache.clone(), int(layer)];
     let builtin = match dtype {
         KvDtype::F32 | KvDtype::F16 => {
             args.extend([k.clone(), v.clone()]);
-            name
+            "append"
         }
         KvDtype::Q8 => {
             let mut scales = Vec::with_capacity(2);
@@ -209,9 +216,47 @@ pub fn append(
                 scales.push(s);
             }
             args.extend(scales);
-            "kv_cache.append_q8"
+            "append_q8"
         }
     };
-    bb.emit_named(packed(builtin, args, StructInfo::Object), "kv_append")?;
+    let builtin = format!("{family}.{builtin}");
+    bb.emit_named(packed(&builtin, args, StructInfo::Object), "kv_append")?;
     Ok(())
+}
+
+/// The builtins' prefix: `kv_cache` for one sequence's cache, `kv_batch` for a batch.
+fn family(access: &CacheAccess) -> &'static str {
+    match access {
+        CacheAccess::Sequence { .. } => "kv_cache",
+        CacheAccess::Batch { .. } => "kv_batch",
+    }
+}
+
+/// Emits `kv_batch.attention(batch, layer, q, scale, window)`: row `i` of `q`
+/// (`[b, heads, head_dim]` f32, one token per sequence) attends over the positions
+/// sequence `i`'s cache holds in `layer` (its own included, appended before), scores
+/// scaled by `scale`, the last `window` positions only for a sliding window (0: all of
+/// them). Returns `[b, heads, head_dim]` f32.
+pub fn batch_attention(
+    bb: &mut BlockBuilder,
+    (batch, layer): (&Expr, i64),
+    q: &Expr,
+    scale: f64,
+    mask: op::Mask,
+) -> Result<Expr, NnError> {
+    let window = match mask {
+        op::Mask::Window(window) => window,
+        op::Mask::None | op::Mask::Causal => 0,
+    };
+    let sinfo = q.sinfo();
+    let args = vec![
+        batch.clone(),
+        int(layer),
+        q.clone(),
+        Expr::Prim(PrimValue::Float(scale, DType::F32)),
+        int(window),
+    ];
+    let out = packed("kv_batch.attention", args, ranked(&sinfo));
+    let out = Expr::from(bb.emit_named(out, "batch_attention")?);
+    Ok(bb.emit_match_cast(out, sinfo)?.into())
 }

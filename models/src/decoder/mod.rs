@@ -39,17 +39,34 @@ pub struct LayerOptions {
     pub scaled_embedding: bool,
 }
 
-/// The dynamic dims of one exported function: `tokens` in this call (`n`, or 1 for
-/// decode) and `past`, the positions already in the KV cache (`m`, bounded by the context
-/// window); and the element type of that cache.
+/// The dynamic dims of one exported function: `tokens` in this call (`n`, 1 for decode,
+/// `b` for a batch), how the call reaches the KV cache, and the element type of that
+/// cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dims {
     /// Tokens in this call.
     pub tokens: SymExpr,
-    /// Positions in the cache before this call; bound by the first `kv_cache.view`.
-    pub past: SymVar,
+    /// One sequence's cache or a batch of them.
+    pub cache: CacheAccess,
     /// How the KV cache stores K and V.
     pub kv_dtype: kv_cache::KvDtype,
+}
+
+/// How a forward pass reaches the KV cache.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CacheAccess {
+    /// One sequence's cache (`kv_cache.*`): the call's tokens follow the `past` positions
+    /// it holds (`m`, bounded by the context window; bound by the first view).
+    Sequence {
+        /// Positions in the cache before this call.
+        past: SymVar,
+    },
+    /// A batch of sequences' caches (`kv_batch.*`): token `i` is the next of sequence
+    /// `i`, at position `positions[i]` (`[b]` i32: the positions its cache holds).
+    Batch {
+        /// The tokens' positions.
+        positions: Expr,
+    },
 }
 
 /// Emits an op call, naming module `module` in an inference error.

@@ -47,6 +47,10 @@ pub struct Manifest {
     /// it was recorded has none, which means `f32`.
     #[serde(default = "f32_kv_dtype")]
     pub kv_dtype: String,
+    /// Sequences per `batch_decode` call at most; 0 (and a manifest written before it
+    /// was recorded): the artifact exports no `batch_decode`.
+    #[serde(default)]
+    pub max_batch: i64,
     /// The weights every weighted function takes after its inputs, in order, as
     /// `params/model.safetensors` stores them (packed at compile time).
     pub weights: Vec<ExpectedTensor>,

@@ -50,6 +50,7 @@ fn manifest() -> Manifest {
         prefill_chunk: 8,
         quantization: "q0f32".into(),
         kv_dtype: "f32".into(),
+        max_batch: 0,
         tokenizer_files: vec![],
         weights: vec![],
         target: Target {

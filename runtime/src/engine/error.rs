@@ -74,6 +74,16 @@ pub enum EngineError {
     /// `create_kv_cache` did not return a KV cache object.
     #[error("`create_kv_cache` returned {0}, not a KV cache")]
     NotACache(String),
+    /// The model exports no `batch_decode` (compiled before it existed, or with a
+    /// maximum batch of 0).
+    #[error("the model exports no `batch_decode`: compile it again with --max-batch above 0")]
+    NoBatchDecode,
+    /// A sequence id that is not (or no longer) in the batch engine.
+    #[error("no sequence {0} in the batch engine")]
+    UnknownSequence(u64),
+    /// A batched step names a sequence twice.
+    #[error("sequence {0} appears twice in one batched step")]
+    RepeatedSequence(u64),
     /// Tokenizing, rendering the chat template or detokenizing failed.
     #[error(transparent)]
     Chat(Box<ChatError>),

@@ -11,6 +11,7 @@
 //! are prefilled two at a time (the CPU/NPU pipeline), and [`Engine::set_timeline`]
 //! records the busy time of each device.
 
+mod batch;
 mod chat;
 mod error;
 mod generate;
@@ -23,6 +24,7 @@ mod text_stream;
 #[cfg(test)]
 mod tests;
 
+pub use batch::{BatchEngine, SequenceId};
 pub use chat::{Chat, ChatOptions, ContextOverflow, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};

@@ -286,6 +286,16 @@ impl Engine {
     ) -> Result<Vec<f32>, EngineError> {
         // `prefill_all` returns a row per token, the others the last token's row.
         let rows = if function == "prefill_all" { tokens } else { 1 };
+        self.logits_rows(function, out, rows)
+    }
+
+    /// The `[1, rows, vocab]` logits `function` returned, flat.
+    pub(super) fn logits_rows(
+        &self,
+        function: &'static str,
+        out: &Value,
+        rows: usize,
+    ) -> Result<Vec<f32>, EngineError> {
         let vocab = self.config.vocab_size;
         let bad = || EngineError::BadOutput {
             function,
@@ -301,7 +311,8 @@ impl Engine {
     }
 }
 
-fn new_cache(vm: &mut VirtualMachine) -> Result<Value, EngineError> {
+/// A new KV cache from the model's `create_kv_cache`.
+pub(super) fn new_cache(vm: &mut VirtualMachine) -> Result<Value, EngineError> {
     let cache = vm
         .call("create_kv_cache", &[])
         .map_err(|source| EngineError::vm("create_kv_cache", source))?;

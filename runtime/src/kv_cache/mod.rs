@@ -14,12 +14,14 @@
 //! what a live view shows: if a write would land on positions a live view covers (after a
 //! `pop`), the layer's storage is copied first and old views keep the old storage.
 
+mod batch;
 mod builtins;
 mod format;
 #[cfg(test)]
 mod tests;
 mod window;
 
+pub use batch::{register_batch_builtins, KvBatch, KvBatchError};
 pub use builtins::{register_builtins, SharedKvCache};
 pub use format::{KvFormat, Stream};
 pub use window::{ChunkSchedule, ChunkWindow};

@@ -206,6 +206,18 @@ macro_rules! qgemm_entry {
                     }
                     return;
                 }
+                // A block of fewer rows (a small decode batch) over whole panels computes
+                // 1, 2, 4 or 6 rows, not `EP` (a row's sums do not depend on how many
+                // rows a block computes).
+                if call.rows < $ep && call.panels() >= $np {
+                    match call.rows {
+                        1 => $panels::<$w, 1, $np>(&call),
+                        2 => $panels::<$w, 2, $np>(&call),
+                        3 | 4 => $panels::<$w, 4, $np>(&call),
+                        _ => $panels::<$w, 6, $np>(&call),
+                    }
+                    return;
+                }
                 match call.panels().min($np) {
                     4 => $panels::<$w, $ep, 4>(&call),
                     3 => $panels::<$w, $ep, 3>(&call),

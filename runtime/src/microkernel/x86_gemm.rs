@@ -308,9 +308,23 @@ pub(super) unsafe fn gemm_block<
         cols,
         accumulate,
     };
+    let panels = (cols as usize).div_ceil(HP).min(NP);
     // SAFETY: forwarded contract; the count is the number of panels holding the columns.
     unsafe {
-        match (cols as usize).div_ceil(HP).min(NP) {
+        // A block of fewer rows (a small decode batch) over whole panels computes 2, 4,
+        // 6 or 8 rows, not `EP` (a row's sums do not depend on how many rows a block
+        // computes, as long as it is more than one: one row sums a GEMV's way).
+        if rows < EP as i64 && panels == NP && EP > 2 {
+            match rows {
+                1 | 2 => block.panels::<R, 2, NP>(),
+                3 | 4 => block.panels::<R, 4, NP>(),
+                5 | 6 => block.panels::<R, 6, NP>(),
+                7 | 8 => block.panels::<R, 8, NP>(),
+                _ => block.panels::<R, EP, NP>(),
+            }
+            return;
+        }
+        match panels {
             4 => block.panels::<R, EP, 4>(),
             3 => block.panels::<R, EP, 3>(),
             2 => block.panels::<R, EP, 2>(),

@@ -1,7 +1,7 @@
 //! Errors of packed-function registration and calls.
 
 use crate::dtype::UnknownDType;
-use crate::kv_cache::KvCacheError;
+use crate::kv_cache::{KvBatchError, KvCacheError};
 use crate::tensor::TensorError;
 
 /// A packed-function lookup or call that failed; every variant names the function.
@@ -62,6 +62,9 @@ pub enum BuiltinFailure {
     /// A KV cache operation failed.
     #[error(transparent)]
     KvCache(#[from] KvCacheError),
+    /// A batch of KV caches could not be appended to or attended over.
+    #[error(transparent)]
+    KvBatch(#[from] KvBatchError),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),

@@ -188,10 +188,12 @@ impl Registry {
         Registry::default()
     }
 
-    /// A registry holding the runtime's builtins (`kv_cache.*`).
+    /// A registry holding the runtime's builtins (`kv_cache.*`, `kv_batch.*`).
     pub fn with_builtins() -> Registry {
         let mut registry = Registry::new();
-        if let Err(err) = crate::kv_cache::register_builtins(&mut registry) {
+        let registered = crate::kv_cache::register_builtins(&mut registry)
+            .and_then(|()| crate::kv_cache::register_batch_builtins(&mut registry));
+        if let Err(err) = registered {
             unreachable!("the runtime's builtin names are distinct: {err}");
         }
         registry

@@ -1,0 +1,291 @@
+//! [`BatchEngine`]: many sequences over one model, each with its own KV cache, decoded
+//! together: one `batch_decode` call runs a token of every sequence in the batch, so each
+//! weight is streamed once per step for all of them (a decode GEMV becomes a small GEMM).
+//! A sequence's prompt is prefilled alone (the single-sequence `prefill`, in chunks), and
+//! so is a batch of one decoded (`decode`).
+
+use super::error::EngineError;
+use super::step::{common_prefix, Engine, EngineConfig};
+use crate::kv_cache::{KvBatch, SharedKvCache};
+use crate::tensor::Tensor;
+use crate::value::{Object, Value};
+use std::collections::BTreeMap;
+use std::sync::PoisonError;
+
+/// The exported function that decodes a batch.
+const BATCH_DECODE: &str = "batch_decode";
+
+/// A sequence of a [`BatchEngine`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SequenceId(u64);
+
+/// One sequence: its cache and the ids it holds.
+struct Sequence {
+    cache: Value,
+    tokens: Vec<u32>,
+}
+
+/// A model and the sequences it decodes in batches.
+pub struct BatchEngine {
+    /// The model (its own cache is swapped with a sequence's to prefill that sequence).
+    engine: Engine,
+    max_batch: usize,
+    sequences: BTreeMap<SequenceId, Sequence>,
+    /// Ended sequences, oldest first, at most `max_batch`: a new sequence takes over the
+    /// one holding the longest prefix of its prompt (or an empty one).
+    idle: Vec<Sequence>,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for BatchEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchEngine")
+            .field("max_batch", &self.max_batch)
+            .field("sequences", &self.sequences.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchEngine {
+    /// A batch engine over `engine`'s model, which must export `batch_decode` (compiled
+    /// with a maximum batch above 0); its bound is the largest batch one call decodes.
+    pub fn new(engine: Engine) -> Result<BatchEngine, EngineError> {
+        let function = engine.vm.executable().functions.get(BATCH_DECODE);
+        let bound = function
+            .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
+            .and_then(|d| d.upper_bound)
+            .filter(|&b| b > 0)
+            .ok_or(EngineError::NoBatchDecode)?;
+        Ok(BatchEngine {
+            engine,
+            max_batch: bound as usize,
+            sequences: BTreeMap::new(),
+            idle: Vec::new(),
+            next_id: 0,
+        })
+    }
+
+    /// The sizes the model was compiled for, and its EOS ids.
+    pub fn config(&self) -> &EngineConfig {
+        self.engine.config()
+    }
+
+    /// Sequences one `batch_decode` call takes at most ([`BatchEngine::decode`] splits
+    /// larger batches).
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The sequences alive.
+    pub fn len(&self) -> usize {
+        self.sequences.len()
+    }
+
+    /// Whether no sequence is alive.
+    pub fn is_empty(&self) -> bool {
+        self.sequences.is_empty()
+    }
+
+    /// Whether `id` ends generation.
+    pub fn is_eos(&self, id: u32) -> bool {
+        self.engine.is_eos(id)
+    }
+
+    /// Starts an empty sequence.
+    pub fn add_sequence(&mut self) -> Result<SequenceId, EngineError> {
+        self.add_sequence_for(&[]).map(|(id, _)| id)
+    }
+
+    /// Starts a sequence for a prompt of `ids`: it holds the longest prefix of `ids` an
+    /// ended sequence held (at least one of `ids` left to prefill, as
+    /// [`Engine::reuse_prefix`]); returns it and that prefix's length.
+    pub fn add_sequence_for(&mut self, ids: &[u32]) -> Result<(SequenceId, usize), EngineError> {
+        let best = (0..self.idle.len()).max_by_key(|&i| common_prefix(&self.idle[i].tokens, ids));
+        let sequence = match best {
+            Some(i) => self.idle.remove(i),
+            None => Sequence {
+                cache: super::step::new_cache(&mut self.engine.vm)?,
+                tokens: Vec::new(),
+            },
+        };
+        let id = SequenceId(self.next_id);
+        self.next_id += 1;
+        self.sequences.insert(id, sequence);
+        let keep = self
+            .common_prefix(id, ids)?
+            .min(ids.len().saturating_sub(1));
+        let truncated = self.with_sequence(id, |engine| engine.truncate(keep));
+        if let Err(err) = truncated {
+            self.sequences.remove(&id);
+            return Err(err);
+        }
+        Ok((id, keep))
+    }
+
+    /// Ends sequence `id` and empties it.
+    pub fn remove_sequence(&mut self, id: SequenceId) {
+        if let Some(mut sequence) = self.sequences.remove(&id) {
+            if let Some(shared) = sequence.cache.as_object::<SharedKvCache>() {
+                shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clear();
+                sequence.tokens.clear();
+                self.keep_idle(sequence);
+            }
+        }
+    }
+
+    /// Ends sequence `id`, keeping what it holds for a later sequence whose prompt
+    /// starts the same ([`BatchEngine::add_sequence_for`]).
+    pub fn retire_sequence(&mut self, id: SequenceId) {
+        if let Some(sequence) = self.sequences.remove(&id) {
+            self.keep_idle(sequence);
+        }
+    }
+
+    /// Keeps `sequence` idle, dropping the oldest idle one past `max_batch`.
+    fn keep_idle(&mut self, sequence: Sequence) {
+        self.idle.push(sequence);
+        if self.idle.len() > self.max_batch {
+            self.idle.remove(0);
+        }
+    }
+
+    /// The ids sequence `id` holds.
+    pub fn tokens(&self, id: SequenceId) -> Result<&[u32], EngineError> {
+        Ok(&self.sequence(id)?.tokens)
+    }
+
+    fn sequence(&self, id: SequenceId) -> Result<&Sequence, EngineError> {
+        self.sequences
+            .get(&id)
+            .ok_or(EngineError::UnknownSequence(id.0))
+    }
+
+    /// Runs `f` on the engine with sequence `id`'s cache and ids swapped in.
+    fn with_sequence<T>(
+        &mut self,
+        id: SequenceId,
+        f: impl FnOnce(&mut Engine) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let sequence = self
+            .sequences
+            .get_mut(&id)
+            .ok_or(EngineError::UnknownSequence(id.0))?;
+        let engine = &mut self.engine;
+        std::mem::swap(&mut engine.cache, &mut sequence.cache);
+        std::mem::swap(&mut engine.tokens, &mut sequence.tokens);
+        let result = f(engine);
+        std::mem::swap(&mut engine.cache, &mut sequence.cache);
+        std::mem::swap(&mut engine.tokens, &mut sequence.tokens);
+        result
+    }
+
+    /// Appends `ids` to sequence `id` (in prefill chunks); returns the logits of the last.
+    pub fn prefill(&mut self, id: SequenceId, ids: &[u32]) -> Result<Vec<f32>, EngineError> {
+        self.with_sequence(id, |engine| engine.prefill(ids))
+    }
+
+    /// Keeps the longest prefix of sequence `id` that `ids` starts with (at least one of
+    /// `ids` left to prefill) and returns its length; as [`Engine::reuse_prefix`].
+    pub fn reuse_prefix(&mut self, id: SequenceId, ids: &[u32]) -> Result<usize, EngineError> {
+        self.with_sequence(id, |engine| engine.reuse_prefix(ids))
+    }
+
+    /// The length of the longest prefix of `ids` that sequence `id` holds.
+    pub fn common_prefix(&self, id: SequenceId, ids: &[u32]) -> Result<usize, EngineError> {
+        Ok(common_prefix(&self.sequence(id)?.tokens, ids))
+    }
+
+    /// Decodes one token for each `(sequence, token)` (distinct sequences, each with room
+    /// for one more position) in `batch_decode` calls of at most [`max_batch`] sequences;
+    /// returns each one's logits, in order. Nothing is appended when a check fails.
+    ///
+    /// [`max_batch`]: BatchEngine::max_batch
+    pub fn decode(&mut self, steps: &[(SequenceId, u32)]) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.check_steps(steps)?;
+        let mut logits = Vec::with_capacity(steps.len());
+        for chunk in steps.chunks(self.max_batch) {
+            logits.extend(self.decode_call(chunk)?);
+        }
+        Ok(logits)
+    }
+
+    /// Checks that `steps` name distinct live sequences with room for a token and ids
+    /// inside the vocabulary.
+    fn check_steps(&self, steps: &[(SequenceId, u32)]) -> Result<(), EngineError> {
+        let window = self.config().context_window;
+        for (i, &(id, token)) in steps.iter().enumerate() {
+            let cached = self.sequence(id)?.tokens.len();
+            if cached >= window {
+                return Err(EngineError::ContextOverflow {
+                    window,
+                    cached,
+                    adding: 1,
+                });
+            }
+            if steps[..i].iter().any(|&(other, _)| other == id) {
+                return Err(EngineError::RepeatedSequence(id.0));
+            }
+            self.engine.ids_tensor(&[token])?;
+        }
+        Ok(())
+    }
+
+    /// One `batch_decode` call over `steps` (at most `max_batch`, checked); a single
+    /// sequence runs `decode` (the GEMV, which streams the weights faster than a GEMM of
+    /// one row; its logits may differ from a batched row's by rounding).
+    fn decode_call(&mut self, steps: &[(SequenceId, u32)]) -> Result<Vec<Vec<f32>>, EngineError> {
+        if let [(id, token)] = *steps {
+            return Ok(vec![self.with_sequence(id, |engine| engine.decode(token))?]);
+        }
+        let ids: Vec<u32> = steps.iter().map(|&(_, token)| token).collect();
+        let mut caches = Vec::with_capacity(steps.len());
+        let mut positions = Vec::with_capacity(steps.len());
+        for &(id, _) in steps {
+            let sequence = self.sequence(id)?;
+            caches.push(sequence.cache.clone());
+            positions.push(sequence.tokens.len() as i32);
+        }
+        let vm = &self.engine.vm;
+        let batch = KvBatch::new(caches, *vm.microkernels(), vm.thread_pool().clone())
+            .map_err(|e| EngineError::Config(format!("batching the KV caches: {e}")))?;
+        let input = self.engine.ids_tensor(&ids)?;
+        let positions = Tensor::from_slice(&positions, &[positions.len() as i64])
+            .map_err(|e| EngineError::Config(format!("positions tensor: {e}")))?;
+        let args: Vec<Value> = [
+            Value::Tensor(input),
+            Value::Tensor(positions),
+            Value::Object(Object::new(batch)),
+        ]
+        .into_iter()
+        .chain(self.engine.weights.iter().cloned())
+        .collect();
+        let out = self.engine.vm.call(BATCH_DECODE, &args);
+        let out = match out {
+            Ok(out) => out,
+            Err(source) => {
+                // A failed call may have appended to some layers of some caches.
+                self.roll_back(steps)?;
+                return Err(EngineError::vm(BATCH_DECODE, source));
+            }
+        };
+        for &(id, token) in steps {
+            if let Some(sequence) = self.sequences.get_mut(&id) {
+                sequence.tokens.push(token);
+            }
+        }
+        let vocab = self.config().vocab_size;
+        let flat = self.engine.logits_rows(BATCH_DECODE, &out, steps.len())?;
+        Ok(flat.chunks(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Cuts the caches of `steps`' sequences back to the ids they hold.
+    fn roll_back(&mut self, steps: &[(SequenceId, u32)]) -> Result<(), EngineError> {
+        for &(id, _) in steps {
+            self.with_sequence(id, |engine| engine.cut_cache_to(engine.tokens.len()))?;
+        }
+        Ok(())
+    }
+}

@@ -56,6 +56,10 @@ enum Command {
     Chat(cli::chat::ChatCommand),
     /// Measure a model's prefill and decode speed (median tok/s) and peak memory.
     Bench(cli::bench::BenchArgs),
+    /// Load-test an OpenAI-compatible server (this one's `serve`, llama.cpp's
+    /// llama-server): concurrent clients streaming greedy completions with a shared
+    /// prompt prefix; throughput, time to first token and between tokens.
+    BenchServe(cli::bench_serve::BenchServeArgs),
     /// A model's perplexity on a text file, by llama.cpp's protocol (chunks of --ctx
     /// tokens, the second half of each scored).
     Perplexity(cli::perplexity::PerplexityArgs),
@@ -120,6 +124,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Generate(args) => cli::generate::run(&args),
         Command::Chat(args) => cli::chat::run(&args),
         Command::Bench(args) => cli::bench::run(&args),
+        Command::BenchServe(args) => cli::bench_serve::run(&args),
         Command::Perplexity(args) => cli::perplexity::run(&args),
         Command::Compare(args) => cli::compare::run(&args),
         #[cfg(feature = "npu")]

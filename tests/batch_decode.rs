@@ -214,3 +214,62 @@ fn a_full_sequence_and_unknown_or_repeated_ones_are_refused_before_anything_runs
     );
     assert_eq!(batch.tokens(b).unwrap().len(), window, "nothing appended");
 }
+
+#[test]
+fn a_prompt_prefix_is_copied_from_a_live_sequence_or_taken_over_from_an_ended_one() {
+    let shared: Vec<u32> = (0..20).map(|i| 1 + i * 37 % 900).collect();
+    let prompt = |tail: &[u32]| [shared.as_slice(), tail].concat();
+    let (first, second, third) = (prompt(&[5, 6, 7]), prompt(&[8, 9]), prompt(&[10]));
+    for dir in fixture_models() {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let mut single = engine(load_with_kv(&dir, Quantization::W4a8, None));
+        let mut batch =
+            BatchEngine::new(engine(load_with_kv(&dir, Quantization::W4a8, None))).unwrap();
+        let (a, reused) = batch.add_sequence_for(&first).unwrap();
+        assert_eq!(reused, 0, "{name}: nothing to reuse yet");
+        batch.prefill(a, &first).unwrap();
+        // A live sequence's prefix is copied.
+        let (b, reused) = batch.add_sequence_for(&second).unwrap();
+        assert_eq!(reused, shared.len(), "{name}");
+        assert_eq!(batch.tokens(b).unwrap(), shared.as_slice(), "{name}");
+        let copied = greedy_from(&mut batch, b, &second[reused..]);
+        assert_eq!(
+            copied,
+            run_single(&mut single, &second, TOKENS).0,
+            "{name}: copied prefix"
+        );
+        // An ended sequence is taken over.
+        batch.retire_sequence(b);
+        let (c, reused) = batch.add_sequence_for(&second).unwrap();
+        assert_eq!(
+            reused,
+            second.len() - 1,
+            "{name}: all but the last prompt id"
+        );
+        let taken = greedy_from(&mut batch, c, &second[reused..]);
+        assert_eq!(taken, copied, "{name}: taken-over prefix");
+        batch.remove_sequence(c);
+        let (d, reused) = batch.add_sequence_for(&third).unwrap();
+        assert_eq!(reused, shared.len(), "{name}: the shared prefix");
+        let third_ids = greedy_from(&mut batch, d, &third[reused..]);
+        assert_eq!(
+            third_ids,
+            run_single(&mut single, &third, TOKENS).0,
+            "{name}"
+        );
+    }
+}
+
+/// Greedy ids of sequence `id` after prefilling `rest` of its prompt, alone.
+fn greedy_from(batch: &mut BatchEngine, id: SequenceId, rest: &[u32]) -> Vec<u32> {
+    let mut logits = batch.prefill(id, rest).unwrap();
+    let mut ids = Vec::new();
+    loop {
+        let token = argmax(&logits);
+        ids.push(token);
+        if ids.len() >= TOKENS {
+            return ids;
+        }
+        logits = batch.decode(&[(id, token)]).unwrap().remove(0);
+    }
+}

@@ -301,13 +301,77 @@ fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
         let want = &alone[i % prompts.len()]["choices"][0]["text"];
         assert_eq!(&body["choices"][0]["text"], want, "request {i}");
     }
-    let stats = server.stats();
-    assert_eq!(stats["completed"], 4 + 12, "{stats}");
+    // Requests are counted just after their last event is sent.
+    let stats = server.wait_for_stats(|s| s["completed"] == 4 + 12);
     let tokens = |b: &Value| b["usage"]["completion_tokens"].as_u64().unwrap();
     let generated: u64 = alone.iter().map(tokens).sum::<u64>() * 4;
     assert_eq!(stats["generated_tokens"], generated, "{stats}");
     assert!(stats["peak_batch"].as_u64().unwrap() >= 2, "{stats}");
     assert!(stats["peak_batch"].as_u64().unwrap() <= 4, "{stats}");
+    // Every repeated prompt found its keys and values in another request's cache.
+    let prompts: u64 = alone
+        .iter()
+        .map(|b| b["usage"]["prompt_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(stats["prompt_tokens"], prompts * 4, "{stats}");
+    let reused = stats["prompt_tokens_reused"].as_u64().unwrap();
+    assert!(
+        reused >= (prompts - 4) * 3,
+        "{stats} {:?}",
+        server.log.lock().unwrap()
+    );
+}
+
+#[test]
+fn bench_serve_loads_the_server_and_the_shared_prefix_is_computed_once() {
+    let server = Server::start(&["--max-batch", "4"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .args([
+            "bench-serve",
+            &server.url,
+            "--clients",
+            "4",
+            "--requests",
+            "2",
+        ])
+        .args([
+            "--prompt-len",
+            "24",
+            "--shared-prefix",
+            "16",
+            "--gen",
+            "6",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (report["requests"].as_u64(), report["errors"].as_u64()),
+        (Some(8), Some(0))
+    );
+    assert_eq!(report["tokens"], 8 * 6, "{report}");
+    for key in [
+        "throughput_tok_s",
+        "ttft_p50_ms",
+        "ttft_p95_ms",
+        "itl_p50_ms",
+    ] {
+        assert!(report[key].as_f64().unwrap() > 0.0, "{key}: {report}");
+    }
+    let stats = server.wait_for_stats(|s| s["completed"] == 8);
+    assert_eq!(stats["prompt_tokens"], 8 * 24, "{stats}");
+    // Only the first request computes the shared 16 tokens.
+    assert!(
+        stats["prompt_tokens_reused"].as_u64().unwrap() >= 7 * 16,
+        "{stats}"
+    );
 }
 
 /// A greedy completion of 24 tokens after `prompt`.

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_batch;
+pub mod bench_serve;
 pub mod chat;
 pub mod compare;
 #[cfg(feature = "npu")]

@@ -5,19 +5,21 @@
 
 use super::api::Usage;
 use super::error::ApiError;
+use super::stats::Stats;
 use super::worker::{engine_error, Event, FinishReason, Job};
 use oxrelax_runtime::chat::Tokenizer;
 use oxrelax_runtime::engine::{BatchEngine, EngineError, SequenceId, TextStream};
 use oxrelax_runtime::sampler::Sampler;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A request in the batch.
 pub struct Active<'t> {
     /// The request and where its events go.
     pub job: Job,
-    /// Its sequence in the engine.
-    sequence: SequenceId,
-    /// Prompt ids not prefilled yet.
+    /// Its sequence in the engine, once its prefill starts.
+    sequence: Option<SequenceId>,
+    /// Prompt ids not prefilled yet (all of them before the sequence is chosen).
     pending: Vec<u32>,
     /// The prompt's length.
     prompt_len: usize,
@@ -42,22 +44,17 @@ pub struct Finished<'t> {
 }
 
 impl<'t> Active<'t> {
-    /// `job` with prompt `ids` (checked to fit) on `sequence`, which holds the first
-    /// `reused` of them ([`BatchEngine::add_sequence_for`]).
-    pub fn new(
-        job: Job,
-        ids: Vec<u32>,
-        (sequence, reused): (SequenceId, usize),
-        tokenizer: &'t Tokenizer,
-    ) -> Active<'t> {
+    /// `job` with prompt `ids` (checked to fit). Its sequence is chosen when its prefill
+    /// starts, so that a prefix it shares with requests prefilled before it is copied.
+    pub fn new(job: Job, ids: Vec<u32>, tokenizer: &'t Tokenizer) -> Active<'t> {
         let _ = job.events.send(Event::Accepted);
         Active {
             sampler: Sampler::new(job.request.sampling.clone()),
             stream: TextStream::new(Some(tokenizer), &ids, &job.request.stop),
-            pending: ids[reused..].to_vec(),
             prompt_len: ids.len(),
-            reused,
-            sequence,
+            pending: ids,
+            reused: 0,
+            sequence: None,
             job,
             generated: 0,
             next: None,
@@ -72,23 +69,27 @@ impl<'t> Active<'t> {
 
     /// Whether the prompt is still being prefilled.
     fn prefilling(&self) -> bool {
-        !self.pending.is_empty()
+        self.sequence.is_none() || !self.pending.is_empty()
     }
 }
 
 /// The requests in flight over one engine.
 pub struct Batch<'t> {
     engine: BatchEngine,
+    /// Where admitted prompts and their reused prefixes are counted.
+    stats: Arc<Stats>,
     active: Vec<Active<'t>>,
     /// Requests decoded together at most.
     max_batch: usize,
 }
 
 impl<'t> Batch<'t> {
-    /// An empty batch over `engine`, of at most `max_batch` requests.
-    pub fn new(engine: BatchEngine, max_batch: usize) -> Self {
+    /// An empty batch over `engine`, of at most `max_batch` requests, counting into
+    /// `stats`.
+    pub fn new(engine: BatchEngine, max_batch: usize, stats: Arc<Stats>) -> Self {
         Batch {
             engine,
+            stats,
             active: Vec::new(),
             max_batch: max_batch.max(1),
         }
@@ -118,8 +119,8 @@ impl<'t> Batch<'t> {
     /// their sequences are emptied and their event channels closed. Returns how many.
     pub fn clear(&mut self) -> usize {
         let count = self.active.len();
-        for active in self.active.drain(..) {
-            self.engine.remove_sequence(active.sequence);
+        for sequence in self.active.drain(..).filter_map(|a| a.sequence) {
+            self.engine.remove_sequence(sequence);
         }
         count
     }
@@ -143,7 +144,7 @@ impl<'t> Batch<'t> {
             .collect();
         let steps: Vec<(SequenceId, u32)> = decoding
             .iter()
-            .filter_map(|&i| Some((self.active[i].sequence, self.active[i].next?)))
+            .filter_map(|&i| Some((self.active[i].sequence?, self.active[i].next?)))
             .collect();
         if !steps.is_empty() {
             match self.engine.decode(&steps) {
@@ -174,9 +175,19 @@ impl<'t> Batch<'t> {
     fn prefill_chunk(&mut self, index: usize) -> Result<(), EngineError> {
         let chunk = self.engine.config().prefill_chunk;
         let active = &mut self.active[index];
+        let sequence = match active.sequence {
+            Some(sequence) => sequence,
+            None => {
+                let (sequence, reused) = self.engine.add_sequence_for(&active.pending)?;
+                active.pending.drain(..reused);
+                (active.sequence, active.reused) = (Some(sequence), reused);
+                self.stats.add_prompt(active.prompt_len, reused);
+                sequence
+            }
+        };
         let take = active.pending.len().min(chunk);
         let ids: Vec<u32> = active.pending.drain(..take).collect();
-        let logits = self.engine.prefill(active.sequence, &ids)?;
+        let logits = self.engine.prefill(sequence, &ids)?;
         if self.active[index].pending.is_empty() {
             self.sample(index, &logits);
         }
@@ -186,7 +197,9 @@ impl<'t> Batch<'t> {
     /// Samples request `index`'s next token from `logits` and streams its text.
     fn sample(&mut self, index: usize, logits: &[f32]) {
         let active = &mut self.active[index];
-        let seen = self.engine.tokens(active.sequence).unwrap_or_default();
+        let seen = (active.sequence)
+            .and_then(|s| self.engine.tokens(s).ok())
+            .unwrap_or_default();
         let id = active.sampler.sample(logits, seen);
         active.generated += 1;
         let is_eos = self.engine.is_eos(id);
@@ -209,7 +222,9 @@ impl<'t> Batch<'t> {
             return None;
         }
         let window = self.engine.config().context_window;
-        let held = self.engine.tokens(active.sequence).map_or(0, <[u32]>::len);
+        let held = (active.sequence)
+            .and_then(|s| self.engine.tokens(s).ok())
+            .map_or(0, <[u32]>::len);
         if active.stream.stopped() || active.next.is_none() {
             Some(Some(FinishReason::Stop))
         } else if active.generated >= active.job.request.max_tokens || held >= window {
@@ -227,7 +242,9 @@ impl<'t> Batch<'t> {
         result: Result<Option<FinishReason>, ApiError>,
     ) -> Finished<'t> {
         let mut active = self.active.remove(index);
-        self.engine.retire_sequence(active.sequence);
+        if let Some(sequence) = active.sequence {
+            self.engine.retire_sequence(sequence);
+        }
         let usage = active.usage();
         let events = &active.job.events;
         match &result {

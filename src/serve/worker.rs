@@ -133,7 +133,7 @@ pub fn spawn(
                 template,
             } = model;
             let mut worker = Worker {
-                batch: Batch::new(engine, max_batch),
+                batch: Batch::new(engine, max_batch, stats.clone()),
                 tokenizer: &tokenizer,
                 template: &template,
                 stats,
@@ -197,14 +197,9 @@ impl<'t> Worker<'t> {
             eprintln!("{}: cancelled before it started", job.id);
             return;
         }
-        let admitted = self.encode(&job.request.prompt).and_then(|ids| {
-            let engine = self.batch.engine_mut();
-            let sequence = engine.add_sequence_for(&ids).map_err(engine_error)?;
-            Ok((ids, sequence))
-        });
-        match admitted {
-            Ok((ids, sequence)) => {
-                let active = Active::new(job, ids, sequence, self.tokenizer);
+        match self.encode(&job.request.prompt) {
+            Ok(ids) => {
+                let active = Active::new(job, ids, self.tokenizer);
                 self.batch.push(active);
             }
             Err(error) => {
@@ -222,8 +217,9 @@ impl<'t> Worker<'t> {
             Ok(reason) => log_line(*reason, active),
             Err(error) => (Outcome::Failed, format!("failed: {error}")),
         };
-        self.stats.count(outcome);
+        // Tokens first: a client that saw the request counted sees its tokens too.
         self.stats.add_tokens(active.usage().completion_tokens);
+        self.stats.count(outcome);
         eprintln!("{}: {line}", active.job.id);
     }
     /// The prompt's ids, checked to be non-empty and to fit in the context window.

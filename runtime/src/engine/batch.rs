@@ -20,6 +20,7 @@ const BATCH_DECODE: &str = "batch_decode";
 pub struct SequenceId(u64);
 
 /// One sequence: its cache and the ids it holds.
+#[derive(Clone)]
 struct Sequence {
     cache: Value,
     tokens: Vec<u32>,
@@ -96,40 +97,89 @@ impl BatchEngine {
         self.add_sequence_for(&[]).map(|(id, _)| id)
     }
 
-    /// Starts a sequence for a prompt of `ids`: it holds the longest prefix of `ids` an
-    /// ended sequence held (at least one of `ids` left to prefill, as
-    /// [`Engine::reuse_prefix`]); returns it and that prefix's length.
+    /// Starts a sequence for a prompt of `ids`: it holds the longest prefix of `ids` any
+    /// sequence holds (at least one of `ids` left to prefill, as
+    /// [`Engine::reuse_prefix`]), so that prefix is not computed again. An ended sequence
+    /// that `ids` continues is taken over; otherwise the prefix is copied (from a live
+    /// sequence, or an ended one, which stays for later prompts) into a new cache, or
+    /// into the least recently used ended sequence's once [`max_batch`] are kept.
+    /// Returns the sequence and the prefix's length.
+    ///
+    /// [`max_batch`]: BatchEngine::max_batch
     pub fn add_sequence_for(&mut self, ids: &[u32]) -> Result<(SequenceId, usize), EngineError> {
-        let best = (0..self.idle.len()).max_by_key(|&i| common_prefix(&self.idle[i].tokens, ids));
-        let sequence = match best {
-            Some(i) => self.idle.remove(i),
-            None => Sequence {
-                cache: super::step::new_cache(&mut self.engine.vm)?,
-                tokens: Vec::new(),
-            },
-        };
+        let reusable = |held: &[u32]| common_prefix(held, ids).min(ids.len().saturating_sub(1));
+        let idle = (0..self.idle.len()).max_by_key(|&i| reusable(&self.idle[i].tokens));
+        let idle_len = idle.map_or(0, |i| reusable(&self.idle[i].tokens));
+        let live = (self.sequences.values())
+            .map(|s| (s, reusable(&s.tokens)))
+            .max_by_key(|&(_, len)| len)
+            .filter(|&(_, len)| len > idle_len)
+            .map(|(s, len)| (s.clone(), len));
         let id = SequenceId(self.next_id);
         self.next_id += 1;
-        self.sequences.insert(id, sequence);
-        let keep = self
-            .common_prefix(id, ids)?
-            .min(ids.len().saturating_sub(1));
-        let truncated = self.with_sequence(id, |engine| engine.truncate(keep));
-        if let Err(err) = truncated {
-            self.sequences.remove(&id);
-            return Err(err);
+        // The ended sequence holding the prefix, out of the list meanwhile.
+        let idle = idle.filter(|_| live.is_none() && idle_len > 0);
+        let mut idle = idle.map(|i| self.idle.remove(i));
+        if idle.as_ref().is_some_and(|s| s.tokens.len() == idle_len) {
+            self.sequences.insert(id, idle.take().expect("checked"));
+            return Ok((id, idle_len));
         }
-        Ok((id, keep))
+        let copied = self.empty_cache().and_then(|cache| {
+            let tokens = Vec::new();
+            self.sequences.insert(id, Sequence { cache, tokens });
+            match (&idle, live) {
+                (Some(source), _) => self.copy_prefix(source, id, idle_len).map(|()| idle_len),
+                (None, Some((source, len))) => self.copy_prefix(&source, id, len).map(|()| len),
+                (None, None) => Ok(0),
+            }
+        });
+        // The source stays, as the most recently used.
+        if let Some(source) = idle {
+            self.idle.push(source);
+        }
+        copied.map(|len| (id, len)).inspect_err(|_| {
+            self.sequences.remove(&id);
+        })
+    }
+
+    /// An empty cache: a new one while fewer than `max_batch` ended sequences are kept,
+    /// else the least recently used one's, emptied.
+    fn empty_cache(&mut self) -> Result<Value, EngineError> {
+        if self.idle.len() < self.max_batch {
+            return super::step::new_cache(&mut self.engine.vm);
+        }
+        let evicted = self.idle.remove(0);
+        clear(&evicted.cache)?;
+        Ok(evicted.cache)
+    }
+
+    /// Makes sequence `target` hold the first `len` positions of `source` (copied).
+    fn copy_prefix(
+        &mut self,
+        source: &Sequence,
+        target: SequenceId,
+        len: usize,
+    ) -> Result<(), EngineError> {
+        let target_cache = &self.sequence(target)?.cache;
+        let from = shared(&source.cache)?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut to = shared(target_cache)?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        to.copy_prefix(&from, len)
+            .map_err(|e| EngineError::Config(format!("copying a prompt prefix: {e}")))?;
+        drop((from, to));
+        if let Some(sequence) = self.sequences.get_mut(&target) {
+            sequence.tokens = source.tokens[..len].to_vec();
+        }
+        Ok(())
     }
 
     /// Ends sequence `id` and empties it.
     pub fn remove_sequence(&mut self, id: SequenceId) {
         if let Some(mut sequence) = self.sequences.remove(&id) {
-            if let Some(shared) = sequence.cache.as_object::<SharedKvCache>() {
-                shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clear();
+            if clear(&sequence.cache).is_ok() {
                 sequence.tokens.clear();
                 self.keep_idle(sequence);
             }
@@ -288,4 +338,18 @@ impl BatchEngine {
         }
         Ok(())
     }
+}
+
+/// The KV cache object `cache` holds.
+fn shared(cache: &Value) -> Result<&SharedKvCache, EngineError> {
+    (cache.as_object::<SharedKvCache>()).ok_or_else(|| EngineError::NotACache(cache.describe()))
+}
+
+/// Empties `cache`.
+fn clear(cache: &Value) -> Result<(), EngineError> {
+    shared(cache)?
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+    Ok(())
 }

@@ -139,6 +139,9 @@ pub enum KvCacheError {
         /// Positions it holds.
         len: usize,
     },
+    /// A prefix copied between caches of different shapes or formats.
+    #[error("a prefix can only be copied between KV caches of the same layers, heads, format and capacity")]
+    Mismatch,
     /// A tensor-level failure (e.g. a strided K, or a cache too large to allocate).
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -440,6 +443,49 @@ impl KvCache {
             .checked_sub(n)
             .ok_or(KvCacheError::PopTooMany { n, len })?;
         self.layers.iter_mut().for_each(|l| l.len = kept);
+        Ok(())
+    }
+
+    /// Replaces this cache's positions with the first `len` positions `source` holds (a
+    /// shared prompt prefix, copied instead of computed again). The caches must have the
+    /// same layers, heads, format and capacity.
+    pub fn copy_prefix(&mut self, source: &KvCache, len: usize) -> Result<(), KvCacheError> {
+        let same = (
+            self.layers.len(),
+            self.kv_heads,
+            self.head_dim,
+            self.capacity,
+            self.format,
+        ) == (
+            source.layers.len(),
+            source.kv_heads,
+            source.head_dim,
+            source.capacity,
+            source.format,
+        );
+        if !same {
+            return Err(KvCacheError::Mismatch);
+        }
+        let held = source.len();
+        if len > held {
+            return Err(KvCacheError::PopTooMany { n: len, len: held });
+        }
+        self.clear();
+        for layer in 0..self.layers.len() {
+            self.make_writable(layer)?;
+            for stream in 0..self.streams.len() {
+                let bytes = len * self.position_bytes(stream);
+                let from = &source.layers[layer].streams[stream];
+                // SAFETY: the first `bytes` bytes of the source's stream hold its first
+                // `len <= held` positions (in bounds); the source is borrowed, so nothing
+                // writes them meanwhile, and this cache's storage (written below, not
+                // covered by a live view after `make_writable`) is another buffer.
+                let src = unsafe { std::slice::from_raw_parts(from.ptr_at(0), bytes) };
+                // SAFETY: as `append`'s write: in bounds, unshared, not borrowed memory.
+                unsafe { self.layers[layer].streams[stream].write_at(0, src)? };
+            }
+            self.layers[layer].len = len;
+        }
         Ok(())
     }
 

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// The stack of a client thread (thousands may run).
+const CLIENT_STACK: usize = 256 << 10;
+
 /// Arguments of `oxrelax bench-serve`.
 #[derive(Args)]
 pub struct BenchServeArgs {
@@ -102,7 +105,8 @@ pub fn run(args: &BenchServeArgs) -> CliResult<()> {
         let handles: Vec<_> = (0..args.clients)
             .map(|client| {
                 let (agent, model) = (&agent, &model);
-                scope.spawn(move || {
+                let thread = std::thread::Builder::new().stack_size(CLIENT_STACK);
+                thread.spawn_scoped(scope, move || {
                     (0..args.requests)
                         .map(|r| {
                             let prompt = prompt_ids(args, client * args.requests + r);
@@ -112,9 +116,13 @@ pub fn run(args: &BenchServeArgs) -> CliResult<()> {
                 })
             })
             .collect();
+        // A client whose thread could not start counts its requests as errors.
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
+            .flat_map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| vec![None; args.requests]),
+                Err(_) => vec![None; args.requests],
+            })
             .collect()
     });
     let report = summarize(&results, start.elapsed());

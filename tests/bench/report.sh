@@ -54,12 +54,28 @@ for row in "${rows[@]}"; do
   echo "$model|$type|$quant" > "$out/row.$i"
   i=$((i + 1))
 done
+# Sequences decoded together: llama-batched-bench against `bench --batch`.
+batches=${BATCHES:-1,2,4,8,16}
+batched=(
+  "$models/tinyllama-1.1b|q4_0|w4a8"
+  "$models/tinyllama-1.1b|q4_0|q4f16_1"
+)
+j=0
+for row in "${batched[@]}"; do
+  IFS='|' read -r model type quant <<< "$row"
+  echo "== batched $(basename "$model") llama.cpp $type, oxrelax --quant $quant" >&2
+  "$tools/peer-llamacpp" batched "$model" "$type" "$prompt" "$gen" "$batches" > "$out/peer-batched.$j.jsonl"
+  "$bin" bench "$model" --quant "$quant" --prompt-len "$prompt" --gen "$gen" --runs 1 \
+    --batch "$batches" --json | tail -1 > "$out/ours-batched.$j.json"
+  echo "$model|$type|$quant" > "$out/batched-row.$j"
+  j=$((j + 1))
+done
 limits > "$out/limits-after.txt" # the machine's state can drift during a sitting
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-"$py" - "$out" "$i" docs/benchmarks.md "$prompt" "$gen" "$runs" <<'PY'
+"$py" - "$out" "$i" docs/benchmarks.md "$prompt" "$gen" "$runs" "$j" <<'PY'
 import json, os, re, subprocess, sys, time
-out, n, doc, prompt, gen, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
+out, n, doc, prompt, gen, runs, n_batched = sys.argv[1], int(sys.argv[2]), sys.argv[3], *sys.argv[4:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
 flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_vbmi", "avx512_bf16", "avx512_fp16", "amx_tile") if f in flags]
@@ -89,6 +105,20 @@ for i in range(n):
     lines.append(f"| {name} | {ty} | {quant} | {peer['prefill_tok_s']:.1f} / {ours['prefill_tok_s']:.1f} | "
                  f"{ours['prefill_tok_s'] / peer['prefill_tok_s']:.2f}x | {peer['decode_tok_s']:.1f} / {ours['decode_tok_s']:.1f} | "
                  f"{ours['decode_tok_s'] / peer['decode_tok_s']:.2f}x | {gbs:.1f} |")
+lines += ["", f"Sequences decoded together (`oxrelax bench --batch`, one run; `llama-batched-bench`), each "
+          f"after its own {prompt}-token prompt, {gen} tokens each: aggregate decode tok/s. oxrelax decodes a "
+          "batch of one with its single-sequence GEMV and larger ones with `batch_decode`.", "",
+          "| model | llama.cpp | oxrelax | batch | decode tok/s (llama.cpp / oxrelax) | ratio | oxrelax / its batch of 1 |",
+          "|---|---|---|---|---|---|---|"]
+for j in range(int(n_batched)):
+    model, ty, quant = open(os.path.join(out, f"batched-row.{j}")).read().strip().split("|")
+    peer = {r["batch"]: r for r in map(json.loads, open(os.path.join(out, f"peer-batched.{j}.jsonl")))}
+    ours = {r["batch"]: r for r in json.load(open(os.path.join(out, f"ours-batched.{j}.json")))["batches"]}
+    one = ours[min(ours)]["decode_tok_s"]
+    for b in sorted(ours):
+        p, o = peer[b]["decode_tok_s"], ours[b]["decode_tok_s"]
+        lines.append(f"| {os.path.basename(model.rstrip('/'))} | {ty} | {quant} | {b} | {p:.1f} / {o:.1f} | "
+                     f"{o / p:.2f}x | {o / one:.2f}x |")
 section = "\n".join(lines) + "\n"
 text = open(doc).read() if os.path.exists(doc) else ""
 head = f"## {cpu}, "

@@ -28,6 +28,9 @@ pub enum StorageKind {
 /// packed would end with both copies' worth of resident memory.
 const MAPPED_MIN_BYTES: usize = 1 << 20;
 
+/// The size of a base page (4 KiB on the targets; a larger one only maps more).
+const BASE_PAGE_BYTES: usize = 4 << 10;
+
 /// The size of a huge page (a PMD on x86-64 and on aarch64 with 4 KiB pages): only a
 /// buffer at least this large asks for them.
 pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
@@ -139,9 +142,15 @@ impl Buffer {
         Buffer::zeroed_in(len, kind, Pages::Huge)
     }
 
-    /// [`Buffer::zeroed`] in the given pages (which matter only for a mapped buffer).
+    /// [`Buffer::zeroed`] in the given pages. A buffer of base pages is mapped from one
+    /// page up (whatever its size, only the pages written become resident); others from
+    /// [`MAPPED_MIN_BYTES`].
     pub(crate) fn zeroed_in(len: usize, kind: StorageKind, pages: Pages) -> Option<Buffer> {
-        if len >= MAPPED_MIN_BYTES {
+        let mapped_from = match pages {
+            Pages::Base => BASE_PAGE_BYTES,
+            Pages::Huge => MAPPED_MIN_BYTES,
+        };
+        if len >= mapped_from {
             return Buffer::mapped(len, kind, pages);
         }
         let layout = Layout::from_size_align(len.max(1), BUFFER_ALIGN).ok()?;
@@ -187,6 +196,12 @@ impl Buffer {
             kind: StorageKind::Borrowed,
             backing: Backing::Borrowed { owner },
         })
+    }
+
+    /// Whether the memory is an anonymous mapping of its own.
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        matches!(self.backing, Backing::Mapped { .. })
     }
 
     /// Size in bytes.

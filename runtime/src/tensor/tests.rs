@@ -386,3 +386,15 @@ fn writes_past_a_buffer_end_are_errors_that_write_nothing() {
     let bytes = unsafe { std::slice::from_raw_parts(buffer.ptr_at(0), 64) };
     assert_eq!((bytes[55], bytes[56], bytes[63]), (0, 7, 7));
 }
+
+#[test]
+fn base_page_buffers_are_mapped_from_one_page_so_only_written_pages_are_resident() {
+    // A small model's KV cache stream (512 KiB): mapped, not taken from the heap, whose
+    // zeroing would make every page resident at once.
+    use buffer::{Buffer, Pages};
+    let kv = Buffer::zeroed_in(512 << 10, StorageKind::Owned, Pages::Base).unwrap();
+    assert!(kv.is_mapped());
+    assert_eq!(kv.ptr_at(0) as usize % 4096, 0);
+    let small = Buffer::zeroed_in(512 << 10, StorageKind::Owned, Pages::Huge).unwrap();
+    assert!(!small.is_mapped());
+}

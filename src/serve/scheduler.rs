@@ -8,7 +8,7 @@ use super::error::ApiError;
 use super::stats::Stats;
 use super::worker::{engine_error, Event, FinishReason, Job};
 use oxrelax_runtime::chat::Tokenizer;
-use oxrelax_runtime::engine::{BatchEngine, EngineError, SequenceId, TextStream};
+use oxrelax_runtime::engine::{BatchEngine, EngineConfig, EngineError, SequenceId, TextStream};
 use oxrelax_runtime::sampler::Sampler;
 use std::sync::Arc;
 use std::time::Instant;
@@ -95,9 +95,9 @@ impl<'t> Batch<'t> {
         }
     }
 
-    /// The engine (to admit requests).
-    pub fn engine_mut(&mut self) -> &mut BatchEngine {
-        &mut self.engine
+    /// The sizes the model was compiled for.
+    pub fn config(&self) -> &EngineConfig {
+        self.engine.config()
     }
 
     /// Requests in flight.

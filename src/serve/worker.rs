@@ -223,7 +223,7 @@ impl<'t> Worker<'t> {
         eprintln!("{}: {line}", active.job.id);
     }
     /// The prompt's ids, checked to be non-empty and to fit in the context window.
-    fn encode(&mut self, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+    fn encode(&self, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
         let tokenizer = self.tokenizer;
         let ids = match prompt {
             Prompt::Ids(ids) => Ok(ids.clone()),
@@ -241,7 +241,7 @@ impl<'t> Worker<'t> {
             }
         }
         .map_err(|e| ApiError::invalid("prompt", e.to_string()))?;
-        let window = self.batch.engine_mut().config().context_window;
+        let window = self.batch.config().context_window;
         if ids.is_empty() {
             return Err(ApiError::invalid("prompt", "encodes to no tokens"));
         }

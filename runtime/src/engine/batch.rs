@@ -237,17 +237,6 @@ impl BatchEngine {
         self.with_sequence(id, |engine| engine.prefill(ids))
     }
 
-    /// Keeps the longest prefix of sequence `id` that `ids` starts with (at least one of
-    /// `ids` left to prefill) and returns its length; as [`Engine::reuse_prefix`].
-    pub fn reuse_prefix(&mut self, id: SequenceId, ids: &[u32]) -> Result<usize, EngineError> {
-        self.with_sequence(id, |engine| engine.reuse_prefix(ids))
-    }
-
-    /// The length of the longest prefix of `ids` that sequence `id` holds.
-    pub fn common_prefix(&self, id: SequenceId, ids: &[u32]) -> Result<usize, EngineError> {
-        Ok(common_prefix(&self.sequence(id)?.tokens, ids))
-    }
-
     /// Decodes one token for each `(sequence, token)` (distinct sequences, each with room
     /// for one more position) in `batch_decode` calls of at most [`max_batch`] sequences;
     /// returns each one's logits, in order. Nothing is appended when a check fails.

@@ -100,16 +100,6 @@ impl KvBatch {
         })
     }
 
-    /// Sequences in the batch.
-    pub fn len(&self) -> usize {
-        self.caches.len()
-    }
-
-    /// Whether the batch has no sequence.
-    pub fn is_empty(&self) -> bool {
-        self.caches.is_empty()
-    }
-
     /// Sequence `index`'s cache, locked. (A poisoned lock is taken over: every cache
     /// method leaves the cache consistent before anything that could panic.)
     fn lock(&self, index: usize) -> MutexGuard<'_, KvCache> {

@@ -9,7 +9,7 @@ use common::{engine, fixture_models, load_with_kv};
 
 use oxrelax::model::Quantization;
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::engine::{BatchEngine, Engine, EngineError, SequenceId};
+use oxrelax_runtime::engine::{BatchEngine, Engine, EngineError, KvBudget, SequenceId};
 
 /// Prompts of several lengths (one past a 16-token prefill chunk), ids every fixture's
 /// vocabulary has.
@@ -225,14 +225,18 @@ fn a_prompt_prefix_is_copied_from_a_live_sequence_or_taken_over_from_an_ended_on
         let mut single = engine(load_with_kv(&dir, Quantization::W4a8, None));
         let mut batch =
             BatchEngine::new(engine(load_with_kv(&dir, Quantization::W4a8, None))).unwrap();
-        let (a, reused) = batch.add_sequence_for(&first).unwrap();
+        let (a, reused) = batch.add_sequence_for(&first, first.len() + 8).unwrap();
         assert_eq!(reused, 0, "{name}: nothing to reuse yet");
         batch.prefill(a, &first).unwrap();
         // A live sequence's prefix is copied.
-        let (b, reused) = batch.add_sequence_for(&second).unwrap();
+        let (b, reused) = batch.add_sequence_for(&second, second.len() + 8).unwrap();
         assert_eq!(reused, shared.len(), "{name}");
         assert_eq!(batch.tokens(b).unwrap(), shared.as_slice(), "{name}");
-        let copied = greedy_from(&mut batch, b, &second[reused..]);
+        assert!(
+            batch.page_stats().shared > 0,
+            "{name}: the prefix's pages are shared"
+        );
+        let copied = greedy_tokens(&mut batch, b, &second[reused..], TOKENS);
         assert_eq!(
             copied,
             run_single(&mut single, &second, TOKENS).0,
@@ -240,18 +244,18 @@ fn a_prompt_prefix_is_copied_from_a_live_sequence_or_taken_over_from_an_ended_on
         );
         // An ended sequence is taken over.
         batch.retire_sequence(b);
-        let (c, reused) = batch.add_sequence_for(&second).unwrap();
+        let (c, reused) = batch.add_sequence_for(&second, second.len() + 8).unwrap();
         assert_eq!(
             reused,
             second.len() - 1,
             "{name}: all but the last prompt id"
         );
-        let taken = greedy_from(&mut batch, c, &second[reused..]);
+        let taken = greedy_tokens(&mut batch, c, &second[reused..], TOKENS);
         assert_eq!(taken, copied, "{name}: taken-over prefix");
         batch.remove_sequence(c);
-        let (d, reused) = batch.add_sequence_for(&third).unwrap();
+        let (d, reused) = batch.add_sequence_for(&third, third.len() + 8).unwrap();
         assert_eq!(reused, shared.len(), "{name}: the shared prefix");
-        let third_ids = greedy_from(&mut batch, d, &third[reused..]);
+        let third_ids = greedy_tokens(&mut batch, d, &third[reused..], TOKENS);
         assert_eq!(
             third_ids,
             run_single(&mut single, &third, TOKENS).0,
@@ -260,16 +264,61 @@ fn a_prompt_prefix_is_copied_from_a_live_sequence_or_taken_over_from_an_ended_on
     }
 }
 
-/// Greedy ids of sequence `id` after prefilling `rest` of its prompt, alone.
-fn greedy_from(batch: &mut BatchEngine, id: SequenceId, rest: &[u32]) -> Vec<u32> {
-    let mut logits = batch.prefill(id, rest).unwrap();
+#[test]
+fn a_sequence_waits_for_pages_promised_to_others_and_one_larger_than_the_pool_is_refused() {
+    let dir = &fixture_models()[0];
+    let load = || engine(load_with_kv(dir, Quantization::Q0f32, None));
+    let mut one_page = BatchEngine::with_budget(load(), KvBudget::Pages(1)).unwrap();
+    let page = one_page.page_stats().page_positions;
+    let too_large = one_page.add_sequence_for(PROMPTS[0], page + 1);
+    assert!(
+        matches!(
+            too_large,
+            Err(EngineError::KvPoolTooSmall {
+                needed: 2,
+                pages: 1,
+                ..
+            })
+        ),
+        "{too_large:?}"
+    );
+    let mut batch = BatchEngine::with_budget(load(), KvBudget::Pages(2)).unwrap();
+    assert!(batch.config().context_window >= 2 * page);
+    let (a, _) = batch.add_sequence_for(PROMPTS[0], page).unwrap();
+    let busy = batch.add_sequence_for(PROMPTS[3], 2 * page);
+    assert!(
+        matches!(busy, Err(EngineError::KvPoolBusy { needed: 2, free: 1 })),
+        "{busy:?}"
+    );
+    let (b, _) = batch.add_sequence_for(PROMPTS[3], page).unwrap();
+    // An ended sequence's pages are given back when a new one needs them.
+    batch.prefill(a, PROMPTS[0]).unwrap();
+    batch.retire_sequence(a);
+    let (c, _) = batch.add_sequence_for(PROMPTS[1], page).unwrap();
+    let mut single = load();
+    for (id, prompt) in [(b, PROMPTS[3]), (c, PROMPTS[1])] {
+        let tokens = page - prompt.len();
+        let ids = greedy_tokens(&mut batch, id, prompt, tokens);
+        assert_eq!(ids, run_single(&mut single, prompt, tokens).0);
+    }
+    let stats = batch.page_stats();
+    assert_eq!((stats.pages, stats.used), (2, 2), "{stats:?}");
+}
+
+/// `tokens` greedy ids of sequence `id` after prefilling `prompt` (the rest of its
+/// prompt), alone.
+fn greedy_tokens(
+    batch: &mut BatchEngine,
+    id: SequenceId,
+    prompt: &[u32],
+    tokens: usize,
+) -> Vec<u32> {
+    let mut logits = batch.prefill(id, prompt).unwrap();
     let mut ids = Vec::new();
-    loop {
+    while ids.len() < tokens {
         let token = argmax(&logits);
         ids.push(token);
-        if ids.len() >= TOKENS {
-            return ids;
-        }
         logits = batch.decode(&[(id, token)]).unwrap().remove(0);
     }
+    ids
 }

@@ -323,6 +323,50 @@ fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
 }
 
 #[test]
+fn requests_wait_for_kv_pages_and_one_larger_than_the_pool_is_a_400() {
+    let prompts = ["To be, or not to be", "Now is the winter", "O Romeo"];
+    // One page (32 positions of the fixture) holds a prompt and 24 tokens: one request
+    // at a time holds the pool, the others wait for it.
+    let server = Server::start(&["--max-batch", "4", "--kv-pages", "1"]);
+    let alone: Vec<Value> = prompts
+        .iter()
+        .map(|p| server.post("/v1/completions", &completion_body(p)).1)
+        .collect();
+    let together: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let server = &server;
+        let handles: Vec<_> = (0..2)
+            .flat_map(|_| prompts.iter())
+            .map(|p| scope.spawn(move || server.post("/v1/completions", &completion_body(p))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, (status, body)) in together.iter().enumerate() {
+        assert_eq!(*status, 200, "{body}");
+        let want = &alone[i % prompts.len()]["choices"][0]["text"];
+        assert_eq!(&body["choices"][0]["text"], want, "request {i}");
+    }
+    let stats = server.wait_for_stats(|s| s["completed"] == 3 + 6);
+    assert_eq!(
+        (
+            stats["kv_pages"].as_u64(),
+            stats["kv_page_positions"].as_u64()
+        ),
+        (Some(1), Some(32)),
+        "{stats}"
+    );
+    assert!(stats["kv_pages_used"].as_u64().unwrap() <= 1, "{stats}");
+    let body = json!({"model": "tiny-llama", "prompt": prompts[0], "max_tokens": 40});
+    let (status, body) = server.post("/v1/completions", &body.to_string());
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "max_tokens", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("needs 2 KV pages; the pool holds 1"),
+        "{message}"
+    );
+}
+
+#[test]
 fn bench_serve_loads_the_server_and_the_shared_prefix_is_computed_once() {
     let server = Server::start(&["--max-batch", "4"]);
     let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))

@@ -5,6 +5,7 @@ use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};
+use oxrelax_runtime::engine::KvBudget;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,6 +28,15 @@ pub struct ServeCommand {
     /// model's `batch_decode` takes (its compile-time --max-batch).
     #[arg(long)]
     max_batch: Option<u32>,
+    /// KV cache pages the requests share (default: room for --max-batch requests at the
+    /// full context). A request waits until the pages its prompt and max_tokens may fill
+    /// are free; ended requests' pages are kept for their prefixes until needed.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "kv_memory")]
+    kv_pages: Option<u32>,
+    /// The KV cache pages' memory instead of their number: bytes with an optional K, M,
+    /// G or T suffix (powers of 1024), e.g. `2G`.
+    #[arg(long, value_parser = parse_kv_memory)]
+    kv_memory: Option<u64>,
     /// The largest request body accepted, in bytes (413 above, at once when the
     /// Content-Length says so).
     #[arg(long, default_value_t = 1 << 20)]
@@ -80,6 +90,11 @@ fn parse_seconds(text: &str) -> Result<Duration, InvalidSeconds> {
     Duration::try_from_secs_f64(seconds).map_err(|e| invalid(e.to_string()))
 }
 
+/// `--kv-memory`'s bytes.
+fn parse_kv_memory(text: &str) -> Result<u64, oxrelax_runtime::memory::MemoryError> {
+    oxrelax_runtime::memory::parse_size(text)
+}
+
 /// Runs `oxrelax serve`.
 pub fn run(args: &ServeCommand) -> CliResult<()> {
     let sampling = args.sampling.config(&args.model, SamplingDefaults::Model)?;
@@ -88,6 +103,11 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         port: args.port,
         queue: usize::try_from(args.queue)?,
         max_batch: args.max_batch.map_or(Ok(0), usize::try_from)?,
+        kv_budget: match (args.kv_pages, args.kv_memory) {
+            (Some(pages), _) => KvBudget::Pages(usize::try_from(pages)?),
+            (None, Some(bytes)) => KvBudget::Bytes(bytes),
+            (None, None) => KvBudget::Full,
+        },
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),

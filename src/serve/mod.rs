@@ -25,7 +25,7 @@ pub mod stats;
 pub mod worker;
 
 use oxrelax_runtime::artifact::LoadedEngine;
-use oxrelax_runtime::engine::{BatchEngine, EngineError};
+use oxrelax_runtime::engine::{BatchEngine, EngineError, KvBudget};
 use oxrelax_runtime::sampler::SamplingConfig;
 use request::ModelInfo;
 use routes::{router, unix_seconds, AppState};
@@ -53,6 +53,8 @@ pub struct ServeOptions {
     /// Requests decoded together at most (0: as many as the model's `batch_decode`
     /// takes).
     pub max_batch: usize,
+    /// How many KV cache pages the requests share.
+    pub kv_budget: KvBudget,
     /// The largest request body accepted, in bytes (413 above).
     pub max_body: usize,
     /// Sampling of fields a request leaves out (a request's `seed` replaces the seed).
@@ -115,7 +117,14 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
     };
     let template = tokenizer.chat_template().map_err(|e| e.to_string());
     let stats = Arc::new(Stats::default());
-    let engine = BatchEngine::new(engine)?;
+    let engine = BatchEngine::with_budget(engine, options.kv_budget)?;
+    let pages = engine.page_stats();
+    eprintln!(
+        "oxrelax serve: KV cache of {} pages of {} positions ({} MiB)",
+        pages.pages,
+        pages.page_positions,
+        (pages.pages as u64).saturating_mul(pages.page_bytes as u64) >> 20
+    );
     let max_batch = match options.max_batch {
         0 => engine.max_batch(),
         n => n,

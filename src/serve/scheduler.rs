@@ -9,6 +9,7 @@ use super::stats::Stats;
 use super::worker::{engine_error, Event, FinishReason, Job};
 use oxrelax_runtime::chat::Tokenizer;
 use oxrelax_runtime::engine::{BatchEngine, EngineConfig, EngineError, SequenceId, TextStream};
+use oxrelax_runtime::kv_cache::PageStats;
 use oxrelax_runtime::sampler::Sampler;
 use std::sync::Arc;
 use std::time::Instant;
@@ -100,6 +101,16 @@ impl<'t> Batch<'t> {
         self.engine.config()
     }
 
+    /// An error unless the page pool can ever hold a request of `positions` positions.
+    pub fn check_fits(&self, positions: usize) -> Result<(), EngineError> {
+        self.engine.check_fits(positions)
+    }
+
+    /// How the KV page pool is used.
+    pub fn page_stats(&self) -> PageStats {
+        self.engine.page_stats()
+    }
+
     /// Requests in flight.
     pub fn len(&self) -> usize {
         self.active.len()
@@ -171,14 +182,21 @@ impl<'t> Batch<'t> {
     }
 
     /// Prefills the next chunk of request `index`'s prompt; the last one samples its
-    /// first token.
+    /// first token. A request whose pages the pool cannot promise yet waits.
     fn prefill_chunk(&mut self, index: usize) -> Result<(), EngineError> {
         let chunk = self.engine.config().prefill_chunk;
         let active = &mut self.active[index];
         let sequence = match active.sequence {
             Some(sequence) => sequence,
             None => {
-                let (sequence, reused) = self.engine.add_sequence_for(&active.pending)?;
+                let positions = active
+                    .prompt_len
+                    .saturating_add(active.job.request.max_tokens);
+                let added = self.engine.add_sequence_for(&active.pending, positions);
+                if let Err(EngineError::KvPoolBusy { .. }) = added {
+                    return Ok(());
+                }
+                let (sequence, reused) = added?;
                 active.pending.drain(..reused);
                 (active.sequence, active.reused) = (Some(sequence), reused);
                 self.stats.add_prompt(active.prompt_len, reused);

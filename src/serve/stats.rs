@@ -1,5 +1,6 @@
 //! Counters of what the server did, for `GET /stats` and the tests.
 
+use oxrelax_runtime::kv_cache::PageStats;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,6 +17,10 @@ pub struct Stats {
     batch: AtomicU64,
     peak_batch: AtomicU64,
     waiting: AtomicU64,
+    kv_pages: AtomicU64,
+    kv_pages_used: AtomicU64,
+    kv_pages_shared: AtomicU64,
+    kv_page_positions: AtomicU64,
 }
 
 /// How a request ended, as counted.
@@ -56,6 +61,15 @@ pub struct StatsSnapshot {
     pub peak_batch: u64,
     /// Requests waiting in the queue at the last step.
     pub waiting: u64,
+    /// Pages of the KV cache pool.
+    pub kv_pages: u64,
+    /// Of those, pages some request (in flight, or ended and kept for its prefix) holds,
+    /// at the last step.
+    pub kv_pages_used: u64,
+    /// Of those, pages more than one request holds (a shared prompt prefix).
+    pub kv_pages_shared: u64,
+    /// Positions a page holds.
+    pub kv_page_positions: u64,
 }
 
 impl Stats {
@@ -75,6 +89,16 @@ impl Stats {
         self.batch.store(batch as u64, Ordering::Relaxed);
         self.peak_batch.fetch_max(batch as u64, Ordering::Relaxed);
         self.waiting.store(waiting as u64, Ordering::Relaxed);
+    }
+
+    /// Records how the KV page pool is used.
+    pub fn set_pages(&self, pages: &PageStats) {
+        let store =
+            |counter: &AtomicU64, value: usize| counter.store(value as u64, Ordering::Relaxed);
+        store(&self.kv_pages, pages.pages);
+        store(&self.kv_pages_used, pages.used);
+        store(&self.kv_pages_shared, pages.shared);
+        store(&self.kv_page_positions, pages.page_positions);
     }
 
     /// Counts a prompt of `tokens` tokens admitted, `reused` of them from another
@@ -103,6 +127,10 @@ impl Stats {
             batch: self.batch.load(Ordering::Relaxed),
             peak_batch: self.peak_batch.load(Ordering::Relaxed),
             waiting: self.waiting.load(Ordering::Relaxed),
+            kv_pages: self.kv_pages.load(Ordering::Relaxed),
+            kv_pages_used: self.kv_pages_used.load(Ordering::Relaxed),
+            kv_pages_shared: self.kv_pages_shared.load(Ordering::Relaxed),
+            kv_page_positions: self.kv_page_positions.load(Ordering::Relaxed),
         }
     }
 }

@@ -180,7 +180,10 @@ impl<'t> Worker<'t> {
             }
             self.stats.set_batch(self.batch.len(), receiver.len());
             match catch_unwind(AssertUnwindSafe(|| self.batch.step())) {
-                Ok(finished) => finished.iter().for_each(|f| self.log(f)),
+                Ok(finished) => {
+                    self.stats.set_pages(&self.batch.page_stats());
+                    finished.iter().for_each(|f| self.log(f));
+                }
                 Err(_) => {
                     eprintln!("a batched step panicked: its requests fail");
                     let failed = self.batch.clear();
@@ -197,7 +200,15 @@ impl<'t> Worker<'t> {
             eprintln!("{}: cancelled before it started", job.id);
             return;
         }
-        match self.encode(&job.request.prompt) {
+        let encoded = self.encode(&job.request.prompt).and_then(|ids| {
+            let positions = ids.len().saturating_add(job.request.max_tokens);
+            let fits = self
+                .batch
+                .check_fits(positions.min(self.batch.config().context_window));
+            fits.map_err(|e| ApiError::invalid("max_tokens", e.to_string()))?;
+            Ok(ids)
+        });
+        match encoded {
             Ok(ids) => {
                 let active = Active::new(job, ids, self.tokenizer);
                 self.batch.push(active);

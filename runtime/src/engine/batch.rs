@@ -3,14 +3,19 @@
 //! weight is streamed once per step for all of them (a decode GEMV becomes a small GEMM).
 //! A sequence's prompt is prefilled alone (the single-sequence `prefill`, in chunks), and
 //! so is a batch of one decoded (`decode`).
+//!
+//! The caches take pages from one pool ([`PagePool`]); sequences sharing a prompt prefix
+//! share its pages. A sequence is admitted with the positions it may reach (its prompt and
+//! its token budget) only while the pool can keep that promise to every live sequence,
+//! after dropping ended ones kept for their prefixes; so a step never runs out of pages.
 
 use super::error::EngineError;
 use super::step::{common_prefix, Engine, EngineConfig};
-use crate::kv_cache::{KvBatch, SharedKvCache};
+use crate::kv_cache::{KvBatch, PagePool, PageStats, SharedKvCache};
 use crate::tensor::Tensor;
 use crate::value::{Object, Value};
 use std::collections::BTreeMap;
-use std::sync::PoisonError;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The exported function that decodes a batch.
 const BATCH_DECODE: &str = "batch_decode";
@@ -19,11 +24,24 @@ const BATCH_DECODE: &str = "batch_decode";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SequenceId(u64);
 
-/// One sequence: its cache and the ids it holds.
+/// How many pages a batch engine's KV page pool holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvBudget {
+    /// Room for `max_batch` sequences at the full context.
+    #[default]
+    Full,
+    /// This many pages.
+    Pages(usize),
+    /// As many pages as fit in this many bytes.
+    Bytes(u64),
+}
+
+/// One sequence: its cache, the ids it holds and the positions it may reach.
 #[derive(Clone)]
 struct Sequence {
     cache: Value,
     tokens: Vec<u32>,
+    promised: usize,
 }
 
 /// A model and the sequences it decodes in batches.
@@ -36,6 +54,7 @@ pub struct BatchEngine {
     /// one holding the longest prefix of its prompt (or an empty one).
     idle: Vec<Sequence>,
     next_id: u64,
+    pool: Arc<PagePool>,
 }
 
 impl std::fmt::Debug for BatchEngine {
@@ -50,20 +69,51 @@ impl std::fmt::Debug for BatchEngine {
 impl BatchEngine {
     /// A batch engine over `engine`'s model, which must export `batch_decode` (compiled
     /// with a maximum batch above 0); its bound is the largest batch one call decodes.
+    /// Its page pool holds `max_batch` full contexts.
     pub fn new(engine: Engine) -> Result<BatchEngine, EngineError> {
+        BatchEngine::with_budget(engine, KvBudget::Full)
+    }
+
+    /// [`BatchEngine::new`] with a page pool of `budget`.
+    pub fn with_budget(mut engine: Engine, budget: KvBudget) -> Result<BatchEngine, EngineError> {
         let function = engine.vm.executable().functions.get(BATCH_DECODE);
         let bound = function
             .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
             .and_then(|d| d.upper_bound)
             .filter(|&b| b > 0)
             .ok_or(EngineError::NoBatchDecode)?;
+        let max_batch = bound as usize;
+        let like = super::step::new_cache(&mut engine.vm)?;
+        let like = shared(&like)?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (positions, bytes) = PagePool::page_size(&like);
+        let pages = match budget {
+            KvBudget::Full => like
+                .capacity()
+                .div_ceil(positions)
+                .saturating_mul(max_batch),
+            KvBudget::Pages(pages) => pages,
+            KvBudget::Bytes(total) => {
+                usize::try_from(total / bytes.max(1) as u64).unwrap_or(usize::MAX)
+            }
+        };
+        let pool = PagePool::new(&like, pages)
+            .map_err(|e| EngineError::Config(format!("the KV page pool: {e}")))?;
+        drop(like);
         Ok(BatchEngine {
             engine,
-            max_batch: bound as usize,
+            max_batch,
             sequences: BTreeMap::new(),
             idle: Vec::new(),
             next_id: 0,
+            pool,
         })
+    }
+
+    /// How the KV page pool is used.
+    pub fn page_stats(&self) -> PageStats {
+        self.pool.stats()
     }
 
     /// The sizes the model was compiled for, and its EOS ids.
@@ -92,12 +142,17 @@ impl BatchEngine {
         self.engine.is_eos(id)
     }
 
-    /// Starts an empty sequence.
+    /// Starts an empty sequence that may reach the full context.
     pub fn add_sequence(&mut self) -> Result<SequenceId, EngineError> {
-        self.add_sequence_for(&[]).map(|(id, _)| id)
+        let context = self.config().context_window;
+        self.add_sequence_for(&[], context).map(|(id, _)| id)
     }
 
-    /// Starts a sequence for a prompt of `ids`: it holds the longest prefix of `ids` any
+    /// Starts a sequence for a prompt of `ids` that may reach `positions` positions (the
+    /// prompt and the tokens it may generate; at least the prompt, at most the context):
+    /// [`EngineError::KvPoolBusy`] while the page pool cannot promise them besides what
+    /// it promised the live sequences, [`EngineError::KvPoolTooSmall`] if it never can.
+    /// The sequence holds the longest prefix of `ids` any
     /// sequence holds (at least one of `ids` left to prefill, as
     /// [`Engine::reuse_prefix`]), so that prefix is not computed again. An ended sequence
     /// that `ids` continues is taken over; otherwise the prefix is copied (from a live
@@ -106,7 +161,13 @@ impl BatchEngine {
     /// Returns the sequence and the prefix's length.
     ///
     /// [`max_batch`]: BatchEngine::max_batch
-    pub fn add_sequence_for(&mut self, ids: &[u32]) -> Result<(SequenceId, usize), EngineError> {
+    pub fn add_sequence_for(
+        &mut self,
+        ids: &[u32],
+        positions: usize,
+    ) -> Result<(SequenceId, usize), EngineError> {
+        let promised = positions.max(ids.len()).min(self.config().context_window);
+        self.make_room(promised)?;
         let reusable = |held: &[u32]| common_prefix(held, ids).min(ids.len().saturating_sub(1));
         let idle = (0..self.idle.len()).max_by_key(|&i| reusable(&self.idle[i].tokens));
         let idle_len = idle.map_or(0, |i| reusable(&self.idle[i].tokens));
@@ -120,13 +181,18 @@ impl BatchEngine {
         // The ended sequence holding the prefix, out of the list meanwhile.
         let idle = idle.filter(|_| live.is_none() && idle_len > 0);
         let mut idle = idle.map(|i| self.idle.remove(i));
-        if idle.as_ref().is_some_and(|s| s.tokens.len() == idle_len) {
-            self.sequences.insert(id, idle.take().expect("checked"));
+        if let Some(taken) = idle.take_if(|s| s.tokens.len() == idle_len) {
+            self.sequences.insert(id, Sequence { promised, ..taken });
             return Ok((id, idle_len));
         }
         let copied = self.empty_cache().and_then(|cache| {
             let tokens = Vec::new();
-            self.sequences.insert(id, Sequence { cache, tokens });
+            let sequence = Sequence {
+                cache,
+                tokens,
+                promised,
+            };
+            self.sequences.insert(id, sequence);
             match (&idle, live) {
                 (Some(source), _) => self.copy_prefix(source, id, idle_len).map(|()| idle_len),
                 (None, Some((source, len))) => self.copy_prefix(&source, id, len).map(|()| len),
@@ -142,11 +208,50 @@ impl BatchEngine {
         })
     }
 
-    /// An empty cache: a new one while fewer than `max_batch` ended sequences are kept,
-    /// else the least recently used one's, emptied.
+    /// [`EngineError::KvPoolTooSmall`] if a sequence of `positions` positions needs more
+    /// pages than the pool holds.
+    pub fn check_fits(&self, positions: usize) -> Result<(), EngineError> {
+        let (needed, pages) = (self.pool.pages_for(positions), self.pool.pages());
+        if needed > pages {
+            return Err(EngineError::KvPoolTooSmall {
+                positions,
+                needed,
+                pages,
+            });
+        }
+        Ok(())
+    }
+
+    /// Drops ended sequences, least recently used first, until the pool can promise
+    /// `positions` more positions besides the pages live sequences hold or were promised
+    /// and those ended ones hold (shared pages counted for each holder).
+    fn make_room(&mut self, positions: usize) -> Result<(), EngineError> {
+        self.check_fits(positions)?;
+        let (needed, pages) = (self.pool.pages_for(positions), self.pool.pages());
+        loop {
+            let held = |s: &Sequence| shared(&s.cache).map_or(0, |c| lock(c).pages_held());
+            let live = (self.sequences.values())
+                .map(|s| held(s).max(self.pool.pages_for(s.promised)))
+                .sum::<usize>();
+            let committed = live + self.idle.iter().map(held).sum::<usize>();
+            if committed + needed <= pages {
+                return Ok(());
+            }
+            if self.idle.is_empty() {
+                let free = pages.saturating_sub(committed);
+                return Err(EngineError::KvPoolBusy { needed, free });
+            }
+            self.idle.remove(0);
+        }
+    }
+
+    /// An empty cache: a new one over the pool while fewer than `max_batch` ended
+    /// sequences are kept, else the least recently used one's, emptied.
     fn empty_cache(&mut self) -> Result<Value, EngineError> {
         if self.idle.len() < self.max_batch {
-            return super::step::new_cache(&mut self.engine.vm);
+            let cache = (self.pool.new_cache())
+                .map_err(|e| EngineError::Config(format!("a paged KV cache: {e}")))?;
+            return Ok(Value::Object(Object::new(Mutex::new(cache))));
         }
         let evicted = self.idle.remove(0);
         clear(&evicted.cache)?;
@@ -161,12 +266,8 @@ impl BatchEngine {
         len: usize,
     ) -> Result<(), EngineError> {
         let target_cache = &self.sequence(target)?.cache;
-        let from = shared(&source.cache)?
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut to = shared(target_cache)?
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let from = lock(shared(&source.cache)?);
+        let mut to = lock(shared(target_cache)?);
         to.copy_prefix(&from, len)
             .map_err(|e| EngineError::Config(format!("copying a prompt prefix: {e}")))?;
         drop((from, to));
@@ -334,11 +435,14 @@ fn shared(cache: &Value) -> Result<&SharedKvCache, EngineError> {
     (cache.as_object::<SharedKvCache>()).ok_or_else(|| EngineError::NotACache(cache.describe()))
 }
 
+/// `cache` locked. (A poisoned lock is taken over: every cache method leaves the cache
+/// consistent before anything that could panic.)
+fn lock(cache: &SharedKvCache) -> std::sync::MutexGuard<'_, crate::kv_cache::KvCache> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Empties `cache`.
 fn clear(cache: &Value) -> Result<(), EngineError> {
-    shared(cache)?
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clear();
+    lock(shared(cache)?).clear();
     Ok(())
 }

@@ -84,6 +84,27 @@ pub enum EngineError {
     /// A batched step names a sequence twice.
     #[error("sequence {0} appears twice in one batched step")]
     RepeatedSequence(u64),
+    /// A sequence would need more KV pages than the pool holds at all.
+    #[error("a sequence of {positions} positions needs {needed} KV pages; the pool holds {pages} (raise --kv-pages or --kv-memory)")]
+    KvPoolTooSmall {
+        /// Positions asked for.
+        positions: usize,
+        /// Pages they take.
+        needed: usize,
+        /// Pages in the pool.
+        pages: usize,
+    },
+    /// The KV pages a new sequence needs are promised to live sequences: retry once some
+    /// end.
+    #[error(
+        "the KV page pool is busy: {needed} pages needed, {free} not promised to live sequences"
+    )]
+    KvPoolBusy {
+        /// Pages the sequence needs.
+        needed: usize,
+        /// Pages neither held nor promised.
+        free: usize,
+    },
     /// Tokenizing, rendering the chat template or detokenizing failed.
     #[error(transparent)]
     Chat(Box<ChatError>),

@@ -13,10 +13,16 @@
 //! `view(layer)` returns tensors over the cache's storage (no copy), one per stream. Appending never changes
 //! what a live view shows: if a write would land on positions a live view covers (after a
 //! `pop`), the layer's storage is copied first and old views keep the old storage.
+//!
+//! A cache's storage is its own ([`KvCache::new`]) or pages of a [`PagePool`] shared with
+//! other caches ([`PagePool::new_cache`]); both read alike.
 
 mod batch;
 mod builtins;
 mod format;
+#[cfg(test)]
+mod paged_tests;
+mod pages;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -24,12 +30,14 @@ mod window;
 pub use batch::{register_batch_builtins, KvBatch, KvBatchError};
 pub use builtins::{register_builtins, SharedKvCache};
 pub use format::{KvFormat, Stream};
+pub use pages::{PagePool, PageStats};
 pub use window::{ChunkSchedule, ChunkWindow};
 
 use crate::dtype::DType;
 use crate::tensor::buffer::{Buffer, Pages, StorageKind};
 use crate::tensor::{Tensor, TensorError};
 use half::slice::HalfFloatSliceExt;
+use pages::PagedRegion;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -139,6 +147,26 @@ pub enum KvCacheError {
         /// Positions it holds.
         len: usize,
     },
+    /// Every page of the pool is held.
+    #[error("the KV page pool is full: all {pages} pages are held")]
+    PoolFull {
+        /// Pages in the pool.
+        pages: usize,
+    },
+    /// A pool whose size does not fit the address space.
+    #[error("a KV page pool of {pages} pages does not fit in memory")]
+    PoolTooLarge {
+        /// Pages asked for.
+        pages: usize,
+    },
+    /// The OS refused to map or copy pages.
+    #[error("KV cache pages: {what} failed: {error}")]
+    Pages {
+        /// What was being done.
+        what: &'static str,
+        /// The OS's error.
+        error: String,
+    },
     /// A prefix copied between caches of different shapes or formats.
     #[error("a prefix can only be copied between KV caches of the same layers, heads, format and capacity")]
     Mismatch,
@@ -165,6 +193,8 @@ pub struct KvCache {
     format: KvFormat,
     streams: Vec<Stream>,
     layers: Vec<Layer>,
+    /// The pages behind every layer's storage, for a paged cache.
+    paged: Option<Arc<PagedRegion>>,
 }
 
 impl KvCache {
@@ -191,6 +221,7 @@ impl KvCache {
             format,
             streams: format.streams(),
             layers: Vec::with_capacity(layers),
+            paged: None,
         };
         for _ in 0..layers {
             let streams = (0..cache.streams.len())
@@ -203,6 +234,40 @@ impl KvCache {
             });
         }
         Ok(cache)
+    }
+
+    /// An empty cache shaped as `pool`'s, over its pages.
+    fn paged(pool: &Arc<PagePool>) -> Result<KvCache, KvCacheError> {
+        let mut cache = KvCache {
+            kv_heads: pool.kv_heads,
+            head_dim: pool.head_dim,
+            capacity: pool.capacity,
+            format: pool.format,
+            streams: pool.format.streams(),
+            layers: Vec::new(),
+            paged: None,
+        };
+        cache.map_region(PagedRegion::new(pool)?)?;
+        Ok(cache)
+    }
+
+    /// Makes `region` the storage of every layer (lengths kept, no view exposed).
+    fn map_region(&mut self, region: Arc<PagedRegion>) -> Result<(), KvCacheError> {
+        let buffers = region.buffers()?;
+        if self.layers.is_empty() {
+            self.layers = (buffers.iter())
+                .map(|_| Layer {
+                    streams: Vec::new(),
+                    len: 0,
+                    exposed: 0,
+                })
+                .collect();
+        }
+        for (layer, streams) in self.layers.iter_mut().zip(buffers) {
+            (layer.streams, layer.exposed) = (streams, 0);
+        }
+        self.paged = Some(region);
+        Ok(())
     }
 
     /// Zeroed storage of stream `stream` for `capacity` positions.
@@ -273,6 +338,11 @@ impl KvCache {
     /// The committed length: positions every layer holds.
     pub fn len(&self) -> usize {
         self.layers.iter().map(|l| l.len).min().unwrap_or(0)
+    }
+
+    /// Pages of a pool this cache holds (0 for an unpaged cache).
+    pub fn pages_held(&self) -> usize {
+        self.paged.as_ref().map_or(0, |region| region.held())
     }
 
     /// Whether no position is committed.
@@ -362,6 +432,9 @@ impl KvCache {
             });
         }
         self.make_writable(layer)?;
+        if let Some(region) = &self.paged {
+            region.prepare(start, requested)?;
+        }
         for (stream, bytes) in bytes.into_iter().enumerate() {
             let offset = start * self.position_bytes(stream);
             // SAFETY: positions start..start+n are within capacity (checked above) and no
@@ -384,6 +457,12 @@ impl KvCache {
         }
         if entry.exposed <= entry.len {
             return Ok(());
+        }
+        if let Some(region) = &self.paged {
+            // A new range over the same pages: each is copied before it is written, and
+            // the old views keep the old range.
+            let fork = region.fork()?;
+            return self.map_region(fork);
         }
         let len = entry.len;
         let mut fresh = Vec::with_capacity(self.streams.len());
@@ -471,8 +550,19 @@ impl KvCache {
             return Err(KvCacheError::PopTooMany { n: len, len: held });
         }
         self.clear();
+        if let (Some(mine), Some(theirs)) = (&self.paged, &source.paged) {
+            if Arc::ptr_eq(mine.pool(), theirs.pool()) {
+                let region = self.unexposed_region()?;
+                region.share(theirs, len)?;
+                self.layers.iter_mut().for_each(|l| l.len = len);
+                return Ok(());
+            }
+        }
         for layer in 0..self.layers.len() {
             self.make_writable(layer)?;
+            if let Some(region) = &self.paged {
+                region.prepare(0, len)?;
+            }
             for stream in 0..self.streams.len() {
                 let bytes = len * self.position_bytes(stream);
                 let from = &source.layers[layer].streams[stream];
@@ -489,9 +579,34 @@ impl KvCache {
         Ok(())
     }
 
-    /// Drops every position.
+    /// Drops every position (a paged cache gives its pages back, unless a live view
+    /// covers them).
     pub fn clear(&mut self) {
         self.layers.iter_mut().for_each(|l| l.len = 0);
+        if let Some(region) = &self.paged {
+            if !self.is_viewed() {
+                region.release();
+            }
+        }
+    }
+
+    /// Whether a view of some layer is alive.
+    fn is_viewed(&self) -> bool {
+        (self.layers.iter())
+            .flat_map(|l| &l.streams)
+            .any(|b| Arc::strong_count(b) > 1)
+    }
+
+    /// The paged range, emptied, replaced by a new one if a live view covers it.
+    fn unexposed_region(&mut self) -> Result<Arc<PagedRegion>, KvCacheError> {
+        let region = self.paged.clone().ok_or(KvCacheError::Mismatch)?;
+        if !self.is_viewed() {
+            region.release();
+            return Ok(region);
+        }
+        let fresh = PagedRegion::new(region.pool())?;
+        self.map_region(fresh.clone())?;
+        Ok(fresh)
     }
 }
 

@@ -113,6 +113,8 @@ enum Backing {
     Mapped { _mapping: memmap2::MmapMut },
     /// Owned by someone else; the handle keeps it alive until the buffer drops.
     Borrowed { owner: Arc<dyn Any + Send + Sync> },
+    /// Part of a writable region owned by the handle (a paged KV cache's address range).
+    Region { _owner: Arc<dyn Any + Send + Sync> },
 }
 
 /// A contiguous byte region. Tensors hold it through an `Arc` together with a byte offset.
@@ -198,6 +200,25 @@ impl Buffer {
         })
     }
 
+    /// `len` writable bytes at `ptr`, part of a region `owner` keeps mapped: an owned
+    /// buffer (written under the same rules) that does not free its memory.
+    ///
+    /// # Safety
+    /// `ptr` must be non-null and valid for reads and writes of `len` bytes for as long as
+    /// `owner` is alive, and written only under the buffer's write rules.
+    pub(crate) unsafe fn in_region(
+        ptr: *mut u8,
+        len: usize,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Option<Buffer> {
+        Some(Buffer {
+            ptr: NonNull::new(ptr)?,
+            len,
+            kind: StorageKind::Owned,
+            backing: Backing::Region { _owner: owner },
+        })
+    }
+
     /// Whether the memory is an anonymous mapping of its own.
     #[cfg(test)]
     pub(crate) fn is_mapped(&self) -> bool {
@@ -213,7 +234,7 @@ impl Buffer {
     pub(crate) fn owner(&self) -> Option<&(dyn Any + Send + Sync)> {
         match &self.backing {
             Backing::Borrowed { owner } => Some(owner.as_ref()),
-            Backing::Allocated(_) | Backing::Mapped { .. } => None,
+            Backing::Allocated(_) | Backing::Mapped { .. } | Backing::Region { .. } => None,
         }
     }
 

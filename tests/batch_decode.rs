@@ -9,7 +9,8 @@ use common::{engine, fixture_models, load_with_kv};
 
 use oxrelax::model::Quantization;
 use oxrelax_models::KvDtype;
-use oxrelax_runtime::engine::{BatchEngine, Engine, EngineError, KvBudget, SequenceId};
+use oxrelax_runtime::engine::{BatchEngine, Engine, EngineError, SequenceId};
+use oxrelax_runtime::kv_cache::PoolSize;
 
 /// Prompts of several lengths (one past a 16-token prefill chunk), ids every fixture's
 /// vocabulary has.
@@ -268,7 +269,7 @@ fn a_prompt_prefix_is_copied_from_a_live_sequence_or_taken_over_from_an_ended_on
 fn a_sequence_waits_for_pages_promised_to_others_and_one_larger_than_the_pool_is_refused() {
     let dir = &fixture_models()[0];
     let load = || engine(load_with_kv(dir, Quantization::Q0f32, None));
-    let mut one_page = BatchEngine::with_budget(load(), KvBudget::Pages(1)).unwrap();
+    let mut one_page = BatchEngine::with_pool(load(), Some(PoolSize::Pages(1))).unwrap();
     let page = one_page.page_stats().page_positions;
     let too_large = one_page.add_sequence_for(PROMPTS[0], page + 1);
     assert!(
@@ -282,7 +283,7 @@ fn a_sequence_waits_for_pages_promised_to_others_and_one_larger_than_the_pool_is
         ),
         "{too_large:?}"
     );
-    let mut batch = BatchEngine::with_budget(load(), KvBudget::Pages(2)).unwrap();
+    let mut batch = BatchEngine::with_pool(load(), Some(PoolSize::Pages(2))).unwrap();
     assert!(batch.config().context_window >= 2 * page);
     let (a, _) = batch.add_sequence_for(PROMPTS[0], page).unwrap();
     let busy = batch.add_sequence_for(PROMPTS[3], 2 * page);

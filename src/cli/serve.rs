@@ -5,7 +5,7 @@ use crate::cli::generate::{open_engine, ModelArgs};
 use clap::Args;
 use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};
-use oxrelax_runtime::engine::KvBudget;
+use oxrelax_runtime::kv_cache::PoolSize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -103,10 +103,10 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
         port: args.port,
         queue: usize::try_from(args.queue)?,
         max_batch: args.max_batch.map_or(Ok(0), usize::try_from)?,
-        kv_budget: match (args.kv_pages, args.kv_memory) {
-            (Some(pages), _) => KvBudget::Pages(usize::try_from(pages)?),
-            (None, Some(bytes)) => KvBudget::Bytes(bytes),
-            (None, None) => KvBudget::Full,
+        kv_pages: match (args.kv_pages, args.kv_memory) {
+            (Some(pages), _) => Some(PoolSize::Pages(usize::try_from(pages)?)),
+            (None, Some(bytes)) => Some(PoolSize::Bytes(bytes)),
+            (None, None) => None,
         },
         max_body: args.max_body,
         sampling,

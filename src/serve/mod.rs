@@ -25,7 +25,8 @@ pub mod stats;
 pub mod worker;
 
 use oxrelax_runtime::artifact::LoadedEngine;
-use oxrelax_runtime::engine::{BatchEngine, EngineError, KvBudget};
+use oxrelax_runtime::engine::{BatchEngine, EngineError};
+use oxrelax_runtime::kv_cache::PoolSize;
 use oxrelax_runtime::sampler::SamplingConfig;
 use request::ModelInfo;
 use routes::{router, unix_seconds, AppState};
@@ -53,8 +54,9 @@ pub struct ServeOptions {
     /// Requests decoded together at most (0: as many as the model's `batch_decode`
     /// takes).
     pub max_batch: usize,
-    /// How many KV cache pages the requests share.
-    pub kv_budget: KvBudget,
+    /// How many KV cache pages the requests share (`None`: room for the batch at full
+    /// context).
+    pub kv_pages: Option<PoolSize>,
     /// The largest request body accepted, in bytes (413 above).
     pub max_body: usize,
     /// Sampling of fields a request leaves out (a request's `seed` replaces the seed).
@@ -117,7 +119,7 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
     };
     let template = tokenizer.chat_template().map_err(|e| e.to_string());
     let stats = Arc::new(Stats::default());
-    let engine = BatchEngine::with_budget(engine, options.kv_budget)?;
+    let engine = BatchEngine::with_pool(engine, options.kv_pages)?;
     let pages = engine.page_stats();
     eprintln!(
         "oxrelax serve: KV cache of {} pages of {} positions ({} MiB)",

@@ -11,7 +11,7 @@
 
 use super::error::EngineError;
 use super::step::{common_prefix, Engine, EngineConfig};
-use crate::kv_cache::{KvBatch, PagePool, PageStats, SharedKvCache};
+use crate::kv_cache::{KvBatch, PagePool, PageStats, PoolSize, SharedKvCache};
 use crate::tensor::Tensor;
 use crate::value::{Object, Value};
 use std::collections::BTreeMap;
@@ -23,18 +23,6 @@ const BATCH_DECODE: &str = "batch_decode";
 /// A sequence of a [`BatchEngine`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SequenceId(u64);
-
-/// How many pages a batch engine's KV page pool holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KvBudget {
-    /// Room for `max_batch` sequences at the full context.
-    #[default]
-    Full,
-    /// This many pages.
-    Pages(usize),
-    /// As many pages as fit in this many bytes.
-    Bytes(u64),
-}
 
 /// One sequence: its cache, the ids it holds and the positions it may reach.
 #[derive(Clone)]
@@ -71,11 +59,15 @@ impl BatchEngine {
     /// with a maximum batch above 0); its bound is the largest batch one call decodes.
     /// Its page pool holds `max_batch` full contexts.
     pub fn new(engine: Engine) -> Result<BatchEngine, EngineError> {
-        BatchEngine::with_budget(engine, KvBudget::Full)
+        BatchEngine::with_pool(engine, None)
     }
 
-    /// [`BatchEngine::new`] with a page pool of `budget`.
-    pub fn with_budget(mut engine: Engine, budget: KvBudget) -> Result<BatchEngine, EngineError> {
+    /// [`BatchEngine::new`] with a page pool of `size` (`None`: `max_batch` full
+    /// contexts).
+    pub fn with_pool(
+        mut engine: Engine,
+        size: Option<PoolSize>,
+    ) -> Result<BatchEngine, EngineError> {
         let function = engine.vm.executable().functions.get(BATCH_DECODE);
         let bound = function
             .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
@@ -87,18 +79,8 @@ impl BatchEngine {
         let like = shared(&like)?
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let (positions, bytes) = PagePool::page_size(&like);
-        let pages = match budget {
-            KvBudget::Full => like
-                .capacity()
-                .div_ceil(positions)
-                .saturating_mul(max_batch),
-            KvBudget::Pages(pages) => pages,
-            KvBudget::Bytes(total) => {
-                usize::try_from(total / bytes.max(1) as u64).unwrap_or(usize::MAX)
-            }
-        };
-        let pool = PagePool::new(&like, pages)
+        let size = size.unwrap_or(PoolSize::Contexts(max_batch));
+        let pool = PagePool::new(&like, size)
             .map_err(|e| EngineError::Config(format!("the KV page pool: {e}")))?;
         drop(like);
         Ok(BatchEngine {

@@ -24,7 +24,7 @@ mod text_stream;
 #[cfg(test)]
 mod tests;
 
-pub use batch::{BatchEngine, KvBudget, SequenceId};
+pub use batch::{BatchEngine, SequenceId};
 pub use chat::{Chat, ChatOptions, ContextOverflow, Reply};
 pub use error::EngineError;
 pub use generate::{GenerateOptions, Generation, GenerationStats, Step, StopReason, Token};

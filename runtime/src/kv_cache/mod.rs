@@ -30,7 +30,7 @@ mod window;
 pub use batch::{register_batch_builtins, KvBatch, KvBatchError};
 pub use builtins::{register_builtins, SharedKvCache};
 pub use format::{KvFormat, Stream};
-pub use pages::{PagePool, PageStats};
+pub use pages::{PagePool, PageStats, PoolSize};
 pub use window::{ChunkSchedule, ChunkWindow};
 
 use crate::dtype::DType;
@@ -158,6 +158,17 @@ pub enum KvCacheError {
     PoolTooLarge {
         /// Pages asked for.
         pages: usize,
+    },
+    /// A pool whose pages would need more memory mappings than the OS allows.
+    #[error("a KV page pool of {pages} pages may need {mappings} memory mappings; half the OS's limit (vm.max_map_count) is {limit}: use fewer pages")]
+    TooManyMappings {
+        /// Pages asked for.
+        pages: usize,
+        /// Mappings they may need (a mapped page and the gap after it, per layer and
+        /// stream).
+        mappings: usize,
+        /// Half the OS's limit.
+        limit: usize,
     },
     /// The OS refused to map or copy pages.
     #[error("KV cache pages: {what} failed: {error}")]

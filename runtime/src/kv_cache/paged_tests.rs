@@ -20,7 +20,7 @@ fn unpaged(layers: usize, format: impl Into<KvFormat>) -> KvCache {
 }
 
 fn pool(like: &KvCache, pages: usize) -> Arc<PagePool> {
-    PagePool::new(like, pages).unwrap()
+    PagePool::new(like, PoolSize::Pages(pages)).unwrap()
 }
 
 /// Appends `n` positions starting at value `base` to every layer.
@@ -155,4 +155,26 @@ fn an_int8_cache_pages_its_scales_too() {
             assert_eq!(a.as_bytes().unwrap(), b.as_bytes().unwrap());
         }
     }
+}
+
+#[test]
+fn pages_grow_rather_than_need_more_mappings_than_the_os_allows() {
+    let Some(limit) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+    else {
+        return;
+    };
+    let like = unpaged(2, DType::F32);
+    // Per page: 2 layers x 2 streams mapped, and the gap after each.
+    let mappings = |pool: &PagePool| pool.pages() * 2 * 2 * 2;
+    let contexts = limit / 16;
+    let pool = PagePool::new(&like, PoolSize::Contexts(contexts)).unwrap();
+    assert!(mappings(&pool) <= limit / 2, "{pool:?}");
+    assert!(pool.page_positions() > 16, "16-position pages would need {}", contexts * 4 * 8);
+    let too_many = PagePool::new(&like, PoolSize::Pages(limit));
+    assert!(
+        matches!(too_many, Err(KvCacheError::TooManyMappings { .. })),
+        "{too_many:?}"
+    );
 }

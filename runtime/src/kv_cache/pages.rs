@@ -50,10 +50,35 @@ impl std::fmt::Debug for PagePool {
     }
 }
 
-/// The free pages and the number of caches holding each page.
+/// The number of caches holding each page (0: free).
 struct PoolState {
-    free: Vec<PageId>,
     holders: Vec<u32>,
+}
+
+impl PoolState {
+    /// The page to give a cache whose previous page is `after` (`None`: its first): the
+    /// next one when free, so a cache's pages tend to be consecutive in the file and the
+    /// OS merges their mappings; else a page in the longest free run: its start when the
+    /// run starts the pool, else its middle (leaving the first half for the cache holding
+    /// the page before the run to grow into).
+    fn choose(&self, after: Option<PageId>) -> Option<usize> {
+        let free = |i: usize| self.holders.get(i) == Some(&0);
+        if let Some(next) = after.map(|p| p as usize + 1).filter(|&n| free(n)) {
+            return Some(next);
+        }
+        let (mut best, mut run) = (None, None::<(usize, usize)>);
+        for (i, &h) in self.holders.iter().enumerate() {
+            run = match (h, run) {
+                (0, Some((start, len))) => Some((start, len + 1)),
+                (0, None) => Some((i, 1)),
+                _ => None,
+            };
+            if run.is_some_and(|(_, len)| best.is_none_or(|(_, b)| len > b)) {
+                best = run;
+            }
+        }
+        best.map(|(start, len)| if start == 0 { 0 } else { start + len / 2 })
+    }
 }
 
 /// How a pool's pages are used.
@@ -137,16 +162,70 @@ fn memory_file() -> Result<File, KvCacheError> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
+/// How many pages a pool holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolSize {
+    /// Enough for this many caches at full capacity.
+    Contexts(usize),
+    /// This many pages.
+    Pages(usize),
+    /// As many pages as fit in this many bytes.
+    Bytes(u64),
+}
+
+/// The most memory mappings a process may hold, where the OS says (Linux's
+/// `vm.max_map_count`).
+fn mapping_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?;
+    text.trim().parse().ok()
+}
+
 impl PagePool {
-    /// A pool of `pages` pages for caches shaped like `like` (layers, heads, format and
-    /// capacity), of [`PagePool::page_size`].
-    pub fn new(like: &KvCache, pages: usize) -> Result<Arc<PagePool>, KvCacheError> {
-        let (positions, page_bytes) = PagePool::page_size(like);
+    /// A pool of `size` for caches shaped like `like` (layers, heads, format and
+    /// capacity). A page holds a multiple of 16 positions whose every stream fills whole
+    /// OS pages, large enough that a cache holds at most 32 pages, and larger still when
+    /// the pool would otherwise need more memory mappings than half the OS allows (each
+    /// page mapped is one per layer and stream).
+    pub fn new(like: &KvCache, size: PoolSize) -> Result<Arc<PagePool>, KvCacheError> {
         let position_bytes: Vec<usize> = (0..like.streams.len())
             .map(|s| like.position_bytes(s))
             .collect();
+        let blocks = like.num_layers() * position_bytes.len();
+        let os_page = os_page_bytes();
+        let base = (position_bytes.iter())
+            .filter(|&&b| b > 0)
+            .fold(MIN_PAGE_POSITIONS, |p, &b| {
+                lcm(p, os_page / gcd(os_page, b))
+            });
+        let wanted = like.capacity.div_ceil(MAX_PAGES_PER_CACHE).max(1);
+        let mut positions = base * wanted.div_ceil(base);
+        let per_position = (position_bytes.iter().sum::<usize>()).saturating_mul(like.num_layers());
+        let pages_of = |positions: usize| match size {
+            PoolSize::Contexts(n) => like.capacity.div_ceil(positions).saturating_mul(n),
+            PoolSize::Pages(n) => n,
+            PoolSize::Bytes(b) => {
+                let page = positions.saturating_mul(per_position).max(1) as u64;
+                usize::try_from(b / page).unwrap_or(usize::MAX)
+            }
+        };
+        let limit = mapping_limit().map_or(usize::MAX, |l| l / 2);
+        // A mapped page and the unmapped gap after it, per layer and stream.
+        let mappings = |pages: usize| pages.saturating_mul(blocks).saturating_mul(2);
+        while mappings(pages_of(positions)) > limit && positions < like.capacity {
+            positions *= 2;
+        }
+        let pages = pages_of(positions);
+        if mappings(pages) > limit {
+            return Err(KvCacheError::TooManyMappings {
+                pages,
+                mappings: mappings(pages),
+                limit,
+            });
+        }
         let too_many = || KvCacheError::PoolTooLarge { pages };
-        let file_bytes = page_bytes.checked_mul(pages).ok_or_else(too_many)?;
+        let file_bytes = (positions.checked_mul(per_position))
+            .and_then(|page| page.checked_mul(pages))
+            .ok_or_else(too_many)?;
         if pages > PageId::MAX as usize || isize::try_from(file_bytes).is_err() {
             return Err(too_many());
         }
@@ -167,28 +246,9 @@ impl PagePool {
             format: like.format,
             capacity: like.capacity,
             state: Mutex::new(PoolState {
-                free: (0..pages as PageId).rev().collect(),
                 holders: vec![0; pages],
             }),
         }))
-    }
-
-    /// The positions and bytes of a page of a pool for caches like `like`: a multiple of
-    /// 16 positions whose every stream fills whole OS pages, large enough that a cache
-    /// holds at most 32 pages (bytes saturate at `usize::MAX`).
-    pub fn page_size(like: &KvCache) -> (usize, usize) {
-        let os_page = os_page_bytes();
-        let streams = 0..like.streams.len();
-        let base = (streams.clone().map(|s| like.position_bytes(s)))
-            .filter(|&b| b > 0)
-            .fold(MIN_PAGE_POSITIONS, |p, b| lcm(p, os_page / gcd(os_page, b)));
-        let wanted = like.capacity.div_ceil(MAX_PAGES_PER_CACHE).max(1);
-        let positions = base * wanted.div_ceil(base);
-        let bytes = (streams.map(|s| like.position_bytes(s)))
-            .fold(0usize, |sum, b| sum.saturating_add(b))
-            .saturating_mul(positions)
-            .saturating_mul(like.num_layers());
-        (positions, bytes)
     }
 
     /// The pages needed to hold `positions` positions.
@@ -233,15 +293,13 @@ impl PagePool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A free page, now held once.
-    fn allocate(&self) -> Result<PageId, KvCacheError> {
+    /// A free page for a cache whose previous page is `after` ([`PoolState::choose`]),
+    /// now held once.
+    fn allocate(&self, after: Option<PageId>) -> Result<PageId, KvCacheError> {
         let mut state = self.state();
-        let id = state
-            .free
-            .pop()
-            .ok_or(KvCacheError::PoolFull { pages: self.pages })?;
-        state.holders[id as usize] = 1;
-        Ok(id)
+        let id = (state.choose(after)).ok_or(KvCacheError::PoolFull { pages: self.pages })?;
+        state.holders[id] = 1;
+        Ok(id as PageId)
     }
 
     /// One more holder of `id`.
@@ -254,9 +312,6 @@ impl PagePool {
         let mut state = self.state();
         let holders = &mut state.holders[id as usize];
         *holders = holders.saturating_sub(1);
-        if *holders == 0 {
-            state.free.push(id);
-        }
     }
 
     /// Whether more than one cache holds `id`.
@@ -420,7 +475,9 @@ impl PagedRegion {
                 }
             };
             if mapped == libc::MAP_FAILED {
-                return Err(os_error("mapping a KV page"));
+                return Err(os_error(
+                    "mapping a KV page (out of memory, or of mappings: see vm.max_map_count)",
+                ));
             }
         }
         Ok(())
@@ -435,15 +492,16 @@ impl PagedRegion {
         let positions = self.pool.positions;
         let mut table = self.table();
         for index in start / positions..end.div_ceil(positions) {
+            let after = index.checked_sub(1).and_then(|i| table[i]);
             match table[index] {
                 None => {
-                    let id = self.pool.allocate()?;
+                    let id = self.pool.allocate(after)?;
                     self.map(index, Some(id))
                         .inspect_err(|_| self.pool.release(id))?;
                     table[index] = Some(id);
                 }
                 Some(old) if self.pool.is_shared(old) => {
-                    let id = self.pool.allocate()?;
+                    let id = self.pool.allocate(after)?;
                     self.copy_page(index, id)
                         .inspect_err(|_| self.pool.release(id))?;
                     self.map(index, Some(id))
@@ -528,5 +586,28 @@ impl Drop for PagedRegion {
         for id in self.table().iter().flatten() {
             self.pool.release(*id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PoolState;
+
+    fn state(holders: &[u32]) -> PoolState {
+        PoolState {
+            holders: holders.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_cache_gets_the_page_after_its_last_else_room_in_the_longest_free_run() {
+        assert_eq!(state(&[1, 0, 0, 0, 0, 0, 0, 0]).choose(Some(0)), Some(1));
+        // A new cache lands mid-run, leaving room for page 0's cache to grow.
+        assert_eq!(state(&[1, 0, 0, 0, 0, 0, 0, 0]).choose(None), Some(4));
+        assert_eq!(state(&[0, 0, 1, 0, 0, 0]).choose(None), Some(4));
+        assert_eq!(state(&[0, 0, 0, 1, 0, 0]).choose(None), Some(0));
+        // The next page held: the longest run instead.
+        assert_eq!(state(&[1, 1, 0, 2, 0, 0]).choose(Some(0)), Some(5));
+        assert_eq!(state(&[1, 1, 1]).choose(Some(0)), None);
     }
 }

@@ -275,22 +275,15 @@ fn greedy_completions_equal_generate_streamed_or_not() {
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
 }
 
-#[test]
-fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
-    let prompts = [
-        "To be, or not to be",
-        "Now is the winter",
-        "Friends, Romans",
-        "O Romeo",
-    ];
-    let server = Server::start(&["--max-batch", "4"]);
+/// The greedy completions of `prompts` one at a time, then `repeats` times each all at
+/// once, checked to be the same text; returns the ones made alone.
+fn alone_then_together(server: &Server, prompts: &[&str], repeats: usize) -> Vec<Value> {
     let alone: Vec<Value> = prompts
         .iter()
         .map(|p| server.post("/v1/completions", &completion_body(p)).1)
         .collect();
     let together: Vec<(u16, Value)> = std::thread::scope(|scope| {
-        let server = &server;
-        let handles: Vec<_> = (0..3)
+        let handles: Vec<_> = (0..repeats)
             .flat_map(|_| prompts.iter())
             .map(|p| scope.spawn(move || server.post("/v1/completions", &completion_body(p))))
             .collect();
@@ -301,6 +294,19 @@ fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
         let want = &alone[i % prompts.len()]["choices"][0]["text"];
         assert_eq!(&body["choices"][0]["text"], want, "request {i}");
     }
+    alone
+}
+
+#[test]
+fn concurrent_requests_are_batched_and_each_generates_what_it_would_alone() {
+    let prompts = [
+        "To be, or not to be",
+        "Now is the winter",
+        "Friends, Romans",
+        "O Romeo",
+    ];
+    let server = Server::start(&["--max-batch", "4"]);
+    let alone = alone_then_together(&server, &prompts, 3);
     // Requests are counted just after their last event is sent.
     let stats = server.wait_for_stats(|s| s["completed"] == 4 + 12);
     let tokens = |b: &Value| b["usage"]["completion_tokens"].as_u64().unwrap();
@@ -328,23 +334,7 @@ fn requests_wait_for_kv_pages_and_one_larger_than_the_pool_is_a_400() {
     // One page (32 positions of the fixture) holds a prompt and 24 tokens: one request
     // at a time holds the pool, the others wait for it.
     let server = Server::start(&["--max-batch", "4", "--kv-pages", "1"]);
-    let alone: Vec<Value> = prompts
-        .iter()
-        .map(|p| server.post("/v1/completions", &completion_body(p)).1)
-        .collect();
-    let together: Vec<(u16, Value)> = std::thread::scope(|scope| {
-        let server = &server;
-        let handles: Vec<_> = (0..2)
-            .flat_map(|_| prompts.iter())
-            .map(|p| scope.spawn(move || server.post("/v1/completions", &completion_body(p))))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (i, (status, body)) in together.iter().enumerate() {
-        assert_eq!(*status, 200, "{body}");
-        let want = &alone[i % prompts.len()]["choices"][0]["text"];
-        assert_eq!(&body["choices"][0]["text"], want, "request {i}");
-    }
+    alone_then_together(&server, &prompts, 2);
     let stats = server.wait_for_stats(|s| s["completed"] == 3 + 6);
     assert_eq!(
         (
@@ -355,6 +345,10 @@ fn requests_wait_for_kv_pages_and_one_larger_than_the_pool_is_a_400() {
         "{stats}"
     );
     assert!(stats["kv_pages_used"].as_u64().unwrap() <= 1, "{stats}");
+    assert_eq!(
+        stats["peak_batch"], 1,
+        "one request runs at a time: {stats}"
+    );
     let body = json!({"model": "tiny-llama", "prompt": prompts[0], "max_tokens": 40});
     let (status, body) = server.post("/v1/completions", &body.to_string());
     assert_eq!(status, 400, "{body}");

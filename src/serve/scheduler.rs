@@ -116,6 +116,11 @@ impl<'t> Batch<'t> {
         self.active.len()
     }
 
+    /// Requests in flight that hold a sequence (the others wait for KV pages).
+    pub fn running(&self) -> usize {
+        self.active.iter().filter(|a| a.sequence.is_some()).count()
+    }
+
     /// Whether no request is in flight.
     pub fn is_empty(&self) -> bool {
         self.active.is_empty()

@@ -55,11 +55,12 @@ pub struct StatsSnapshot {
     /// prefix: copied from a request in flight or taken over from an ended one), not
     /// computed again.
     pub prompt_tokens_reused: u64,
-    /// Requests in the running batch at the last step.
+    /// Requests the last step ran (prefilling or decoding).
     pub batch: u64,
     /// The most requests a step has run together.
     pub peak_batch: u64,
-    /// Requests waiting in the queue at the last step.
+    /// Requests waiting at the last step: in the queue, or admitted and waiting for KV
+    /// pages.
     pub waiting: u64,
     /// Pages of the KV cache pool.
     pub kv_pages: u64,
@@ -84,7 +85,7 @@ impl Stats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records the batch's size and the queue's length before a step.
+    /// Records the requests a step ran and those waiting.
     pub fn set_batch(&self, batch: usize, waiting: usize) {
         self.batch.store(batch as u64, Ordering::Relaxed);
         self.peak_batch.fetch_max(batch as u64, Ordering::Relaxed);

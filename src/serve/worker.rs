@@ -178,9 +178,11 @@ impl<'t> Worker<'t> {
                 }
                 return;
             }
-            self.stats.set_batch(self.batch.len(), receiver.len());
             match catch_unwind(AssertUnwindSafe(|| self.batch.step())) {
                 Ok(finished) => {
+                    let running = self.batch.running();
+                    let waiting = self.batch.len() - running + receiver.len();
+                    self.stats.set_batch(running + finished.len(), waiting);
                     self.stats.set_pages(&self.batch.page_stats());
                     finished.iter().for_each(|f| self.log(f));
                 }

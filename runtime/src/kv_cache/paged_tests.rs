@@ -171,7 +171,11 @@ fn pages_grow_rather_than_need_more_mappings_than_the_os_allows() {
     let contexts = limit / 16;
     let pool = PagePool::new(&like, PoolSize::Contexts(contexts)).unwrap();
     assert!(mappings(&pool) <= limit / 2, "{pool:?}");
-    assert!(pool.page_positions() > 16, "16-position pages would need {}", contexts * 4 * 8);
+    assert!(
+        pool.page_positions() > 16,
+        "16-position pages would need {}",
+        contexts * 4 * 8
+    );
     let too_many = PagePool::new(&like, PoolSize::Pages(limit));
     assert!(
         matches!(too_many, Err(KvCacheError::TooManyMappings { .. })),

@@ -7,7 +7,7 @@
 //! a page held by more than one cache is copied before either writes it.
 
 use super::{KvCache, KvCacheError, KvFormat};
-use crate::tensor::buffer::Buffer;
+use crate::tensor::buffer::{os_page_size, Buffer};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -104,16 +104,6 @@ fn os_error(what: &'static str) -> KvCacheError {
     }
 }
 
-/// The OS's page size.
-fn os_page_bytes() -> usize {
-    // SAFETY: sysconf reads a constant of the OS.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
-}
-
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
         a
@@ -191,7 +181,7 @@ impl PagePool {
             .map(|s| like.position_bytes(s))
             .collect();
         let blocks = like.num_layers() * position_bytes.len();
-        let os_page = os_page_bytes();
+        let os_page = os_page_size();
         let base = (position_bytes.iter())
             .filter(|&&b| b > 0)
             .fold(MIN_PAGE_POSITIONS, |p, &b| {

@@ -31,6 +31,16 @@ const MAPPED_MIN_BYTES: usize = 1 << 20;
 /// The size of a base page (4 KiB on the targets; a larger one only maps more).
 const BASE_PAGE_BYTES: usize = 4 << 10;
 
+/// The OS's page size (mapping offsets and lengths are multiples of it).
+pub(crate) fn os_page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
+}
+
 /// The size of a huge page (a PMD on x86-64 and on aarch64 with 4 KiB pages): only a
 /// buffer at least this large asks for them.
 pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;

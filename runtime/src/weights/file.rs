@@ -39,7 +39,7 @@ impl MappedRange {
         let FileBytes::Mapped(map) = &*self.bytes else {
             return;
         };
-        let page = page_size();
+        let page = crate::tensor::buffer::os_page_size();
         let (start, end) = (
             self.range.0.next_multiple_of(page),
             self.range.1 / page * page,
@@ -60,16 +60,6 @@ impl Drop for MappedRange {
     fn drop(&mut self) {
         self.release();
     }
-}
-
-/// The OS page size (mapping offsets are page-aligned from the start of the mapping).
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
 }
 
 /// Drops from the resident set the pages of `tensor` when it borrows a weight file's

@@ -173,47 +173,17 @@ fn mapping_limit() -> Option<usize> {
 impl PagePool {
     /// A pool of `size` for caches shaped like `like` (layers, heads, format and
     /// capacity). A page holds a multiple of 16 positions whose every stream fills whole
-    /// OS pages, large enough that a cache holds at most 32 pages, and larger still when
-    /// the pool would otherwise need more memory mappings than half the OS allows (each
-    /// page mapped is one per layer and stream).
+    /// OS pages, large enough that a cache holds at most 32 pages, and (unless the size
+    /// is in pages) larger still while the pool would need more memory mappings than
+    /// half the OS allows (a mapped page and the gap after it, per layer and stream).
     pub fn new(like: &KvCache, size: PoolSize) -> Result<Arc<PagePool>, KvCacheError> {
         let position_bytes: Vec<usize> = (0..like.streams.len())
             .map(|s| like.position_bytes(s))
             .collect();
-        let blocks = like.num_layers() * position_bytes.len();
-        let os_page = os_page_size();
-        let base = (position_bytes.iter())
-            .filter(|&&b| b > 0)
-            .fold(MIN_PAGE_POSITIONS, |p, &b| {
-                lcm(p, os_page / gcd(os_page, b))
-            });
-        let wanted = like.capacity.div_ceil(MAX_PAGES_PER_CACHE).max(1);
-        let mut positions = base * wanted.div_ceil(base);
-        let per_position = (position_bytes.iter().sum::<usize>()).saturating_mul(like.num_layers());
-        let pages_of = |positions: usize| match size {
-            PoolSize::Contexts(n) => like.capacity.div_ceil(positions).saturating_mul(n),
-            PoolSize::Pages(n) => n,
-            PoolSize::Bytes(b) => {
-                let page = positions.saturating_mul(per_position).max(1) as u64;
-                usize::try_from(b / page).unwrap_or(usize::MAX)
-            }
-        };
-        let limit = mapping_limit().map_or(usize::MAX, |l| l / 2);
-        // A mapped page and the unmapped gap after it, per layer and stream.
-        let mappings = |pages: usize| pages.saturating_mul(blocks).saturating_mul(2);
-        while mappings(pages_of(positions)) > limit && positions < like.capacity {
-            positions *= 2;
-        }
-        let pages = pages_of(positions);
-        if mappings(pages) > limit {
-            return Err(KvCacheError::TooManyMappings {
-                pages,
-                mappings: mappings(pages),
-                limit,
-            });
-        }
+        let (positions, pages) = PagePool::layout(like, &position_bytes, size)?;
         let too_many = || KvCacheError::PoolTooLarge { pages };
-        let file_bytes = (positions.checked_mul(per_position))
+        let file_bytes = (position_bytes.iter().sum::<usize>())
+            .checked_mul(like.num_layers() * positions)
             .and_then(|page| page.checked_mul(pages))
             .ok_or_else(too_many)?;
         if pages > PageId::MAX as usize || isize::try_from(file_bytes).is_err() {
@@ -239,6 +209,49 @@ impl PagePool {
                 holders: vec![0; pages],
             }),
         }))
+    }
+
+    /// The positions a page holds and the pages of a pool of `size` for caches like
+    /// `like` (whose streams take `position_bytes` per position), as [`PagePool::new`]
+    /// chooses them.
+    fn layout(
+        like: &KvCache,
+        position_bytes: &[usize],
+        size: PoolSize,
+    ) -> Result<(usize, usize), KvCacheError> {
+        let os_page = os_page_size();
+        let base = (position_bytes.iter())
+            .filter(|&&b| b > 0)
+            .fold(MIN_PAGE_POSITIONS, |p, &b| {
+                lcm(p, os_page / gcd(os_page, b))
+            });
+        let wanted = like.capacity.div_ceil(MAX_PAGES_PER_CACHE).max(1);
+        let per_position = (position_bytes.iter().sum::<usize>()).saturating_mul(like.num_layers());
+        let pages_of = |positions: usize| match size {
+            PoolSize::Contexts(n) => like.capacity.div_ceil(positions).saturating_mul(n),
+            PoolSize::Pages(n) => n,
+            PoolSize::Bytes(b) => {
+                let page = positions.saturating_mul(per_position).max(1) as u64;
+                usize::try_from(b / page).unwrap_or(usize::MAX)
+            }
+        };
+        let limit = mapping_limit().map_or(usize::MAX, |l| l / 2);
+        let mappings =
+            |pages: usize| pages.saturating_mul(position_bytes.len() * like.num_layers() * 2);
+        let mut positions = base * wanted.div_ceil(base);
+        let grows = !matches!(size, PoolSize::Pages(_));
+        while grows && mappings(pages_of(positions)) > limit && positions < like.capacity {
+            positions *= 2;
+        }
+        let pages = pages_of(positions);
+        if mappings(pages) > limit {
+            return Err(KvCacheError::TooManyMappings {
+                pages,
+                mappings: mappings(pages),
+                limit,
+            });
+        }
+        Ok((positions, pages))
     }
 
     /// The pages needed to hold `positions` positions.

@@ -277,14 +277,18 @@ impl WeightStore {
 
     /// [`WeightStore::load_expected`], then every float weight checked for NaN and
     /// infinity: a checkpoint that holds one is broken, and the model would compute
-    /// garbage from it without a word.
+    /// garbage from it without a word. A weight borrowed from a file's mapping leaves the
+    /// resident set once checked ([`release_resident_pages`]), so the check never holds
+    /// the whole checkpoint in memory.
     pub fn load_expected_finite(
         &self,
         expected: &[ExpectedTensor],
     ) -> Result<Vec<Tensor>, WeightError> {
         let tensors = self.load_expected(expected)?;
         for (tensor, e) in tensors.iter().zip(expected) {
-            if let Some((index, value)) = first_non_finite(tensor) {
+            let non_finite = first_non_finite(tensor);
+            release_resident_pages(tensor);
+            if let Some((index, value)) = non_finite {
                 return Err(WeightError::NonFinite {
                     tensor: e.name.clone(),
                     file: self

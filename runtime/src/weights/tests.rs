@@ -382,6 +382,52 @@ fn released_pages_of_a_mapped_weight_read_back_unchanged() {
     assert_eq!(owned.as_slice::<f32>().unwrap(), values);
 }
 
+/// KiB of `path`'s mappings resident in this process (`/proc/self/smaps`).
+#[cfg(target_os = "linux")]
+fn resident_kib(path: &Path) -> u64 {
+    let smaps = fs::read_to_string("/proc/self/smaps").unwrap();
+    let path = path.to_string_lossy();
+    let mut lines = smaps.lines();
+    let mut kib = 0;
+    while let Some(line) = lines.next() {
+        if line.ends_with(path.as_ref()) {
+            let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+            kib += rss
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
+        }
+    }
+    kib
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_finite_check_leaves_no_checked_weight_resident() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<f32> = (0..1_000_000).map(|i| (i % 977) as f32).collect();
+    let entries = [("big.weight", "F32", vec![values.len()], f32_bytes(&values))];
+    let path = dir.path().join(SINGLE_FILE);
+    write_raw(&path, &entries, Some(248));
+    let store = WeightStore::open(dir.path()).unwrap();
+    let expected = [ExpectedTensor {
+        name: "big.weight".into(),
+        shape: vec![values.len() as i64],
+        dtype: DType::F32,
+    }];
+    let loaded = store.load_expected_finite(&expected).unwrap();
+    assert_eq!(loaded[0].storage_kind(), StorageKind::Borrowed);
+    // Only the pages the tensor shares with the header may stay (its 4 MB were read).
+    assert!(
+        resident_kib(&path) <= 16,
+        "{} KiB resident",
+        resident_kib(&path)
+    );
+    assert_eq!(loaded[0].as_slice::<f32>().unwrap(), values);
+}
+
 #[test]
 fn mapped_weights_are_copied_out_of_the_file_and_keep_their_values() {
     let dir = tempfile::tempdir().unwrap();

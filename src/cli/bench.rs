@@ -7,6 +7,7 @@ use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{BatchEngine, Engine, GenerateOptions, GenerationStats, Step};
+use oxrelax_runtime::kv_cache::PoolSize;
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::trace::OFFLOAD_LANE;
@@ -270,7 +271,10 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
         runs: args.runs,
     };
     if let Some(Batches(batches)) = &args.batch {
-        let mut batched = BatchEngine::new(engine)?;
+        // Room for the largest batch's sequences at full context (the pages are resident
+        // only as they fill).
+        let largest = batches.iter().copied().max().unwrap_or(1);
+        let mut batched = BatchEngine::with_pool(engine, Some(PoolSize::Contexts(largest)))?;
         let batches = bench_batch::measure(&mut batched, &prompt, args.gen, (batches, args.runs))?;
         let report = BatchReport {
             plan,

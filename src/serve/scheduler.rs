@@ -101,7 +101,8 @@ impl<'t> Batch<'t> {
         self.engine.config()
     }
 
-    /// An error unless the page pool can ever hold a request of `positions` positions.
+    /// An error unless the page pool can ever hold a request that may reach `positions`
+    /// positions (at most the context).
     pub fn check_fits(&self, positions: usize) -> Result<(), EngineError> {
         self.engine.check_fits(positions)
     }

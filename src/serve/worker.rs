@@ -204,9 +204,7 @@ impl<'t> Worker<'t> {
         }
         let encoded = self.encode(&job.request.prompt).and_then(|ids| {
             let positions = ids.len().saturating_add(job.request.max_tokens);
-            let fits = self
-                .batch
-                .check_fits(positions.min(self.batch.config().context_window));
+            let fits = self.batch.check_fits(positions);
             fits.map_err(|e| ApiError::invalid("max_tokens", e.to_string()))?;
             Ok(ids)
         });

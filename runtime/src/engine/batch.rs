@@ -64,10 +64,7 @@ impl BatchEngine {
 
     /// [`BatchEngine::new`] with a page pool of `size` (`None`: `max_batch` full
     /// contexts).
-    pub fn with_pool(
-        mut engine: Engine,
-        size: Option<PoolSize>,
-    ) -> Result<BatchEngine, EngineError> {
+    pub fn with_pool(engine: Engine, size: Option<PoolSize>) -> Result<BatchEngine, EngineError> {
         let function = engine.vm.executable().functions.get(BATCH_DECODE);
         let bound = function
             .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
@@ -75,14 +72,10 @@ impl BatchEngine {
             .filter(|&b| b > 0)
             .ok_or(EngineError::NoBatchDecode)?;
         let max_batch = bound as usize;
-        let like = super::step::new_cache(&mut engine.vm)?;
-        let like = shared(&like)?
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        // The engine's own cache has the shape the pool's caches take.
         let size = size.unwrap_or(PoolSize::Contexts(max_batch));
-        let pool = PagePool::new(&like, size)
+        let pool = PagePool::new(&lock(shared(&engine.cache)?), size)
             .map_err(|e| EngineError::Config(format!("the KV page pool: {e}")))?;
-        drop(like);
         Ok(BatchEngine {
             engine,
             max_batch,
@@ -190,9 +183,10 @@ impl BatchEngine {
         })
     }
 
-    /// [`EngineError::KvPoolTooSmall`] if a sequence of `positions` positions needs more
-    /// pages than the pool holds.
+    /// [`EngineError::KvPoolTooSmall`] if a sequence that may reach `positions` positions
+    /// (at most the context) needs more pages than the pool holds.
     pub fn check_fits(&self, positions: usize) -> Result<(), EngineError> {
+        let positions = positions.min(self.config().context_window);
         let (needed, pages) = (self.pool.pages_for(positions), self.pool.pages());
         if needed > pages {
             return Err(EngineError::KvPoolTooSmall {

@@ -563,17 +563,26 @@ impl KvCache {
         self.clear();
         if let (Some(mine), Some(theirs)) = (&self.paged, &source.paged) {
             if Arc::ptr_eq(mine.pool(), theirs.pool()) {
-                let region = self.unexposed_region()?;
-                region.share(theirs, len)?;
+                // `clear` gave the pages back unless a live view shows them: then a new
+                // range, the old one staying with the view.
+                if self.is_viewed() {
+                    self.map_region(PagedRegion::new(theirs.pool())?)?;
+                }
+                if let Some(region) = &self.paged {
+                    region.share(theirs, len)?;
+                }
                 self.layers.iter_mut().for_each(|l| l.len = len);
                 return Ok(());
             }
         }
         for layer in 0..self.layers.len() {
             self.make_writable(layer)?;
-            if let Some(region) = &self.paged {
-                region.prepare(0, len)?;
-            }
+        }
+        // After any fork above: the pages written are this cache's alone.
+        if let Some(region) = &self.paged {
+            region.prepare(0, len)?;
+        }
+        for layer in 0..self.layers.len() {
             for stream in 0..self.streams.len() {
                 let bytes = len * self.position_bytes(stream);
                 let from = &source.layers[layer].streams[stream];
@@ -606,18 +615,6 @@ impl KvCache {
         (self.layers.iter())
             .flat_map(|l| &l.streams)
             .any(|b| Arc::strong_count(b) > 1)
-    }
-
-    /// The paged range, emptied, replaced by a new one if a live view covers it.
-    fn unexposed_region(&mut self) -> Result<Arc<PagedRegion>, KvCacheError> {
-        let region = self.paged.clone().ok_or(KvCacheError::Mismatch)?;
-        if !self.is_viewed() {
-            region.release();
-            return Ok(region);
-        }
-        let fresh = PagedRegion::new(region.pool())?;
-        self.map_region(fresh.clone())?;
-        Ok(fresh)
     }
 }
 

@@ -499,16 +499,14 @@ impl PagedRegion {
             match table[index] {
                 None => {
                     let id = self.pool.allocate(after)?;
-                    self.map(index, Some(id))
-                        .inspect_err(|_| self.pool.release(id))?;
+                    self.remap(index, id, None)?;
                     table[index] = Some(id);
                 }
                 Some(old) if self.pool.is_shared(old) => {
                     let id = self.pool.allocate(after)?;
                     self.copy_page(index, id)
                         .inspect_err(|_| self.pool.release(id))?;
-                    self.map(index, Some(id))
-                        .inspect_err(|_| self.pool.release(id))?;
+                    self.remap(index, id, Some(old))?;
                     table[index] = Some(id);
                     self.pool.release(old);
                 }
@@ -516,6 +514,18 @@ impl PagedRegion {
             }
         }
         Ok(())
+    }
+
+    /// Maps page `id`, just allocated or retained for this range, at entry `index` in
+    /// place of `was`. If that fails partway (some layers and streams remapped), `was` is
+    /// mapped back and `id` given back, so the range never shows a page it does not hold.
+    fn remap(&self, index: usize, id: PageId, was: Option<PageId>) -> Result<(), KvCacheError> {
+        self.map(index, Some(id)).inspect_err(|_| {
+            // If this fails too, the entry stays partly mapped to `id`, which stays held.
+            if self.map(index, was).is_ok() {
+                self.pool.release(id);
+            }
+        })
     }
 
     /// Writes what entry `index` shows (every layer and stream) into pool page `id`.
@@ -545,8 +555,7 @@ impl PagedRegion {
         for (index, id) in ids.into_iter().enumerate() {
             let Some(id) = id else { continue };
             self.pool.retain(id);
-            self.map(index, Some(id))
-                .inspect_err(|_| self.pool.release(id))?;
+            self.remap(index, id, None)?;
             table[index] = Some(id);
         }
         Ok(())

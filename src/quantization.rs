@@ -7,6 +7,7 @@
 use oxrelax_dsl::{AttrValue, DType, IRModule};
 use oxrelax_models::KvDtype;
 use oxrelax_runtime::weights::{StoredAs, WeightStore};
+use std::collections::BTreeSet;
 
 pub use crate::passes::WEIGHT_QUANT_ATTR;
 use crate::passes::{WeightFormat, WEIGHT_FORMATS};
@@ -18,10 +19,12 @@ use crate::passes::{WeightFormat, WEIGHT_FORMATS};
 /// The quantized formats are `QuantizeWeights`' [`crate::passes::WEIGHT_FORMATS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Quantization {
-    /// As the checkpoint stores the weights: `w8a8` when it holds quantized blocks (a
-    /// GGUF file's Q8_0 blocks kept exactly, 4- to 6-bit ones put on its 8-bit grid, and
-    /// int8 activations per group of 32 as llama.cpp computes them), else `q0f16` when
-    /// the embedding table is stored as f16, else `q0f32` (bf16 is widened to f32).
+    /// As the checkpoint stores the weights. A GGUF file whose projections are all Q4_1
+    /// blocks: `w4a8_asym` (the blocks kept); all Q4_0: `w4a8` (kept: the scale search
+    /// finds the block's own scale); other quantized blocks: `w8a8` (Q8_0 kept exactly,
+    /// 4- to 6-bit blocks put on its 8-bit grid). Each computes with int8 activations per
+    /// group of 32 as llama.cpp does. Float checkpoints: `q0f16` when the embedding table
+    /// is stored as f16, else `q0f32` (bf16 is widened to f32).
     #[default]
     Auto,
     /// No quantization: 32-bit floats.
@@ -64,14 +67,29 @@ pub enum Quantization {
     /// table and the output head are `q8f32`'s, as under `w8a8`.
     #[value(name = "w4a8")]
     W4a8,
+    /// As `q4f16_1` with asymmetric groups (llama.cpp's Q4_1): each group's 16 codes
+    /// span it from its least value to its greatest, with an f16 scale and an f16 offset
+    /// per group (5 bits per weight). A linear layer adds the product of its
+    /// activations' sums per group with the offsets. Weights read other than by linear
+    /// layers, or whose depth is not a multiple of 32, keep `q4f16_1`'s groups.
+    #[value(name = "q4f16_asym")]
+    Q4f16Asym,
+    /// As `w4a8` with `q4f16_asym`'s asymmetric groups (the offsets' term takes the
+    /// float activations). What `auto` keeps a GGUF file's Q4_1 blocks as.
+    #[value(name = "w4a8_asym")]
+    W4a8Asym,
 }
 
 /// The tensor whose stored dtype [`Quantization::Auto`] follows (every model has it).
 const EMBEDDING_TABLE: &str = "model.embed_tokens.weight";
 
+/// The embedding table and the output head: 8-bit under every scheme, so their blocks
+/// do not decide which 4-bit scheme keeps a file's blocks.
+const HEAD_TENSORS: [&str; 2] = [EMBEDDING_TABLE, "lm_head.weight"];
+
 impl Quantization {
     /// Every scheme a model can be compiled with (all but `Auto`).
-    pub const SCHEMES: [Quantization; 7] = [
+    pub const SCHEMES: [Quantization; 9] = [
         Quantization::Q0f32,
         Quantization::Q0f16,
         Quantization::Q8f32,
@@ -79,6 +97,8 @@ impl Quantization {
         Quantization::Q4f16_1,
         Quantization::W8a8,
         Quantization::W4a8,
+        Quantization::Q4f16Asym,
+        Quantization::W4a8Asym,
     ];
 
     /// The scheme's name (as `--quant` takes it and manifests record it).
@@ -92,6 +112,8 @@ impl Quantization {
             Quantization::Q4f16_1 => "q4f16_1",
             Quantization::W8a8 => "w8a8",
             Quantization::W4a8 => "w4a8",
+            Quantization::Q4f16Asym => "q4f16_asym",
+            Quantization::W4a8Asym => "w4a8_asym",
         }
     }
 
@@ -102,21 +124,25 @@ impl Quantization {
 
     /// The scheme for the checkpoint in `store` (`Auto` decided by what it stores).
     pub fn resolve(self, store: &WeightStore) -> Quantization {
-        match self {
-            Quantization::Auto => {
-                let blocks = |name: &str| {
-                    let entry = store.info(name);
-                    entry.is_some_and(|e| matches!(e.stored, StoredAs::Blocks(_)))
-                };
-                match store.info(EMBEDDING_TABLE) {
-                    _ if store.names().any(blocks) => Quantization::W8a8,
-                    Some(entry) if entry.stored == StoredAs::Dtype(DType::F16) => {
-                        Quantization::Q0f16
-                    }
-                    _ => Quantization::Q0f32,
-                }
-            }
-            scheme => scheme,
+        if self != Quantization::Auto {
+            return self;
+        }
+        let blocks = |name: &str| match store.info(name)?.stored {
+            StoredAs::Blocks(ty) => Some(ty.name),
+            StoredAs::Dtype(_) => None,
+        };
+        let body: BTreeSet<&str> = store
+            .names()
+            .filter(|name| !HEAD_TENSORS.contains(name))
+            .filter_map(blocks)
+            .collect();
+        let table = store.info(EMBEDDING_TABLE).map(|entry| entry.stored);
+        match body.into_iter().collect::<Vec<_>>()[..] {
+            ["Q4_1"] => Quantization::W4a8Asym,
+            ["Q4_0"] => Quantization::W4a8,
+            _ if store.names().any(|name| blocks(name).is_some()) => Quantization::W8a8,
+            _ if table == Some(StoredAs::Dtype(DType::F16)) => Quantization::Q0f16,
+            _ => Quantization::Q0f32,
         }
     }
 
@@ -174,6 +200,8 @@ impl Quantization {
             Quantization::Q4f16_1 => Some("q4f16"),
             Quantization::W8a8 => Some("w8a8"),
             Quantization::W4a8 => Some("w4a8"),
+            Quantization::Q4f16Asym => Some("q4f16_asym"),
+            Quantization::W4a8Asym => Some("w4a8_asym"),
             _ => None,
         }
     }

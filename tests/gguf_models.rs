@@ -151,10 +151,10 @@ fn generates_as_llama_cpp(name: &str) {
     assert!(close, "{name}: perplexity {ours} vs llama.cpp {theirs}");
 }
 
-/// Compiled as the file stores it (`--quant auto`: w8a8 for quantized blocks, int8
-/// activations per group as llama.cpp computes them), the model's perplexity agrees
-/// with llama.cpp's on the file itself.
-fn auto_computes_as_llama_cpp(name: &str) {
+/// Compiled as the file stores it (`--quant auto`: `scheme`, int8 activations per group
+/// as llama.cpp computes them), the model's perplexity agrees with llama.cpp's on the
+/// file itself.
+fn auto_computes_as_llama_cpp(name: &str, scheme: &str) {
     let Some((path, reference)) = real_model(name) else {
         return;
     };
@@ -162,7 +162,7 @@ fn auto_computes_as_llama_cpp(name: &str) {
     let artifact = compile(&path, dir.path(), "auto", &[]);
     let manifest = std::fs::read_to_string(Path::new(&artifact).join("oxrelax-model.json"));
     let manifest: Value = serde_json::from_str(&manifest.unwrap()).unwrap();
-    assert_eq!(manifest["quantization"], "w8a8", "{name}");
+    assert_eq!(manifest["quantization"], scheme, "{name}");
     let ours = prefix_perplexity(&artifact, &reference, dir.path());
     let ppl = &reference["perplexity"];
     let (theirs, f32) = (
@@ -231,12 +231,30 @@ fn gemma3_generates_as_llama_cpp() {
     generates_as_llama_cpp("gemma3");
 }
 
+/// SmolLM2's projections are Q4_1 blocks: kept as asymmetric 4-bit groups.
 #[test]
 fn smollm2_as_stored_computes_as_llama_cpp() {
-    auto_computes_as_llama_cpp("smollm2");
+    auto_computes_as_llama_cpp("smollm2", "w4a8_asym");
 }
 
+/// Gemma 3's are K-quants: put on the 8-bit grid.
 #[test]
 fn gemma3_as_stored_computes_as_llama_cpp() {
-    auto_computes_as_llama_cpp("gemma3");
+    auto_computes_as_llama_cpp("gemma3", "w8a8");
+}
+
+/// SmolLM2's Q4_1 blocks are kept exactly under `q4f16_asym` (float activations): its
+/// perplexity is the f32 weights' (the blocks dequantized) to rounding.
+#[test]
+fn smollm2_keeps_its_q4_1_blocks() {
+    let Some((path, reference)) = real_model("smollm2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let [exact, kept] = [("f32", "q0f32"), ("kept", "q4f16_asym")].map(|(name, scheme)| {
+        let artifact = compile(&path, dir.path(), name, &["--quant", scheme]);
+        prefix_perplexity(&artifact, &reference, dir.path())
+    });
+    let close = (kept - exact).abs() / exact <= 1e-5;
+    assert!(close, "q4f16_asym {kept} vs the f32 weights' {exact}");
 }

@@ -16,7 +16,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// The quantization group along a weight row.
-use safetensors::tensor::TensorView;
 use std::path::Path;
 
 const HIDDEN: usize = 48;
@@ -98,7 +97,7 @@ fn write_model(dir: &Path, kind: Kind) {
         }
     }
     let mut rng = StdRng::seed_from_u64(259);
-    let data: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
+    let data: Vec<(String, Vec<usize>, Vec<f32>)> = shapes
         .into_iter()
         .map(|(name, shape)| {
             let values = match shape[..] {
@@ -108,18 +107,11 @@ fn write_model(dir: &Path, kind: Kind) {
                 }
                 _ => vec![1.0; shape[0]],
             };
-            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            (name, shape, bytes)
+            (name, shape, values)
         })
         .collect();
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(name, shape, bytes)| {
-            let view = TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).unwrap();
-            (name.clone(), view)
-        })
-        .collect();
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    let tensors = data.iter().map(|(n, s, v)| (n.as_str(), &s[..], &v[..]));
+    common::write_f32_weights(dir, tensors);
 }
 
 /// The 21-token prompt every run is given.

@@ -16,13 +16,15 @@ use std::path::Path;
 /// |diff| relative to the largest f32 logit, and the least top-1 agreement (4 bits on
 /// these tiny models: 50-92%; that the kernels compute exactly what the 4-bit weights
 /// say is `tests/odd_sizes.rs`'s, the perplexity drift `tests/accuracy.rs`'s).
-const SCHEMES: [(Quantization, DType, f32, f32); 5] = [
+const SCHEMES: [(Quantization, DType, f32, f32); 7] = [
     (Quantization::Q8f32, DType::I8, 0.02, 0.9),
     (Quantization::Q4f32_1, DType::U4, 0.15, 0.5),
     (Quantization::Q4f16_1, DType::U4, 0.15, 0.5),
     // Int8 activations flip near-ties: tiny-qwen2 agrees on 10 of 12 positions.
     (Quantization::W8a8, DType::I8, 0.03, 0.8),
     (Quantization::W4a8, DType::U4, 0.15, 0.5),
+    (Quantization::Q4f16Asym, DType::U4, 0.15, 0.5),
+    (Quantization::W4a8Asym, DType::U4, 0.15, 0.5),
 ];
 
 /// The most stored weights a scheme may add to a checkpoint's, in percent: panels pad
@@ -30,7 +32,7 @@ const SCHEMES: [(Quantization, DType, f32, f32); 5] = [
 /// reduction to whole groups of 32 (the fixtures' FFN of 176 to 192).
 fn padding_percent(scheme: Quantization) -> usize {
     match scheme {
-        Quantization::W8a8 | Quantization::W4a8 => 12,
+        Quantization::W8a8 | Quantization::W4a8 | Quantization::W4a8Asym => 12,
         _ => 5,
     }
 }

@@ -155,7 +155,13 @@ fn cold_format(quant: Quantization) -> Result<Option<&'static WeightFormat>, Ben
     };
     match (quant, quant.packed_format()) {
         (Quantization::Q0f32, _) => Ok(None),
-        (_, Some(format)) if format.layout == QuantLayout::Rows => Ok(Some(format)),
+        (_, Some(format)) if format.layout == QuantLayout::Rows && !format.offsets => {
+            Ok(Some(format))
+        }
+        (_, Some(format)) if format.offsets => Err(bad(
+            "adds its offsets' term outside the GEMV; the cold GEMV times one kernel (q0f32, \
+             q8f32, q4f32_1, q4f16_1)",
+        )),
         (_, Some(_)) => Err(bad(
             "quantizes its activations at run time; the cold GEMV times the schemes with f32 \
              activations (q0f32, q8f32, q4f32_1, q4f16_1)",

@@ -35,8 +35,8 @@ pub struct DumpIrArgs {
     #[arg(long = "function")]
     functions: Vec<String>,
     /// How to store a model folder's or GGUF file's projection weights (auto: as stored:
-    /// w8a8 for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding
-    /// table, else q0f32).
+    /// for a GGUF file of quantized blocks w4a8_asym (Q4_1), w4a8 (Q4_0) or w8a8 (others),
+    /// else q0f16 for an f16 embedding table, else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
     #[cfg(feature = "npu")]

@@ -19,8 +19,12 @@
 
 use super::{Pass, PassError};
 use oxrelax_dsl::ir::{Binding, BindingValue, Callee, Function};
-use oxrelax_dsl::op::{dequantize_weight, pack_weight_quant, quantize_scales, QuantLayout};
-use oxrelax_dsl::{AttrValue, DType, Expr, IRModule, Target, Var};
+use oxrelax_dsl::op::{
+    add, astype, dequantize_weight, expand_dims, matmul, pack_weight_quant, permute_dims,
+    quantize_offsets, quantize_scales, reshape, subtract, sum, QuantLayout,
+};
+use oxrelax_dsl::tir::QUANT_GROUP;
+use oxrelax_dsl::{AttrValue, DType, Expr, IRModule, SymExpr, Target, Var};
 use std::collections::{BTreeSet, HashMap};
 
 /// The function attribute naming the packed-weight format of its linear layers and
@@ -38,6 +42,10 @@ pub struct WeightFormat {
     pub scales: DType,
     /// The panels' layout: `Quads` for int8 activations (the dot-product microkernels).
     pub layout: QuantLayout,
+    /// Whether groups are asymmetric (4 bits): a scale spanning each group and an offset
+    /// (stored as the scales are), which a linear layer applies as the product of its
+    /// activations' group sums with the offsets.
+    pub offsets: bool,
 }
 
 /// A format of f32-activation panels.
@@ -47,6 +55,7 @@ const fn float_activations(name: &'static str, bits: i64, scales: DType) -> Weig
         bits,
         scales,
         layout: QuantLayout::Rows,
+        offsets: false,
     }
 }
 
@@ -57,6 +66,15 @@ const fn int8_activations(name: &'static str, bits: i64) -> WeightFormat {
         bits,
         scales: DType::F16,
         layout: QuantLayout::Quads,
+        offsets: false,
+    }
+}
+
+/// `format` with asymmetric 4-bit groups.
+const fn with_offsets(format: WeightFormat) -> WeightFormat {
+    WeightFormat {
+        offsets: true,
+        ..format
     }
 }
 
@@ -73,12 +91,14 @@ impl WeightFormat {
 const OUTPUT_HEAD: &str = "lm_head";
 
 /// Every quantized weight format.
-pub const WEIGHT_FORMATS: [WeightFormat; 5] = [
+pub const WEIGHT_FORMATS: [WeightFormat; 7] = [
     float_activations("q8", 8, DType::F32),
     float_activations("q4f32", 4, DType::F32),
     float_activations("q4f16", 4, DType::F16),
     int8_activations("w8a8", 8),
     int8_activations("w4a8", 4),
+    with_offsets(float_activations("q4f16_asym", 4, DType::F16)),
+    with_offsets(int8_activations("w4a8_asym", 4)),
 ];
 
 /// Quantizes the linear and embedding weights of marked functions for a target.
@@ -160,10 +180,16 @@ fn quantizable_weights(function: &Function) -> HashMap<String, (Var, bool)> {
 
 fn quantize_function(function: &mut Function, (block, format): (i64, &'static WeightFormat)) {
     let params = quantizable_weights(function);
+    let linear_reads = match format.offsets {
+        true => linear_reads(function, &params),
+        false => HashMap::new(),
+    };
     let mut taken: BTreeSet<String> = function.params.iter().map(|p| p.name.clone()).collect();
     taken.extend(function.bindings().map(|b| b.var.name.clone()));
     for binding_block in &mut function.blocks {
-        let mut panels: HashMap<String, (Expr, Expr)> = HashMap::new();
+        let mut panels: HashMap<String, Panels> = HashMap::new();
+        // The offsets of the weight each transposed weight of `linear_reads` stands for.
+        let mut offsets_of: HashMap<String, Expr> = HashMap::new();
         let mut binder = Binder {
             taken: &mut taken,
             dataflow: binding_block.dataflow,
@@ -180,18 +206,112 @@ fn quantize_function(function: &mut Function, (block, format): (i64, &'static We
             for name in uses {
                 let (weight, head) = &params[&name];
                 let format = if *head { format.head() } else { format };
-                let (scales, packed) = panels
+                let asymmetric = linear_reads.values().any(|w| *w == name);
+                let weight_panels = panels
                     .entry(name.clone())
-                    .or_insert_with(|| binder.panels(weight, (block, format)))
+                    .or_insert_with(|| binder.panels(weight, (block, format), asymmetric))
                     .clone();
-                let value = binder.dequantized(weight, &packed, &scales);
+                if let Some(offsets) = weight_panels.offsets.clone() {
+                    offsets_of.insert(binding.var.name.clone(), offsets);
+                }
+                let value = binder.dequantized(weight, &weight_panels);
                 dequantized.insert(name, value);
             }
             replace_weights(binding.value.expr_mut(), &dequantized);
-            binder.bindings.push(binding);
+            match linear_offsets(&binding, &offsets_of) {
+                Some((x, offsets)) => binder.with_offset_term(binding, &x, &offsets),
+                None => binder.bindings.push(binding),
+            }
         }
         binding_block.bindings = binder.bindings;
     }
+}
+
+/// The weights that get asymmetric groups, each by the transposed weight that stands
+/// for it: non-head weights a whole number of groups deep whose every read is
+/// `t = permute_dims(w)` and every read of `t` is `matmul(x, t)` in the same block (the
+/// offsets enter as a term of each such matmul). A weight read otherwise keeps
+/// symmetric groups.
+fn linear_reads(
+    function: &Function,
+    params: &HashMap<String, (Var, bool)>,
+) -> HashMap<String, String> {
+    let whole_groups = |w: &Var| {
+        let dims = w
+            .sinfo
+            .as_tensor()
+            .and_then(|t| t.dims())
+            .unwrap_or_default();
+        dims.get(1)
+            .and_then(|d| d.as_const())
+            .is_some_and(|depth| depth % QUANT_GROUP == 0)
+    };
+    let mut transposed: HashMap<String, (String, usize)> = HashMap::new();
+    let mut refused: BTreeSet<String> = BTreeSet::new();
+    for (index, block) in function.blocks.iter().enumerate() {
+        for binding in &block.bindings {
+            let expr = binding.value.expr();
+            let transpose = match expr {
+                Expr::Call(call) if call.callee == Callee::Op("permute_dims".into()) => {
+                    match (call.args.first(), call.attrs.get("axes")) {
+                        (Some(Expr::Var(w)), None) => Some(w),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            match transpose {
+                Some(w) if params.get(&w.name).is_some_and(|(w, head)| !head && whole_groups(w)) => {
+                    transposed.insert(binding.var.name.clone(), (w.name.clone(), index));
+                }
+                _ => expr.for_each_var(&mut |v| {
+                    let read = match expr {
+                        Expr::Call(call) if call.callee == Callee::Op("matmul".into()) => {
+                            matches!(&call.args[..], [Expr::Var(x), Expr::Var(t)] if t == v && x != v)
+                        }
+                        _ => false,
+                    };
+                    match transposed.get(&v.name) {
+                        Some((w, at)) if !read || *at != index => refused.insert(w.clone()),
+                        Some(_) => false,
+                        None => refused.insert(v.name.clone()),
+                    };
+                }),
+            }
+        }
+    }
+    function.ret.for_each_var(&mut |v| {
+        let read = transposed.get(&v.name).map_or(&v.name, |(w, _)| w);
+        refused.insert(read.clone());
+    });
+    transposed
+        .into_iter()
+        .filter(|(_, (w, _))| !refused.contains(w))
+        .map(|(t, (w, _))| (t, w))
+        .collect()
+}
+
+/// For `y = matmul(x, t)` with `t` a transposed weight of asymmetric groups, `x` and the
+/// weight's offsets.
+fn linear_offsets(binding: &Binding, offsets_of: &HashMap<String, Expr>) -> Option<(Expr, Expr)> {
+    let Expr::Call(call) = binding.value.expr() else {
+        return None;
+    };
+    match (&call.callee, &call.args[..]) {
+        (Callee::Op(op), [x, Expr::Var(t)]) if op == "matmul" => {
+            Some((x.clone(), offsets_of.get(&t.name)?.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// A weight's quantized form, bound: its group scales, its panels and, with asymmetric
+/// groups, its offsets (`[H, L/32]`).
+#[derive(Clone)]
+struct Panels {
+    scales: Expr,
+    packed: Expr,
+    offsets: Option<Expr>,
 }
 
 /// Binds new variables in a block being rewritten.
@@ -202,16 +322,9 @@ struct Binder<'a> {
 }
 
 impl Binder<'_> {
-    /// Binds `value` to a fresh variable named after `weight` and `suffix`.
-    fn bind(&mut self, weight: &Var, suffix: &str, value: Expr) -> Expr {
-        let hint = format!("{}_{suffix}", short_weight_name(&weight.name));
-        let name = oxrelax_dsl::names::fresh_name(&hint, |n| self.taken.contains(n));
-        self.taken.insert(name.clone());
-        let var = Var {
-            name,
-            sinfo: value.sinfo(),
-            dataflow: self.dataflow,
-        };
+    /// Binds `value` to a fresh variable named after `hint`.
+    fn bind(&mut self, hint: &str, value: Expr) -> Expr {
+        let var = self.fresh(hint, &value);
         self.bindings.push(Binding {
             var: var.clone(),
             value: BindingValue::Expr(value),
@@ -219,32 +332,118 @@ impl Binder<'_> {
         Expr::Var(var)
     }
 
-    /// Binds `weight`'s scales and quantized panels; `(scales, packed)`.
-    fn panels(&mut self, weight: &Var, (block, format): (i64, &WeightFormat)) -> (Expr, Expr) {
-        let w = Expr::Var(weight.clone());
-        let scales = quantize_scales(&w, block, format.bits, format.scales)
-            .expect("a static 2-D f32 weight has group scales");
-        let scales = self.bind(weight, "scales", scales);
-        let packed = pack_weight_quant(&w, &scales, (format.bits, format.layout))
-            .expect("a static 2-D f32 weight packs with its scales");
-        (scales.clone(), self.bind(weight, "packed", packed))
+    /// A fresh variable named after `hint`, for `value`.
+    fn fresh(&mut self, hint: &str, value: &Expr) -> Var {
+        let name = oxrelax_dsl::names::fresh_name(hint, |n| self.taken.contains(n));
+        self.taken.insert(name.clone());
+        Var {
+            name,
+            sinfo: value.sinfo(),
+            dataflow: self.dataflow,
+        }
     }
 
-    /// Binds `weight` dequantized from its panels, next to the call reading it (so the
-    /// rewrite phase sees both in one segment); the dequantized weight.
-    fn dequantized(&mut self, weight: &Var, packed: &Expr, scales: &Expr) -> Expr {
-        let dims = weight
-            .sinfo
-            .as_tensor()
-            .and_then(|t| t.dims())
-            .unwrap_or_default();
-        let shape = (
-            dims[0].as_const().unwrap_or(0),
-            dims[1].as_const().unwrap_or(0),
-        );
-        let value = dequantize_weight(packed, scales, shape, false).expect("panels dequantize");
-        self.bind(weight, "dequantized", value)
+    /// Binds `weight`'s scales, offsets (with `asymmetric` groups) and quantized panels.
+    fn panels(
+        &mut self,
+        weight: &Var,
+        (block, format): (i64, &WeightFormat),
+        asymmetric: bool,
+    ) -> Panels {
+        let name = short_weight_name(&weight.name);
+        let w = Expr::Var(weight.clone());
+        let scales = quantize_scales(&w, block, (format.bits, format.scales), asymmetric)
+            .expect("a static 2-D f32 weight has group scales");
+        let scales = self.bind(&format!("{name}_scales"), scales);
+        let (centered, offsets) = match asymmetric {
+            true => {
+                let (centered, offsets) = self.centered(weight, &scales, format.scales);
+                (centered, Some(offsets))
+            }
+            false => (w, None),
+        };
+        let packed = pack_weight_quant(&centered, &scales, (format.bits, format.layout))
+            .expect("a static 2-D f32 weight packs with its scales");
+        Panels {
+            scales,
+            packed: self.bind(&format!("{name}_packed"), packed),
+            offsets,
+        }
     }
+
+    /// Binds `weight`'s group offsets under asymmetric `scales` (stored as `dtype`) and
+    /// the weight minus them; `(centered weight, offsets)`.
+    fn centered(&mut self, weight: &Var, scales: &Expr, dtype: DType) -> (Expr, Expr) {
+        let name = short_weight_name(&weight.name);
+        let w = Expr::Var(weight.clone());
+        let offsets = quantize_offsets(&w, scales, dtype).expect("offsets of whole groups");
+        let offsets = self.bind(&format!("{name}_offsets"), offsets);
+        let [rows, depth] = static_dims(weight);
+        let group = QUANT_GROUP;
+        let shape = |dims: &[i64]| dims.iter().map(|&d| SymExpr::int(d)).collect();
+        let grouped = reshape(&w, shape(&[rows, depth / group, group])).expect("whole groups");
+        let grouped = self.bind(&format!("{name}_grouped"), grouped);
+        let wide = astype(&offsets, DType::F32).expect("f16 offsets widen");
+        let wide = self.bind(&format!("{name}_wide_offsets"), wide);
+        let wide = expand_dims(&wide, vec![-1]).expect("offsets broadcast over groups");
+        let wide = self.bind(&format!("{name}_wide_offsets"), wide);
+        let centered = subtract(&grouped, &wide).expect("offsets broadcast over groups");
+        let centered = self.bind(&format!("{name}_centered_groups"), centered);
+        let centered = reshape(&centered, shape(&[rows, depth])).expect("the weight's shape");
+        (self.bind(&format!("{name}_centered"), centered), offsets)
+    }
+
+    /// Binds `weight` dequantized from its panels (without its offsets), next to the
+    /// call reading it (so the rewrite phase sees both in one segment); the dequantized
+    /// weight.
+    fn dequantized(&mut self, weight: &Var, panels: &Panels) -> Expr {
+        let [rows, depth] = static_dims(weight);
+        let value = dequantize_weight(&panels.packed, &panels.scales, (rows, depth), false)
+            .expect("panels dequantize");
+        self.bind(
+            &format!("{}_dequantized", short_weight_name(&weight.name)),
+            value,
+        )
+    }
+
+    /// Binds `y = matmul(x, t)` (`binding`, `t` the symmetric part of a weight of
+    /// asymmetric groups) as `matmul(x, t) + matmul(group_sums(x), offsets^T)`.
+    fn with_offset_term(&mut self, binding: Binding, x: &Expr, offsets: &Expr) {
+        let name = binding.var.name.clone();
+        let main = self.bind(&format!("{name}_symmetric"), binding.value.expr().clone());
+        let sinfo = x.sinfo();
+        let dims = sinfo.as_tensor().and_then(|t| t.dims()).unwrap_or_default();
+        let (depth, outer) = dims.split_last().expect("a matmul operand has dims");
+        let groups = depth.as_const().expect("a static depth") / QUANT_GROUP;
+        let mut grouped = outer.to_vec();
+        grouped.extend([SymExpr::int(groups), SymExpr::int(QUANT_GROUP)]);
+        let grouped = self.bind(
+            &format!("{name}_grouped"),
+            reshape(x, grouped).expect("whole groups"),
+        );
+        let sums = sum(&grouped, Some(vec![-1]), false).expect("group sums");
+        let sums = self.bind(&format!("{name}_group_sums"), sums);
+        let transposed = permute_dims(offsets, None).expect("2-D offsets");
+        let transposed = self.bind(&format!("{name}_offsets"), transposed);
+        let term = matmul(&sums, &transposed).expect("group sums times offsets");
+        let term = self.bind(&format!("{name}_offset_term"), term);
+        let total = add(&main, &term).expect("two products of one shape");
+        self.bindings.push(Binding {
+            var: binding.var,
+            value: BindingValue::Expr(total),
+        });
+    }
+}
+
+/// The static `[rows, depth]` of a 2-D weight.
+fn static_dims(weight: &Var) -> [i64; 2] {
+    let dims = weight
+        .sinfo
+        .as_tensor()
+        .and_then(|t| t.dims())
+        .unwrap_or_default();
+    let at = |i: usize| dims.get(i).and_then(|d| d.as_const()).unwrap_or(0);
+    [at(0), at(1)]
 }
 
 /// The part of a weight's name that says what it is (`q_proj` of

@@ -5,7 +5,6 @@
 use crate::common::on_the_4_bit_grid;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use safetensors::tensor::TensorView;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -129,22 +128,10 @@ impl Reference {
             "torch_dtype": "float32"
         });
         std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-        let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
-            .weights
-            .iter()
-            .map(|(name, (shape, values))| {
-                let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                (name.clone(), shape.clone(), data)
-            })
-            .collect();
-        let views: Vec<(String, TensorView<'_>)> = bytes
-            .iter()
-            .map(|(name, shape, data)| {
-                let view = TensorView::new(safetensors::Dtype::F32, shape.clone(), data);
-                (name.clone(), view.unwrap())
-            })
-            .collect();
-        safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+        let tensors = self.weights.iter();
+        let tensors =
+            tensors.map(|(name, (shape, values))| (name.as_str(), &shape[..], &values[..]));
+        crate::common::write_f32_weights(dir, tensors);
     }
 
     fn weight(&self, name: &str) -> &[f32] {

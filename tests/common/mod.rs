@@ -293,3 +293,54 @@ pub fn on_the_4_bit_grid(rng: &mut rand::rngs::StdRng, rows: usize, depth: usize
     }
     values
 }
+
+/// Random `[rows, depth]` weights (`depth` whole groups) that asymmetric 4-bit groups
+/// keep exactly, as a GGUF file's Q4_1 blocks: each group of [`QUANT_GROUP`] is
+/// `code * step + low` with codes in `0..=15` (both ends present), an f16-exact step in
+/// `[0.01, 0.04)` and a least value `low` whose offset `low + 8 * step` is f16-exact and
+/// up to 4 steps off centre.
+pub fn on_an_asymmetric_4_bit_grid(
+    rng: &mut rand::rngs::StdRng,
+    rows: usize,
+    depth: usize,
+) -> Vec<f32> {
+    use rand::Rng;
+    assert_eq!(depth % QUANT_GROUP, 0, "whole groups");
+    let mut values = Vec::with_capacity(rows * depth);
+    for _ in 0..rows * depth / QUANT_GROUP {
+        let step = f32::from(rng.gen_range(10u16..40)) / 1024.0;
+        let low = (f32::from(rng.gen_range(-16i8..=16)) / 4.0 - 8.0) * step;
+        let first = rng.gen_range(0..QUANT_GROUP);
+        let ends = [first, (first + rng.gen_range(1..QUANT_GROUP)) % QUANT_GROUP];
+        values.extend((0..QUANT_GROUP).map(|k| {
+            let code = match k {
+                _ if k == ends[0] => 0,
+                _ if k == ends[1] => 15,
+                _ => rng.gen_range(0u8..=15),
+            };
+            f32::from(code) * step + low
+        }));
+    }
+    values
+}
+
+/// Writes `dir/model.safetensors` holding `tensors`: each a name, a shape and its f32
+/// values.
+pub fn write_f32_weights<'a>(
+    dir: &Path,
+    tensors: impl IntoIterator<Item = (&'a str, &'a [usize], &'a [f32])>,
+) {
+    use safetensors::tensor::TensorView;
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(name, shape, values)| {
+            let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (name.to_string(), shape.to_vec(), data)
+        })
+        .collect();
+    let views = bytes.iter().map(|(name, shape, data)| {
+        let view = TensorView::new(safetensors::Dtype::F32, shape.clone(), data);
+        (name.clone(), view.unwrap())
+    });
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+}

@@ -14,6 +14,7 @@ use crate::{DType, SymExpr};
 /// The ops of this family.
 pub(super) const OPS: &[&str] = &[
     "quantize_scales",
+    "quantize_offsets",
     "pack_weight_quant",
     "packed_matmul_quant",
     "take_quant",
@@ -24,6 +25,7 @@ pub(super) const OPS: &[&str] = &[
 pub(super) fn legalize(call: &OpCall) -> Result<Kernel, LegalizeError> {
     match call.op {
         "quantize_scales" => scales(call),
+        "quantize_offsets" => offsets(call),
         "pack_weight_quant" => pack(call),
         "packed_matmul_quant" => matmul(call),
         "take_quant" => take(call),
@@ -56,7 +58,7 @@ pub(super) fn weight_at(weight: &Tensor, (p, j, l): (&Expr, &Expr, &Expr), block
 const Q4_DIVISORS: [f64; 8] = [7.0, 7.3, 7.6, 7.9, 8.0, 8.3, 8.6, 9.0];
 
 /// 8 bits: `out[p, g, j] = max_{k < 32} |w(p*HP + j, g*32 + k)| / 127`. 4 bits:
-/// [`least_squares_scales`].
+/// [`least_squares_scales`]; asymmetric 4 bits: `(max_k w - min_k w) / 15`.
 ///
 /// Every stage works on one group of one column, in one loop nest over them: the group's
 /// values are copied out once (`group [P, G, HP, 32]`).
@@ -69,7 +71,18 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
         let l = i[1].clone() * Expr::int(QUANT_GROUP) + i[3].clone();
         weight_at(weight, (&i[0], &i[2], &l), &block)
     });
-    let out = if call.int_attr("bits", 8)? == 4 {
+    let out = if call.bool_attr("asymmetric", false)? {
+        let span = |name: &str, extreme: fn(Expr, &[te::ReduceAxis]) -> Expr| {
+            let k = te::reduce_axis("k", QUANT_GROUP.into());
+            te::compute(name, shape.clone(), |i| {
+                extreme(group_value(&group, i, k.var()), std::slice::from_ref(&k))
+            })
+        };
+        let (low, high) = (span("low", te::min), span("high", te::max));
+        te::compute("scales", shape.clone(), |i| {
+            ((high.at(i) - low.at(i)) * Expr::f32(1.0 / 15.0)).cast(dtype)
+        })
+    } else if call.int_attr("bits", 8)? == 4 {
         least_squares_scales(&group, &shape, dtype)
     } else {
         let peak = peak_magnitude(&group, &shape);
@@ -79,6 +92,31 @@ fn scales(call: &OpCall) -> Result<Kernel, LegalizeError> {
     };
     let kernel = Kernel::new(inputs, args, out, OpPattern::Reduction);
     Ok(kernel.sharing_outer_loops(3))
+}
+
+/// `out[h, g] = min_{k < 32} w(h, g*32 + k) + 8 * scale(h, g)`, the scale widened from
+/// its stored dtype (so `w - out` lies on the grid of the scale as stored).
+fn offsets(call: &OpCall) -> Result<Kernel, LegalizeError> {
+    let (inputs, args) = call.inputs(&["weight", "scales"])?;
+    let (weight, scales) = (&inputs[0], &inputs[1]);
+    let (shape, dtype) = call.output_of_rank(2)?;
+    let block = Expr::from(scales.shape()[2].clone());
+    let k = te::reduce_axis("k", QUANT_GROUP.into());
+    let low = te::compute("low", shape.clone(), |i| {
+        let l = i[1].clone() * Expr::int(QUANT_GROUP) + k.var();
+        te::min(load(weight, &[i[0].clone(), l]), std::slice::from_ref(&k))
+    });
+    let out = te::compute("offsets", shape, |i| {
+        let (h, g) = (&i[0], &i[1]);
+        let at = [
+            h.floordiv(block.clone()),
+            g.clone(),
+            h.floormod(block.clone()),
+        ];
+        let scale = load(scales, &at).cast(DType::F32);
+        (low.at(i) + Expr::f32(8.0) * scale).cast(dtype)
+    });
+    Ok(Kernel::new(inputs, args, out, OpPattern::Reduction))
 }
 
 /// `shape` with a trailing dim of `extent`.

@@ -24,9 +24,16 @@
 //!   and whose high nibble is the matching value of the last 4.
 //!
 //! The ops:
-//! - `quantize_scales(weight [H, L] f32, block = HP, bits, dtype) -> [ceil(H/HP),
-//!   ceil(L/32), HP]` of `dtype` (f32 or f16): each group's scale (a tail group has
-//!   fewer values); 0 for padding rows and all-zero groups.
+//! - `quantize_scales(weight [H, L] f32, block = HP, bits, dtype, asymmetric) ->
+//!   [ceil(H/HP), ceil(L/32), HP]` of `dtype` (f32 or f16): each group's scale (a tail
+//!   group has fewer values); 0 for padding rows and all-zero groups. With `asymmetric`
+//!   (4 bits, `L` a multiple of 32): `(max w - min w) / 15`, the step of 16 codes
+//!   spanning the group from its least value to its greatest (llama.cpp's Q4_1 step).
+//! - `quantize_offsets(weight [H, L] f32, scales, dtype) -> [H, L/32]` of `dtype`: the
+//!   offset of each group of asymmetric scales, `min w + 8 * scale`, so that `weight -
+//!   offset` lies on the symmetric 4-bit grid `-8..=7` of `scale`. A weight so quantized
+//!   is `code * scale + offset`: a linear layer adds `sum_g offset[h, g] * sum_{l in g}
+//!   x[l]`, a product of the activations' group sums with the offsets.
 //! - `pack_weight_quant(weight [H, L] f32, scales, bits, layout = "rows" | "quads") ->
 //!   panels`: `weight / scale` rounded half up (`floor(x + 0.5)`), clamped to the
 //!   format's range; 0 where the scale is 0, the row is padding or `l >= L`.
@@ -61,8 +68,19 @@ pub(super) const OPS: &[OpDef] = &[
             AttrSpec::new("block", AttrKind::Int, AttrDefault::Required),
             AttrSpec::new("bits", AttrKind::Int, AttrDefault::Required),
             AttrSpec::new("dtype", AttrKind::DType, AttrDefault::Required),
+            AttrSpec::new("asymmetric", AttrKind::Bool, AttrDefault::Optional),
         ],
         infer: infer_scales,
+    },
+    OpDef {
+        name: "quantize_offsets",
+        args: &["weight", "scales"],
+        attrs: &[AttrSpec::new(
+            "dtype",
+            AttrKind::DType,
+            AttrDefault::Required,
+        )],
+        infer: infer_offsets,
     },
     OpDef {
         name: "pack_weight_quant",
@@ -216,15 +234,47 @@ fn bits_attr(ctx: &InferCtx<'_>) -> Result<i64, InferError> {
     Ok(bits)
 }
 
-fn infer_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
-    let (h, l) = weight_dims(ctx)?;
-    let block = positive_attr(ctx, "block")?;
-    bits_attr(ctx)?;
+/// The `dtype` attribute, one of [`SCALE_DTYPES`].
+fn scale_dtype_attr(ctx: &InferCtx<'_>) -> Result<DType, InferError> {
     let dtype = ctx.require("dtype", attr::dtype)?;
     if !SCALE_DTYPES.contains(&dtype) {
         return Err(ctx.invalid_attr("dtype", format!("must be f32 or f16, got {dtype}")));
     }
+    Ok(dtype)
+}
+
+/// Checks that a weight of depth `l` splits into whole groups (asymmetric groups).
+fn check_whole_groups(ctx: &InferCtx<'_>, l: i64) -> Result<(), InferError> {
+    if l % QUANT_GROUP == 0 {
+        return Ok(());
+    }
+    let reason =
+        format!("asymmetric groups need a depth that is a multiple of {QUANT_GROUP}, got {l}");
+    Err(ctx.invalid_arg(0, reason))
+}
+
+fn infer_scales(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (h, l) = weight_dims(ctx)?;
+    let block = positive_attr(ctx, "block")?;
+    let bits = bits_attr(ctx)?;
+    let dtype = scale_dtype_attr(ctx)?;
+    if ctx.attr("asymmetric", attr::boolean).unwrap_or(false) {
+        if bits != 4 {
+            let reason = format!("asymmetric groups are 4-bit, got {bits} bits");
+            return Err(ctx.invalid_attr("asymmetric", reason));
+        }
+        check_whole_groups(ctx, l)?;
+    }
     let shape = [panel_count(h, block), quant_groups(l), block];
+    Ok(StructInfo::tensor(shape.map(SymExpr::int).to_vec(), dtype))
+}
+
+fn infer_offsets(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
+    let (h, l) = weight_dims(ctx)?;
+    check_whole_groups(ctx, l)?;
+    weight_scales_block(ctx, (h, l))?;
+    let dtype = scale_dtype_attr(ctx)?;
+    let shape = [h, quant_groups(l)];
     Ok(StructInfo::tensor(shape.map(SymExpr::int).to_vec(), dtype))
 }
 
@@ -253,6 +303,18 @@ fn check_scales(
 fn infer_pack(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     let (h, l) = weight_dims(ctx)?;
     let bits = bits_attr(ctx)?;
+    let block = weight_scales_block(ctx, (h, l))?;
+    let layout = QuantLayout::from_attr(ctx.attr("layout", attr::string))
+        .ok_or_else(|| ctx.invalid_attr("layout", "must be rows or quads".to_string()))?;
+    let (shape, dtype) = packed_quant_layout(h, l, block, (bits, layout));
+    Ok(StructInfo::tensor(
+        shape.into_iter().map(SymExpr::int).collect(),
+        dtype,
+    ))
+}
+
+/// The panel width of argument 1, the group scales of the `[h, l]` weight argument 0.
+fn weight_scales_block(ctx: &InferCtx<'_>, (h, l): (i64, i64)) -> Result<i64, InferError> {
     let scales = ctx.tensor(1)?;
     let block = match scales.dims {
         [_, _, b] => b.as_const().filter(|&b| b > 0),
@@ -264,13 +326,7 @@ fn infer_pack(ctx: &InferCtx<'_>) -> Result<StructInfo, InferError> {
     };
     let panels = SymExpr::int(panel_count(h, block));
     check_scales(ctx, 1, &scales, (&panels, l, &SymExpr::int(block)))?;
-    let layout = QuantLayout::from_attr(ctx.attr("layout", attr::string))
-        .ok_or_else(|| ctx.invalid_attr("layout", "must be rows or quads".to_string()))?;
-    let (shape, dtype) = packed_quant_layout(h, l, block, (bits, layout));
-    Ok(StructInfo::tensor(
-        shape.into_iter().map(SymExpr::int).collect(),
-        dtype,
-    ))
+    Ok(block)
 }
 
 /// The quantized panels argument `index`, of either layout.
@@ -370,19 +426,34 @@ fn quantized_table(ctx: &InferCtx<'_>) -> Result<(i64, i64), InferError> {
 }
 
 /// The `bits`-bit group scales of `weight` (`[H, L]` f32) for `block`-wide panels,
-/// stored as `dtype`.
+/// stored as `dtype`; with `asymmetric`, the steps of groups spanning their values
+/// (whose offsets [`quantize_offsets`] gives).
 pub fn quantize_scales(
     weight: &Expr,
     block: i64,
-    bits: i64,
-    dtype: DType,
+    (bits, dtype): (i64, DType),
+    asymmetric: bool,
 ) -> Result<Expr, InferError> {
-    let attrs = Attrs::from([
+    let mut attrs = Attrs::from([
         ("block".to_string(), AttrValue::Int(block)),
         ("bits".to_string(), AttrValue::Int(bits)),
         ("dtype".to_string(), AttrValue::DType(dtype)),
     ]);
+    if asymmetric {
+        attrs.insert("asymmetric".to_string(), AttrValue::Bool(true));
+    }
     call("quantize_scales", vec![weight.clone()], attrs)
+}
+
+/// The offsets (`[H, L/32]` of `dtype`) of `weight`'s groups under its asymmetric
+/// `scales`.
+pub fn quantize_offsets(weight: &Expr, scales: &Expr, dtype: DType) -> Result<Expr, InferError> {
+    let attrs = Attrs::from([("dtype".to_string(), AttrValue::DType(dtype))]);
+    call(
+        "quantize_offsets",
+        vec![weight.clone(), scales.clone()],
+        attrs,
+    )
 }
 
 /// `weight` quantized with `scales` into `bits`-bit panels of `layout`.

@@ -14,10 +14,15 @@ fn target() -> Target {
 }
 
 /// `f(ids, weights...)`: `h = take(embed, ids)`, per layer `h = h @ q^T + h @ k^T`, and
-/// `h @ embed^T`.
+/// `h @ embed^T`, [`WIDTH`] wide.
 fn layered(layers: usize, format: Option<&str>) -> IRModule {
+    layered_of((layers, WIDTH), format)
+}
+
+/// [`layered`], `width` wide.
+fn layered_of((layers, width): (usize, i64), format: Option<&str>) -> IRModule {
     let weight = |name: String, rows: i64| {
-        let dims = vec![SymExpr::int(rows), SymExpr::int(WIDTH)];
+        let dims = vec![SymExpr::int(rows), SymExpr::int(width)];
         Var::new(&name, StructInfo::tensor(dims, DType::F32))
     };
     let ids = Var::new(
@@ -33,7 +38,7 @@ fn layered(layers: usize, format: Option<&str>) -> IRModule {
     for layer in 0..layers {
         let mut products = Vec::new();
         for proj in ["q", "k"] {
-            let w = weight(format!("model.layers.{layer}.{proj}.weight"), WIDTH);
+            let w = weight(format!("model.layers.{layer}.{proj}.weight"), width);
             params.push(w.clone());
             let t = bind(
                 format!("{proj}t{layer}"),
@@ -169,6 +174,41 @@ fn no_quantized_weight_is_left_dequantized() {
             BTreeMap::new(),
             "nothing is left for layout"
         );
+        check_well_formed_and_text(&module);
+    }
+}
+
+/// Asymmetric groups (a whole number of groups deep): each projection's quantized matmul
+/// plus its offsets' term, a float matmul of the activation's group sums by the offsets
+/// (f16 panels); the head stays symmetric 8-bit. A depth of no whole groups (the test
+/// above) keeps symmetric groups.
+#[test]
+fn asymmetric_groups_add_an_offset_term_to_each_projection() {
+    for format in crate::passes::WEIGHT_FORMATS.iter().filter(|f| f.offsets) {
+        let (module, _) = rewritten(layered_of((2, 64), Some(format.name)));
+        let int8 = format.layout == oxrelax_dsl::op::QuantLayout::Quads;
+        assert_eq!(calls(&module, "quantize_offsets"), 4, "{}", format.name);
+        assert_eq!(calls(&module, "dequantize_weight"), 0, "{}", format.name);
+        assert_eq!(calls(&module, "matmul"), 0, "{}", format.name);
+        let counts = (
+            calls(&module, "packed_matmul_int"),
+            calls(&module, "packed_matmul_quant"),
+            calls(&module, "packed_matmul"),
+        );
+        let quantized = if int8 { (4, 1) } else { (0, 5) };
+        assert_eq!(counts, (quantized.0, quantized.1, 4), "{}", format.name);
+        let f16_offsets = module.functions["f"].bindings().filter(|b| {
+            let Expr::Call(call) = b.value.expr() else {
+                return false;
+            };
+            let packs = call.callee == Callee::Op("pack_weight".into());
+            packs
+                && call.args[0]
+                    .sinfo()
+                    .as_tensor()
+                    .is_some_and(|t| t.dtype == DType::F16)
+        });
+        assert_eq!(f16_offsets.count(), 4, "{}", format.name);
         check_well_formed_and_text(&module);
     }
 }

@@ -293,3 +293,131 @@ fn packed_matmul_quant_multiplies_by_the_dequantized_weight() {
         assert_close(&got, &want, 1e-5);
     }
 }
+
+/// The asymmetric scales and offsets of `w` (`[h, l]`, `l` whole groups), computed
+/// directly: per group `(max - min) / 15` and `min + 8 * scale`.
+fn asymmetric(w: &[f64], (h, l): (usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let groups = l / GROUP;
+    let mut scales = vec![0.0; h.div_ceil(16) * groups * 16];
+    let mut offsets = vec![0.0; h * groups];
+    for row in 0..h {
+        for (g, values) in w[row * l..(row + 1) * l].chunks(GROUP).enumerate() {
+            let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let scale = (high - low) / 15.0;
+            scales[((row / 16) * groups + g) * 16 + row % 16] = scale;
+            offsets[row * groups + g] = low + 8.0 * scale;
+        }
+    }
+    (scales, offsets)
+}
+
+/// `quantize_scales(asymmetric)` and `quantize_offsets` of `w`, and the panels of `w`
+/// minus its offsets: `(scales, offsets, packed)`.
+fn quantize_asymmetric(w: &[f64], (h, l): (usize, usize)) -> [Vec<f64>; 3] {
+    let groups = l / GROUP;
+    let weight = tensor("w", vec![c(h as i64), c(l as i64)], DType::F32);
+    let scales_shape = vec![c(h.div_ceil(16) as i64), c(groups as i64), c(16)];
+    let scales_call = op(
+        "quantize_scales",
+        vec![weight.clone()],
+        vec![
+            ("block", AttrValue::Int(16)),
+            ("bits", AttrValue::Int(4)),
+            ("dtype", AttrValue::DType(DType::F32)),
+            ("asymmetric", AttrValue::Bool(true)),
+        ],
+        out(scales_shape.clone(), DType::F32),
+    );
+    let scales = run(&scales_call, 1, vec![w.to_vec()]).remove(0);
+    let s = tensor("s", scales_shape, DType::F32);
+    let offsets_call = op(
+        "quantize_offsets",
+        vec![weight.clone(), s.clone()],
+        vec![("dtype", AttrValue::DType(DType::F32))],
+        out(vec![c(h as i64), c(groups as i64)], DType::F32),
+    );
+    let offsets = run(&offsets_call, 1, vec![w.to_vec(), scales.clone()]).remove(0);
+    let centered: Vec<f64> = (0..h * l)
+        .map(|at| w[at] - offsets[(at / l) * groups + (at % l) / GROUP])
+        .collect();
+    let (shape, dtype) =
+        crate::op::packed_quant_layout(h as i64, l as i64, 16, (4, QuantLayout::Rows));
+    let pack_call = op(
+        "pack_weight_quant",
+        vec![weight, s],
+        vec![("bits", AttrValue::Int(4))],
+        out(shape.into_iter().map(c).collect(), dtype),
+    );
+    let packed = run(&pack_call, 1, vec![centered, scales.clone()]).remove(0);
+    [scales, offsets, packed]
+}
+
+/// Asymmetric groups: the scale spans the group, every weight is within half a step of
+/// its code times the scale plus the offset, and both ends of a group are codes 0 and 15.
+#[test]
+fn asymmetric_groups_span_each_group_within_half_a_step() {
+    let (h, l) = (37usize, 64usize);
+    let mut w: Vec<f64> = pseudo_random(13, h * l).iter().map(|v| v + 0.3).collect();
+    w[..GROUP].fill(0.25); // a constant group: scale 0, the offset is the value
+    let [scales, offsets, packed] = quantize_asymmetric(&w, (h, l));
+    let (want_scales, want_offsets) = asymmetric(&w, (h, l));
+    assert_close(&scales, &want_scales, 1e-6);
+    assert_close(&offsets, &want_offsets, 1e-6);
+    let groups = l / GROUP;
+    for row in 0..h {
+        for (g, values) in w[row * l..(row + 1) * l].chunks(GROUP).enumerate() {
+            let scale = scales[((row / 16) * groups + g) * 16 + row % 16];
+            let offset = offsets[row * groups + g];
+            let codes: Vec<f64> = (0..GROUP)
+                .map(|k| packed[packed_index(4, l, (row, g * GROUP + k))])
+                .collect();
+            for (code, w) in codes.iter().zip(values) {
+                let got = (code - 8.0) * scale + offset;
+                assert!((got - w).abs() <= 0.5 * scale + 1e-9, "row {row} group {g}");
+            }
+            if scale > 0.0 {
+                let low = codes.iter().copied().fold(f64::INFINITY, f64::min);
+                let high = codes.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                assert_eq!((low, high), (0.0, 15.0), "row {row} group {g}");
+            }
+        }
+    }
+}
+
+/// Groups written as `q * d + m` with codes spanning 0..=15 (ggml's Q4_1 blocks) come back
+/// as their own codes, step and minimum.
+#[test]
+fn asymmetric_groups_recover_q4_1_blocks() {
+    let (h, l) = (5usize, 96usize);
+    let steps = pseudo_random(17, h * l / GROUP);
+    let mut codes: Vec<f64> = pseudo_random(19, h * l)
+        .iter()
+        .map(|v| ((v + 2.0) * 3.99).floor())
+        .collect();
+    for group in codes.chunks_mut(GROUP) {
+        (group[0], group[1]) = (0.0, 15.0);
+    }
+    let d = |at: usize| 0.01 + steps[at / GROUP].abs() * 0.05;
+    let m = |at: usize| -8.0 * d(at) + steps[at / GROUP] * 0.01;
+    let w: Vec<f64> = (0..h * l).map(|at| codes[at] * d(at) + m(at)).collect();
+    let [scales, offsets, packed] = quantize_asymmetric(&w, (h, l));
+    let groups = l / GROUP;
+    for row in 0..h {
+        for k in 0..l {
+            let at = row * l + k;
+            let scale = scales[((row / 16) * groups + k / GROUP) * 16 + row % 16];
+            assert!((scale - d(at)).abs() <= 1e-6 * d(at), "row {row} k {k}");
+            let offset = offsets[row * groups + k / GROUP];
+            assert!(
+                (offset - (m(at) + 8.0 * d(at))).abs() <= 1e-6,
+                "row {row} k {k}"
+            );
+            assert_eq!(
+                packed[packed_index(4, l, (row, k))],
+                codes[at],
+                "row {row} k {k}"
+            );
+        }
+    }
+}

@@ -50,8 +50,8 @@ const CONTRACT: &str =
     sqrt rsqrt sin cos tanh sigmoid silu gelu astype reshape permute_dims expand_dims squeeze \
     broadcast_to concat split strided_slice take softmax sum max mean rms_norm layer_norm \
     add_rms_norm full \
-    zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales pack_weight_quant \
-    take_quant dequantize_weight activation_scales activation_group_scales \
+    zeros ones triu pack_weight packed_matmul packed_matmul_quant quantize_scales quantize_offsets \
+    pack_weight_quant take_quant dequantize_weight activation_scales activation_group_scales \
     quantize_activations quantize_kv packed_matmul_int attention attention_q8kv";
 
 #[test]

@@ -24,9 +24,9 @@ pub struct CompileArgs {
     /// it and renamed into place); any other folder is refused.
     #[arg(short, long)]
     output: PathBuf,
-    /// How to store the projection weights (auto: as the checkpoint stores them: w8a8
-    /// for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding table,
-    /// else q0f32).
+    /// How to store the projection weights (auto: as the checkpoint stores them: for a
+    /// GGUF file of quantized blocks w4a8_asym (Q4_1), w4a8 (Q4_0) or w8a8 (others),
+    /// else q0f16 for an f16 embedding table, else q0f32).
     #[arg(long, value_enum, default_value = "auto")]
     quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in the

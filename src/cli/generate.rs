@@ -28,9 +28,10 @@ pub struct ModelArgs {
     /// chunks. An artifact keeps the one it was compiled with.
     #[arg(long)]
     pub prefill_chunk: Option<i64>,
-    /// How to store the projection weights (auto: as the checkpoint stores them: w8a8
-    /// for a GGUF file holding quantized blocks, else q0f16 for an f16 embedding table,
-    /// else q0f32); a compiled artifact keeps its own.
+    /// How to store the projection weights (auto: as the checkpoint stores them: for a
+    /// GGUF file of quantized blocks w4a8_asym (Q4_1), w4a8 (Q4_0) or w8a8 (others),
+    /// else q0f16 for an f16 embedding table, else q0f32);
+    /// a compiled artifact keeps its own.
     #[arg(long, value_enum, default_value = "auto")]
     pub quant: Quantization,
     /// How the KV cache stores keys and values: f32, f16 (half the memory, widened in

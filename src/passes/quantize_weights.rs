@@ -180,16 +180,18 @@ fn quantizable_weights(function: &Function) -> HashMap<String, (Var, bool)> {
 
 fn quantize_function(function: &mut Function, (block, format): (i64, &'static WeightFormat)) {
     let params = quantizable_weights(function);
-    let linear_reads = match format.offsets {
-        true => linear_reads(function, &params),
-        false => HashMap::new(),
+    let asymmetric = match format.offsets {
+        true => linear_only_weights(function, &params),
+        false => BTreeSet::new(),
     };
     let mut taken: BTreeSet<String> = function.params.iter().map(|p| p.name.clone()).collect();
     taken.extend(function.bindings().map(|b| b.var.name.clone()));
     for binding_block in &mut function.blocks {
         let mut panels: HashMap<String, Panels> = HashMap::new();
-        // The offsets of the weight each transposed weight of `linear_reads` stands for.
+        // The offsets of the weight each transposed weight of `asymmetric` stands for.
         let mut offsets_of: HashMap<String, Expr> = HashMap::new();
+        // The group sums of each activation an offsets' term has read.
+        let mut group_sums: HashMap<String, Expr> = HashMap::new();
         let mut binder = Binder {
             taken: &mut taken,
             dataflow: binding_block.dataflow,
@@ -206,7 +208,7 @@ fn quantize_function(function: &mut Function, (block, format): (i64, &'static We
             for name in uses {
                 let (weight, head) = &params[&name];
                 let format = if *head { format.head() } else { format };
-                let asymmetric = linear_reads.values().any(|w| *w == name);
+                let asymmetric = asymmetric.contains(&name);
                 let weight_panels = panels
                     .entry(name.clone())
                     .or_insert_with(|| binder.panels(weight, (block, format), asymmetric))
@@ -219,7 +221,9 @@ fn quantize_function(function: &mut Function, (block, format): (i64, &'static We
             }
             replace_weights(binding.value.expr_mut(), &dequantized);
             match linear_offsets(&binding, &offsets_of) {
-                Some((x, offsets)) => binder.with_offset_term(binding, &x, &offsets),
+                Some((x, offsets)) => {
+                    binder.with_offset_term(binding, (&x, &mut group_sums), &offsets)
+                }
                 None => binder.bindings.push(binding),
             }
         }
@@ -227,57 +231,38 @@ fn quantize_function(function: &mut Function, (block, format): (i64, &'static We
     }
 }
 
-/// The weights that get asymmetric groups, each by the transposed weight that stands
-/// for it: non-head weights a whole number of groups deep whose every read is
-/// `t = permute_dims(w)` and every read of `t` is `matmul(x, t)` in the same block (the
-/// offsets enter as a term of each such matmul). A weight read otherwise keeps
-/// symmetric groups.
-fn linear_reads(
+/// The weights that get asymmetric groups: non-head weights a whole number of groups
+/// deep whose every read is `t = permute_dims(w)` and every read of `t` is
+/// `matmul(x, t)` in the same block (the offsets enter as a term of each such matmul).
+/// A weight read otherwise keeps symmetric groups.
+fn linear_only_weights(
     function: &Function,
     params: &HashMap<String, (Var, bool)>,
-) -> HashMap<String, String> {
-    let whole_groups = |w: &Var| {
-        let dims = w
-            .sinfo
-            .as_tensor()
-            .and_then(|t| t.dims())
-            .unwrap_or_default();
-        dims.get(1)
-            .and_then(|d| d.as_const())
-            .is_some_and(|depth| depth % QUANT_GROUP == 0)
+) -> BTreeSet<String> {
+    let candidate = |w: &&Var| {
+        let found = params.get(&w.name);
+        found.is_some_and(|(w, head)| !head && static_dims(w)[1] % QUANT_GROUP == 0)
     };
+    // Each transposed candidate weight: the weight and the block transposing it.
     let mut transposed: HashMap<String, (String, usize)> = HashMap::new();
     let mut refused: BTreeSet<String> = BTreeSet::new();
     for (index, block) in function.blocks.iter().enumerate() {
         for binding in &block.bindings {
             let expr = binding.value.expr();
-            let transpose = match expr {
-                Expr::Call(call) if call.callee == Callee::Op("permute_dims".into()) => {
-                    match (call.args.first(), call.attrs.get("axes")) {
-                        (Some(Expr::Var(w)), None) => Some(w),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            match transpose {
-                Some(w) if params.get(&w.name).is_some_and(|(w, head)| !head && whole_groups(w)) => {
-                    transposed.insert(binding.var.name.clone(), (w.name.clone(), index));
-                }
-                _ => expr.for_each_var(&mut |v| {
-                    let read = match expr {
-                        Expr::Call(call) if call.callee == Callee::Op("matmul".into()) => {
-                            matches!(&call.args[..], [Expr::Var(x), Expr::Var(t)] if t == v && x != v)
-                        }
-                        _ => false,
-                    };
-                    match transposed.get(&v.name) {
-                        Some((w, at)) if !read || *at != index => refused.insert(w.clone()),
-                        Some(_) => false,
-                        None => refused.insert(v.name.clone()),
-                    };
-                }),
+            if let Some(w) = transpose_of(expr).filter(candidate) {
+                transposed.insert(binding.var.name.clone(), (w.name.clone(), index));
+                continue;
             }
+            expr.for_each_var(&mut |v| match transposed.get(&v.name) {
+                Some((w, at)) if !linear_read(expr, v) || *at != index => {
+                    refused.insert(w.clone());
+                }
+                Some(_) => {}
+                None if params.contains_key(&v.name) => {
+                    refused.insert(v.name.clone());
+                }
+                None => {}
+            });
         }
     }
     function.ret.for_each_var(&mut |v| {
@@ -285,10 +270,32 @@ fn linear_reads(
         refused.insert(read.clone());
     });
     transposed
-        .into_iter()
-        .filter(|(_, (w, _))| !refused.contains(w))
-        .map(|(t, (w, _))| (t, w))
+        .into_values()
+        .map(|(w, _)| w)
+        .filter(|w| !refused.contains(w))
         .collect()
+}
+
+/// `w` of `permute_dims(w)` with the default axes (a 2-D weight's transpose).
+fn transpose_of(expr: &Expr) -> Option<&Var> {
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    let transpose =
+        call.callee == Callee::Op("permute_dims".into()) && !call.attrs.contains_key("axes");
+    match call.args.first() {
+        Some(Expr::Var(w)) if transpose => Some(w),
+        _ => None,
+    }
+}
+
+/// Whether `expr` is `matmul(x, t)` with `t` the variable `t` (and `x` another one).
+fn linear_read(expr: &Expr, t: &Var) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    let matmul = call.callee == Callee::Op("matmul".into());
+    matmul && matches!(&call.args[..], [Expr::Var(x), Expr::Var(w)] if w == t && x != t)
 }
 
 /// For `y = matmul(x, t)` with `t` a transposed weight of asymmetric groups, `x` and the
@@ -324,23 +331,18 @@ struct Binder<'a> {
 impl Binder<'_> {
     /// Binds `value` to a fresh variable named after `hint`.
     fn bind(&mut self, hint: &str, value: Expr) -> Expr {
-        let var = self.fresh(hint, &value);
+        let name = oxrelax_dsl::names::fresh_name(hint, |n| self.taken.contains(n));
+        self.taken.insert(name.clone());
+        let var = Var {
+            name,
+            sinfo: value.sinfo(),
+            dataflow: self.dataflow,
+        };
         self.bindings.push(Binding {
             var: var.clone(),
             value: BindingValue::Expr(value),
         });
         Expr::Var(var)
-    }
-
-    /// A fresh variable named after `hint`, for `value`.
-    fn fresh(&mut self, hint: &str, value: &Expr) -> Var {
-        let name = oxrelax_dsl::names::fresh_name(hint, |n| self.taken.contains(n));
-        self.taken.insert(name.clone());
-        Var {
-            name,
-            sinfo: value.sinfo(),
-            dataflow: self.dataflow,
-        }
     }
 
     /// Binds `weight`'s scales, offsets (with `asymmetric` groups) and quantized panels.
@@ -378,10 +380,8 @@ impl Binder<'_> {
         let w = Expr::Var(weight.clone());
         let offsets = quantize_offsets(&w, scales, dtype).expect("offsets of whole groups");
         let offsets = self.bind(&format!("{name}_offsets"), offsets);
-        let [rows, depth] = static_dims(weight);
-        let group = QUANT_GROUP;
-        let shape = |dims: &[i64]| dims.iter().map(|&d| SymExpr::int(d)).collect();
-        let grouped = reshape(&w, shape(&[rows, depth / group, group])).expect("whole groups");
+        let shape = static_dims(weight).map(SymExpr::int);
+        let grouped = reshape(&w, in_groups(&shape)).expect("whole groups");
         let grouped = self.bind(&format!("{name}_grouped"), grouped);
         let wide = astype(&offsets, DType::F32).expect("f16 offsets widen");
         let wide = self.bind(&format!("{name}_wide_offsets"), wide);
@@ -389,7 +389,7 @@ impl Binder<'_> {
         let wide = self.bind(&format!("{name}_wide_offsets"), wide);
         let centered = subtract(&grouped, &wide).expect("offsets broadcast over groups");
         let centered = self.bind(&format!("{name}_centered_groups"), centered);
-        let centered = reshape(&centered, shape(&[rows, depth])).expect("the weight's shape");
+        let centered = reshape(&centered, shape.to_vec()).expect("the weight's shape");
         (self.bind(&format!("{name}_centered"), centered), offsets)
     }
 
@@ -407,25 +407,37 @@ impl Binder<'_> {
     }
 
     /// Binds `y = matmul(x, t)` (`binding`, `t` the symmetric part of a weight of
-    /// asymmetric groups) as `matmul(x, t) + matmul(group_sums(x), offsets^T)`.
-    fn with_offset_term(&mut self, binding: Binding, x: &Expr, offsets: &Expr) {
+    /// asymmetric groups) as `matmul(x, t) + matmul(group_sums(x), offsets^T)`; the
+    /// group sums of an activation several such matmuls read are bound once (in `sums`,
+    /// by its variable's name).
+    fn with_offset_term(
+        &mut self,
+        binding: Binding,
+        (x, sums): (&Expr, &mut HashMap<String, Expr>),
+        offsets: &Expr,
+    ) {
         let name = binding.var.name.clone();
         let main = self.bind(&format!("{name}_symmetric"), binding.value.expr().clone());
-        let sinfo = x.sinfo();
-        let dims = sinfo.as_tensor().and_then(|t| t.dims()).unwrap_or_default();
-        let (depth, outer) = dims.split_last().expect("a matmul operand has dims");
-        let groups = depth.as_const().expect("a static depth") / QUANT_GROUP;
-        let mut grouped = outer.to_vec();
-        grouped.extend([SymExpr::int(groups), SymExpr::int(QUANT_GROUP)]);
-        let grouped = self.bind(
-            &format!("{name}_grouped"),
-            reshape(x, grouped).expect("whole groups"),
-        );
-        let sums = sum(&grouped, Some(vec![-1]), false).expect("group sums");
-        let sums = self.bind(&format!("{name}_group_sums"), sums);
+        let key = match x {
+            Expr::Var(v) => Some(v.name.clone()),
+            _ => None,
+        };
+        let known = key.as_ref().and_then(|k| sums.get(k)).cloned();
+        let x_sums = known.unwrap_or_else(|| {
+            let sinfo = x.sinfo();
+            let dims = sinfo.as_tensor().and_then(|t| t.dims()).unwrap_or_default();
+            let grouped = reshape(x, in_groups(dims)).expect("whole groups");
+            let grouped = self.bind(&format!("{name}_grouped"), grouped);
+            let x_sums = sum(&grouped, Some(vec![-1]), false).expect("group sums");
+            let x_sums = self.bind(&format!("{name}_group_sums"), x_sums);
+            if let Some(key) = key {
+                sums.insert(key, x_sums.clone());
+            }
+            x_sums
+        });
         let transposed = permute_dims(offsets, None).expect("2-D offsets");
         let transposed = self.bind(&format!("{name}_offsets"), transposed);
-        let term = matmul(&sums, &transposed).expect("group sums times offsets");
+        let term = matmul(&x_sums, &transposed).expect("group sums times offsets");
         let term = self.bind(&format!("{name}_offset_term"), term);
         let total = add(&main, &term).expect("two products of one shape");
         self.bindings.push(Binding {
@@ -433,6 +445,15 @@ impl Binder<'_> {
             value: BindingValue::Expr(total),
         });
     }
+}
+
+/// `dims` with the last (a whole number of groups) split into `[groups, QUANT_GROUP]`.
+fn in_groups(dims: &[SymExpr]) -> Vec<SymExpr> {
+    let (depth, outer) = dims.split_last().expect("a tensor of at least one dim");
+    let groups = depth.as_const().expect("a static depth") / QUANT_GROUP;
+    let mut grouped = outer.to_vec();
+    grouped.extend([SymExpr::int(groups), SymExpr::int(QUANT_GROUP)]);
+    grouped
 }
 
 /// The static `[rows, depth]` of a 2-D weight.

@@ -49,6 +49,7 @@ pub fn declared_estimate(
         weights: tensors_bytes(weights),
         kv_cache: kv_cache_estimate(config, exported.context_window, exported.kv_dtype),
         arena: 0,
+        kv_pages: 0,
     }
 }
 
@@ -84,6 +85,7 @@ pub fn manifest_estimate(
         weights: tensors_bytes(&manifest.weights),
         kv_cache: kv_cache_estimate(&config, manifest.context_window, kv_dtype),
         arena: loaded_arena_bytes(executable),
+        kv_pages: 0,
     })
 }
 

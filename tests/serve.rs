@@ -360,6 +360,42 @@ fn requests_wait_for_kv_pages_and_one_larger_than_the_pool_is_a_400() {
     );
 }
 
+/// `oxrelax serve` on the fixture with `extra` options, expected to refuse to start: its
+/// stderr.
+fn refused(extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_oxrelax"))
+        .arg("serve")
+        .arg(fixture())
+        .args(["--port", "0", "--max-context", CONTEXT])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{extra:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn the_page_pool_fits_in_max_memory_with_the_model() {
+    // The fixture takes about 1.9 MiB (weights, a cache, arenas); one request at the full
+    // context of 1024 positions takes 32 pages of 16 KiB, the 16 the model batches 512.
+    let server = Server::start(&["--max-memory", "4M"]);
+    let pages = server.stats()["kv_pages"].as_u64().unwrap();
+    assert!((32..512).contains(&pages), "{pages} pages");
+    alone_then_together(&server, &["To be, or not to be", "O Romeo"], 1);
+    let error = refused(&["--max-memory", "2M"]);
+    assert!(
+        error.contains("less than one request at the full context of 1024 positions needs"),
+        "{error}"
+    );
+    let error = refused(&["--max-memory", "4M", "--kv-pages", "400"]);
+    assert!(
+        error.contains("a KV page pool of 400 pages") && error.contains("+ KV pages 6.25 MiB"),
+        "{error}"
+    );
+}
+
 #[test]
 fn bench_serve_loads_the_server_and_the_shared_prefix_is_computed_once() {
     let server = Server::start(&["--max-batch", "4"]);

@@ -16,6 +16,8 @@ pub struct MemoryEstimate {
     pub kv_cache: u64,
     /// The VM's arenas (one per function, sized by its static memory plan).
     pub arena: u64,
+    /// The KV page pool a server's sequences share (0 outside `serve`).
+    pub kv_pages: u64,
 }
 
 impl MemoryEstimate {
@@ -24,6 +26,7 @@ impl MemoryEstimate {
         self.weights
             .saturating_add(self.kv_cache)
             .saturating_add(self.arena)
+            .saturating_add(self.kv_pages)
     }
 
     /// An error naming the estimate and `limit` when the total exceeds `limit` bytes.
@@ -42,12 +45,15 @@ impl fmt::Display for MemoryEstimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "weights {} + KV cache {} + arena {} = {}",
+            "weights {} + KV cache {} + arena {}",
             format_bytes(self.weights),
             format_bytes(self.kv_cache),
             format_bytes(self.arena),
-            format_bytes(self.total())
-        )
+        )?;
+        if self.kv_pages > 0 {
+            write!(f, " + KV pages {}", format_bytes(self.kv_pages))?;
+        }
+        write!(f, " = {}", format_bytes(self.total()))
     }
 }
 

@@ -12,7 +12,7 @@ use oxrelax_runtime::artifact::{is_artifact, GraphBackend, LoadedEngine};
 use oxrelax_runtime::chat::{eos_ids, Tokenizer};
 use oxrelax_runtime::cli::{run_generate, CliResult, GenerateArgs};
 use oxrelax_runtime::engine::{Engine, EngineConfig};
-use oxrelax_runtime::memory::MemoryEstimate;
+use oxrelax_runtime::memory::{default_limit, MemoryEstimate};
 use oxrelax_runtime::ThreadPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -88,6 +88,11 @@ impl ModelArgs {
         pool_of(self.threads)
     }
 
+    /// The memory limit: `--max-memory`, or by default the physical memory.
+    pub fn max_memory(&self) -> u64 {
+        self.max_memory.unwrap_or_else(default_limit)
+    }
+
     /// The backend asked for an artifact's NPU graphs, if any.
     fn graph_backend(&self) -> Option<Box<dyn GraphBackend>> {
         #[cfg(feature = "npu")]
@@ -158,7 +163,7 @@ pub fn open_engine_on(
         prefill_chunk: args.prefill_chunk.unwrap_or(defaults.prefill_chunk),
         quantization: args.quant,
         kv_dtype: args.kv_dtype,
-        max_memory: args.max_memory.unwrap_or(defaults.max_memory),
+        max_memory: args.max_memory(),
         ..defaults
     };
     if is_artifact(dir) {

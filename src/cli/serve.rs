@@ -1,7 +1,7 @@
 //! `oxrelax serve`: an OpenAI-compatible HTTP server over a model (an artifact, or a
 //! Hugging Face folder compiled now).
 
-use crate::cli::generate::{open_engine, ModelArgs};
+use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax::serve::{run as run_server, ServeOptions, Timeouts};
 use oxrelax_runtime::cli::{CliResult, SamplingArgs, SamplingDefaults};
@@ -29,7 +29,8 @@ pub struct ServeCommand {
     #[arg(long)]
     max_batch: Option<u32>,
     /// KV cache pages the requests share (default: room for --max-batch requests at the
-    /// full context). A request waits until the pages its prompt and max_tokens may fill
+    /// full context, or as many pages as --max-memory leaves besides the model when
+    /// fewer, as long as that holds one full context). A request waits until the pages its prompt and max_tokens may fill
     /// are free; ended requests' pages are kept for their prefixes until needed.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "kv_memory")]
     kv_pages: Option<u32>,
@@ -108,6 +109,7 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
             (None, Some(bytes)) => Some(PoolSize::Bytes(bytes)),
             (None, None) => None,
         },
+        max_memory: args.load.max_memory(),
         max_body: args.max_body,
         sampling,
         model_id: model_id(&args.model),
@@ -117,8 +119,8 @@ pub fn run(args: &ServeCommand) -> CliResult<()> {
             body: args.body_timeout,
         },
     };
-    let engine = open_engine(&args.model, &args.load)?;
-    Ok(run_server(options, engine)?)
+    let (engine, memory) = open_engine_on(&args.model, &args.load, args.load.pool()?)?;
+    Ok(run_server(options, engine, memory)?)
 }
 
 #[cfg(test)]

@@ -25,8 +25,9 @@ pub mod stats;
 pub mod worker;
 
 use oxrelax_runtime::artifact::LoadedEngine;
-use oxrelax_runtime::engine::{BatchEngine, EngineError};
+use oxrelax_runtime::engine::{BatchEngine, Engine, EngineError};
 use oxrelax_runtime::kv_cache::PoolSize;
+use oxrelax_runtime::memory::{format_bytes, MemoryError, MemoryEstimate};
 use oxrelax_runtime::sampler::SamplingConfig;
 use request::ModelInfo;
 use routes::{router, unix_seconds, AppState};
@@ -54,9 +55,12 @@ pub struct ServeOptions {
     /// Requests decoded together at most (0: as many as the model's `batch_decode`
     /// takes).
     pub max_batch: usize,
-    /// How many KV cache pages the requests share (`None`: room for the batch at full
-    /// context).
+    /// How many KV cache pages the requests share (`None`: room for `max_batch` requests
+    /// at full context, or fewer pages where those would not fit in `max_memory` besides
+    /// the model, as long as one full context does).
     pub kv_pages: Option<PoolSize>,
+    /// Bytes the model and the page pool may take together.
+    pub max_memory: u64,
     /// The largest request body accepted, in bytes (413 above).
     pub max_body: usize,
     /// Sampling of fields a request leaves out (a request's `seed` replaces the seed).
@@ -96,16 +100,93 @@ pub enum ServeError {
         /// The socket's error.
         source: std::io::Error,
     },
-    /// The model cannot decode a batch (it exports no `batch_decode`).
+    /// The model cannot decode a batch (it exports no `batch_decode`), or its page pool
+    /// cannot be made.
     #[error("serving: {0}")]
     Engine(#[from] EngineError),
+    /// The model and the page pool asked for exceed the memory limit.
+    #[error("serving with a KV page pool of {pages} pages (--kv-pages, --kv-memory): {error}")]
+    Memory {
+        /// Pages asked for.
+        pages: usize,
+        /// The estimate, KV pages included, and the limit.
+        error: MemoryError,
+    },
+    /// What the memory limit leaves for the default page pool is less than one request
+    /// at full context.
+    #[error(
+        "the memory limit of {} leaves {} for the KV page pool besides the model ({model}), \
+         less than one request at the full context of {context} positions needs ({}): \
+         raise --max-memory, lower --max-context, or size the pool with --kv-pages",
+        format_bytes(*limit), format_bytes(*left), format_bytes(*needed)
+    )]
+    NoRoomForPages {
+        /// The limit in bytes.
+        limit: u64,
+        /// What the model takes.
+        model: MemoryEstimate,
+        /// Bytes left for pages.
+        left: u64,
+        /// The context window.
+        context: usize,
+        /// Bytes of the pages one full context takes.
+        needed: u64,
+    },
     /// Starting the async runtime or the worker thread, or serving, failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Serves `model` until SIGTERM or Ctrl-C, then waits for the requests in flight.
-pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError> {
+/// A batch engine over `engine` (estimated to take `memory`) with the page pool
+/// `options` asks for, checked to fit the memory limit with it; and the batch bound.
+fn batch_engine(
+    engine: Engine,
+    options: &ServeOptions,
+    memory: MemoryEstimate,
+) -> Result<(BatchEngine, usize), ServeError> {
+    let max_batch = match options.max_batch {
+        0 => BatchEngine::bound(&engine)?,
+        n => n,
+    };
+    let left = options.max_memory.saturating_sub(memory.total());
+    let default = PoolSize::ContextsWithin {
+        contexts: max_batch,
+        bytes: left,
+    };
+    let context = engine.config().context_window;
+    let engine = BatchEngine::with_pool(engine, Some(options.kv_pages.unwrap_or(default)))?;
+    let pages = engine.page_stats();
+    let serving = MemoryEstimate {
+        kv_pages: pages.bytes(),
+        ..memory
+    };
+    let one_context = pages.page_positions * pages.pages < context;
+    if options.kv_pages.is_none() && one_context {
+        let needed = context.div_ceil(pages.page_positions) as u64 * pages.page_bytes as u64;
+        return Err(ServeError::NoRoomForPages {
+            limit: options.max_memory,
+            model: memory,
+            left,
+            context,
+            needed,
+        });
+    }
+    serving
+        .check(options.max_memory)
+        .map_err(|error| ServeError::Memory {
+            pages: pages.pages,
+            error,
+        })?;
+    Ok((engine, max_batch))
+}
+
+/// Serves `model` (estimated to take `memory` besides the KV page pool) until SIGTERM or
+/// Ctrl-C, then waits for the requests in flight.
+pub fn run(
+    options: ServeOptions,
+    model: LoadedEngine,
+    memory: MemoryEstimate,
+) -> Result<(), ServeError> {
     let LoadedEngine { engine, tokenizer } = model;
     let tokenizer = tokenizer.ok_or(ServeError::NoTokenizer)?;
     if options.queue == 0 {
@@ -119,18 +200,15 @@ pub fn run(options: ServeOptions, model: LoadedEngine) -> Result<(), ServeError>
     };
     let template = tokenizer.chat_template().map_err(|e| e.to_string());
     let stats = Arc::new(Stats::default());
-    let engine = BatchEngine::with_pool(engine, options.kv_pages)?;
+    let (engine, max_batch) = batch_engine(engine, &options, memory)?;
     let pages = engine.page_stats();
     eprintln!(
-        "oxrelax serve: KV cache of {} pages of {} positions ({} MiB)",
+        "oxrelax serve: KV cache of {} pages of {} positions ({})",
         pages.pages,
         pages.page_positions,
-        (pages.pages as u64).saturating_mul(pages.page_bytes as u64) >> 20
+        format_bytes(pages.bytes())
     );
-    let max_batch = match options.max_batch {
-        0 => engine.max_batch(),
-        n => n,
-    };
+    stats.set_pages(&pages);
     let model = Model {
         engine,
         tokenizer,

@@ -65,13 +65,7 @@ impl BatchEngine {
     /// [`BatchEngine::new`] with a page pool of `size` (`None`: `max_batch` full
     /// contexts).
     pub fn with_pool(engine: Engine, size: Option<PoolSize>) -> Result<BatchEngine, EngineError> {
-        let function = engine.vm.executable().functions.get(BATCH_DECODE);
-        let bound = function
-            .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
-            .and_then(|d| d.upper_bound)
-            .filter(|&b| b > 0)
-            .ok_or(EngineError::NoBatchDecode)?;
-        let max_batch = bound as usize;
+        let max_batch = BatchEngine::bound(&engine)?;
         // The engine's own cache has the shape the pool's caches take.
         let size = size.unwrap_or(PoolSize::Contexts(max_batch));
         let pool = PagePool::new(&lock(shared(&engine.cache)?), size)
@@ -84,6 +78,18 @@ impl BatchEngine {
             next_id: 0,
             pool,
         })
+    }
+
+    /// The most sequences one `batch_decode` call of `engine`'s model takes (the bound of
+    /// its symbolic batch), or [`EngineError::NoBatchDecode`].
+    pub fn bound(engine: &Engine) -> Result<usize, EngineError> {
+        let function = engine.vm.executable().functions.get(BATCH_DECODE);
+        let bound = function
+            .and_then(|f| f.dims.iter().find(|d| d.name == "b"))
+            .and_then(|d| d.upper_bound)
+            .filter(|&b| b > 0)
+            .ok_or(EngineError::NoBatchDecode)?;
+        usize::try_from(bound).map_err(|_| EngineError::NoBatchDecode)
     }
 
     /// How the KV page pool is used.

@@ -182,3 +182,17 @@ fn pages_grow_rather_than_need_more_mappings_than_the_os_allows() {
         "{too_many:?}"
     );
 }
+
+#[test]
+fn a_pool_of_contexts_within_bytes_is_the_smaller_of_the_two() {
+    let like = unpaged(2, DType::F32);
+    let full = PagePool::new(&like, PoolSize::Contexts(4)).unwrap();
+    let page = full.page_bytes() as u64;
+    let within = |bytes: u64| {
+        let size = PoolSize::ContextsWithin { contexts: 4, bytes };
+        PagePool::new(&like, size).unwrap().pages()
+    };
+    assert_eq!(within(u64::MAX), full.pages());
+    assert_eq!(within(3 * page + page / 2), 3);
+    assert_eq!(within(0), 0);
+}

@@ -96,6 +96,13 @@ pub struct PageStats {
     pub page_bytes: usize,
 }
 
+impl PageStats {
+    /// Bytes of the pool's pages.
+    pub fn bytes(&self) -> u64 {
+        (self.pages as u64).saturating_mul(self.page_bytes as u64)
+    }
+}
+
 /// A failed OS call, as a cache error.
 fn os_error(what: &'static str) -> KvCacheError {
     KvCacheError::Pages {
@@ -161,6 +168,14 @@ pub enum PoolSize {
     Pages(usize),
     /// As many pages as fit in this many bytes.
     Bytes(u64),
+    /// Enough for `contexts` caches at full capacity, or as many pages as fit in `bytes`
+    /// when fewer.
+    ContextsWithin {
+        /// Caches at full capacity at most.
+        contexts: usize,
+        /// Bytes the pages may take at most.
+        bytes: u64,
+    },
 }
 
 /// The most memory mappings a process may hold, where the OS says (Linux's
@@ -227,12 +242,18 @@ impl PagePool {
             });
         let wanted = like.capacity.div_ceil(MAX_PAGES_PER_CACHE).max(1);
         let per_position = (position_bytes.iter().sum::<usize>()).saturating_mul(like.num_layers());
+        let contexts =
+            |positions: usize, n: usize| like.capacity.div_ceil(positions).saturating_mul(n);
+        let fitting = |positions: usize, bytes: u64| {
+            let page = positions.saturating_mul(per_position).max(1) as u64;
+            usize::try_from(bytes / page).unwrap_or(usize::MAX)
+        };
         let pages_of = |positions: usize| match size {
-            PoolSize::Contexts(n) => like.capacity.div_ceil(positions).saturating_mul(n),
+            PoolSize::Contexts(n) => contexts(positions, n),
             PoolSize::Pages(n) => n,
-            PoolSize::Bytes(b) => {
-                let page = positions.saturating_mul(per_position).max(1) as u64;
-                usize::try_from(b / page).unwrap_or(usize::MAX)
+            PoolSize::Bytes(b) => fitting(positions, b),
+            PoolSize::ContextsWithin { contexts: n, bytes } => {
+                contexts(positions, n).min(fitting(positions, bytes))
             }
         };
         let limit = mapping_limit().map_or(usize::MAX, |l| l / 2);

@@ -40,6 +40,7 @@ fn an_estimate_over_the_limit_names_both() {
         weights: 1 << 30,
         kv_cache: 88 << 20,
         arena: 12 << 20,
+        kv_pages: 0,
     };
     assert_eq!(
         estimate.to_string(),
@@ -61,6 +62,15 @@ fn an_estimate_over_the_limit_names_both() {
         dtype: DType::F16,
     }];
     assert_eq!(tensors_bytes(&weights), 30);
+    let serving = MemoryEstimate {
+        kv_pages: 1 << 30,
+        ..estimate
+    };
+    assert_eq!(
+        serving.to_string(),
+        "weights 1.00 GiB + KV cache 88.0 MiB + arena 12.0 MiB + KV pages 1.00 GiB = 2.10 GiB"
+    );
+    assert!(serving.check(2 << 30).is_err());
     assert_eq!(format_bytes(512), "512 B");
 }
 

@@ -682,7 +682,7 @@ fn target_features_pick_the_microkernels_an_artifact_runs() {
         ["avx2", "f16c", "fma", "sse4.1"]
     );
     let model = load_ok(&out);
-    let isa = model.vm.microkernels().isa(Microkernel::Sgemv1x256Q4);
+    let isa = model.vm.microkernels().isa(Microkernel::Sgemv8x256Q4);
     assert!(isa.starts_with("avx2"), "{isa}");
     let (ok, _, stderr) = oxrelax(&[
         "compile",

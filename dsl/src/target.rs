@@ -24,6 +24,11 @@ pub struct MatmulTiles {
     pub l_block: i64,
     /// Panels one prefill task computes (its packed-weight block stays in L2).
     pub panels_per_task: i64,
+    /// Rows up to which a matmul (a batched decode step) runs on the decode kernel, in
+    /// blocks of that kernel's rows, when it takes more than one (the 4-bit GEMVs): where
+    /// those widen each weight once for all their rows (the x86 sides over 16-bit
+    /// activations). 1 elsewhere: several rows take the prefill block.
+    pub gemv_rows: i64,
 }
 
 /// One row of the tile table: the architecture, the CPU features it needs, its tiles.
@@ -45,7 +50,12 @@ const F32_TILES: MatmulTiles = MatmulTiles {
     hp: 16,
     l_block: 256,
     panels_per_task: 4,
+    gemv_rows: 1,
 };
+
+/// The 4-bit GEMVs of the x86 sides over 16-bit activations (`vpdpwssd`, `vpmaddwd`,
+/// `vpdpbusd`) serve a batched decode step of up to 16 sequences.
+const A16_GEMV_ROWS: i64 = 16;
 
 /// f32 tiles of AVX-512 targets: the `12 x 32` block over two panels (24 zmm
 /// accumulators; per k two panel loads and 12 broadcasts feed 24 FMAs, so the FMA units
@@ -65,9 +75,27 @@ const AVX512_TILES: MatmulTiles = MatmulTiles {
 const TILE_TABLE: &[TileRow] = &[
     TileRow {
         arch: "x86_64",
+        features: &["avx512f", "avx512bw", "avx512vnni"],
+        vector_bits: 512,
+        matmul: MatmulTiles {
+            gemv_rows: A16_GEMV_ROWS,
+            ..AVX512_TILES
+        },
+    },
+    TileRow {
+        arch: "x86_64",
         features: &["avx512f"],
         vector_bits: 512,
         matmul: AVX512_TILES,
+    },
+    TileRow {
+        arch: "x86_64",
+        features: &["avx2", "fma", "f16c"],
+        vector_bits: 256,
+        matmul: MatmulTiles {
+            gemv_rows: A16_GEMV_ROWS,
+            ..F32_TILES
+        },
     },
     TileRow {
         arch: "x86_64",
@@ -262,6 +290,10 @@ mod tests {
         assert_eq!(generic.matmul_tiles().gemm_kernel, "sgemm_6x16");
         let vnni = Target::new(x86, &["avx512f", "avx512bw", "avx512vnni"]);
         assert_eq!(vnni.int_matmul_tiles().gemm, (6, 32));
+        // Batched decode steps run the 4-bit GEMVs where they widen weights once per call.
+        let a16 = Target::new(x86, &["avx2", "fma", "f16c"]);
+        let gemv_rows = [&vnni, &a16, &avx512, &avx2, &generic].map(|t| t.matmul_tiles().gemv_rows);
+        assert_eq!(gemv_rows, [16, 16, 1, 1, 1]);
         assert_eq!(avx512.int_matmul_tiles().gemm, (4, 16));
         assert_eq!(generic.int_matmul_tiles().gemv, (1, 64));
         // Every target packs weights the same way.

@@ -8,7 +8,9 @@
 //! - [`GemvRule`] (decode, one row): each group of consecutive panels (as many as the GEMV
 //!   microkernel's block spans, e.g. 4 panels of 16 for `1 x 64`) is one call over the
 //!   whole reduction, so every weight byte is read exactly once, in several concurrent
-//!   streams per thread; parallel over groups.
+//!   streams per thread; parallel over groups. A batched decode step (rows up to the
+//!   target's `gemv_rows`) takes it too where the decode kernel takes several rows (the
+//!   4-bit GEMVs, `8 x 256`): one call per group and block of its rows.
 //! - [`MatmulRule`] (prefill, `E` rows): parallel over groups of panels; per reduction block
 //!   of `l_block` and per `EP` rows, one `EP x HP` microkernel call per panel of the group
 //!   accumulates into the output tile. The kernel reads the `EP` activation rows in place
@@ -133,7 +135,8 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
     })
 }
 
-/// Decode: `E = 1`, one microkernel call per panel.
+/// Decode: `E = 1`, one microkernel call per group of panels; or the few rows of a batched
+/// decode step, where the target runs them on a decode kernel taking several.
 pub struct GemvRule;
 
 /// Prefill: `E` rows, packed `EP`-row blocks, panel groups per task.
@@ -147,10 +150,13 @@ impl ScheduleRule for GemvRule {
     fn apply(&self, func: &PrimFunc, target: &Target) -> Option<PrimFunc> {
         let tiles = target.matmul_tiles();
         let m = recognize(func, &tiles)?;
-        if m.rows.as_const() != Some(1) {
+        let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
+        let ep = MicrokernelSpec::lookup(kernel)?.kind.block()?.0;
+        let one_row = m.rows.as_const() == Some(1);
+        let max_rows = m.rows.max_value().unwrap_or(i64::MAX);
+        if !one_row && (ep == 1 || max_rows > tiles.gemv_rows) {
             return None;
         }
-        let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
         let kind = m.loop_kind(m.depth * m.features);
         let block = block_width(kernel, tiles.hp)?;
         let width = if kind == ForKind::Parallel {
@@ -166,13 +172,20 @@ impl ScheduleRule for GemvRule {
             1 => first_panel.clone(),
             _ => first_panel.clone() + index("k") * PrimExpr::index(group),
         };
-        let one_row = (PrimExpr::index(1), PrimExpr::index(0));
+        let rows = PrimExpr::from(&m.rows);
+        let (row_block, call_rows, a_offset) = if one_row {
+            let one = (PrimExpr::index(1), PrimExpr::index(0));
+            (None, one, PrimExpr::index(0))
+        } else {
+            let a_offset = index("e0") * PrimExpr::index(m.depth);
+            (Some(ep), (index("e_rows"), index("e0")), a_offset)
+        };
         let call = m.call(
             (kernel, width),
-            PrimExpr::index(0),
+            a_offset,
             &p,
             (PrimExpr::index(0), PrimExpr::index(m.depth)),
-            one_row.clone(),
+            call_rows,
         );
         let blocks = if calls == 1 {
             call
@@ -181,7 +194,19 @@ impl ScheduleRule for GemvRule {
             let count = min(PrimExpr::index(calls), ceil_div(remaining, group));
             for_loop("k", count, ForKind::Serial, call)
         };
-        let body = match m.epilogue_tile(one_row, &first_panel, calls * width) {
+        // Several rows: the kernel's blocks of `ep` rows, each over the task's panels.
+        let blocks = match row_block {
+            None => blocks,
+            Some(ep) => {
+                let per_rows = let_in("e0", index("eb") * PrimExpr::index(ep), {
+                    let e_rows = min(PrimExpr::index(ep), rows.clone() - index("e0"));
+                    let_in("e_rows", e_rows, blocks)
+                });
+                for_loop("eb", ceil_div(rows.clone(), ep), ForKind::Serial, per_rows)
+            }
+        };
+        let tile_rows = (rows, PrimExpr::index(0));
+        let body = match m.epilogue_tile(tile_rows, &first_panel, calls * width) {
             Some(epilogue) => Stmt::Seq(vec![blocks, epilogue]),
             None => blocks,
         };

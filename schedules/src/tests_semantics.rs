@@ -543,5 +543,47 @@ fn a_parallel_gemv_narrower_than_its_block_is_split_in_two_calls() {
         .unwrap();
     let text = oxrelax_dsl::text::print_prim_func("gemv", &scheduled);
     assert!(text.contains("parallel(2)"), "{text}");
-    assert!(text.contains("sgemv_1x256_q4f16"), "{text}");
+    assert!(text.contains("sgemv_8x256_q4f16"), "{text}");
+}
+
+/// A batched decode step (rows up to the target's `gemv_rows`) runs on the 4-bit GEMV in
+/// blocks of its 8 rows where the target says so, and computes what the legalized
+/// function does for 1, 7, 13 and 15 rows (one block, two, with a partial one); other
+/// weights, and targets whose GEMV widens weights per row, keep the prefill block.
+#[test]
+fn a_batched_decode_step_runs_on_the_4_bit_gemv_in_blocks_of_its_rows() {
+    let mut rng = StdRng::seed_from_u64(19);
+    let x86 = "x86_64-unknown-linux-gnu";
+    let vnni = Target::new(x86, &["avx512f", "avx512bw", "avx512vnni"]);
+    let avx512 = Target::new(x86, &["avx512f"]);
+    let hp = vnni.matmul_tiles().hp;
+    let rows = SymVar::bounded("n", 16).expr();
+    for (depth, features, weights) in [
+        (64, 300, DType::U4),
+        (300, 40, DType::U4),
+        (64, 40, DType::I8),
+    ] {
+        let x = tensor("x", vec![rows.clone(), depth.into()], DType::F32);
+        let bits = if weights == DType::U4 { 4 } else { 8 };
+        let (shape, _) =
+            op::packed_quant_layout(features, depth, hp, (bits, op::QuantLayout::Rows));
+        let packed = tensor("w", shape.into_iter().map(SymExpr::int).collect(), weights);
+        let groups = op::quant_groups(depth);
+        let scales = vec![((features + hp - 1) / hp).into(), groups.into(), hp.into()];
+        let scales = tensor("s", scales, DType::F16);
+        let func = legalized(op::packed_matmul_quant(&x, &packed, &scales, features).unwrap());
+        assert!(GemvRule.apply(&func, &avx512).is_none());
+        if weights != DType::U4 {
+            assert!(GemvRule.apply(&func, &vnni).is_none(), "{weights}");
+            continue;
+        }
+        let scheduled = GemvRule.apply(&func, &vnni).unwrap();
+        let text = oxrelax_dsl::text::print_prim_func("batched", &scheduled);
+        assert!(
+            text.contains("sgemv_8x256_q4f16") && text.contains("for eb in"),
+            "{text}"
+        );
+        let what = format!("batched gemv L {depth} H {features}");
+        assert_rule_keeps_results(&GemvRule, &func, &vnni, &mut rng, &what);
+    }
 }

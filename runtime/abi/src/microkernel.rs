@@ -54,6 +54,10 @@ pub const PANEL: usize = 16;
 /// once per call, for all of them).
 pub const U4_GEMV_COLS: usize = 256;
 
+/// Rows of one 4-bit decode GEMV call at most (the sequences of a batched decode step):
+/// its x86 sides widen each weight once for all of them.
+pub const U4_GEMV_ROWS: usize = 8;
+
 /// What a microkernel computes, which fixes its operands and scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MicrokernelKind {
@@ -202,12 +206,16 @@ pub struct MicrokernelSpec {
     /// Whether implementations may round f32 activations to 16 bits
     /// ([`Microkernel::rounds_activations`]).
     pub rounds_activations: bool,
+    /// Whether this is a decode kernel: it streams each weight once for all its rows (at
+    /// most `ep`: one, or the few sequences of a batched decode step).
+    pub decode: bool,
 }
 
 /// What a row declares besides the kernel and its name.
 struct Row {
     kind: MicrokernelKind,
     rounds_activations: bool,
+    decode: bool,
 }
 
 /// A block GEMM over `(weights, scales)` (scales for quantized weights), block `ep x hp`.
@@ -221,14 +229,24 @@ const fn gemm((weights, scales): (DType, Option<DType>), ep: i64, hp: i64) -> Ro
             panel: PANEL as i64,
         },
         rounds_activations: false,
+        decode: false,
     }
 }
 
-/// [`gemm`] whose implementations may round the f32 activations to 16 bits.
-const fn gemm_a16(weights: (DType, Option<DType>), ep: i64, hp: i64) -> Row {
+/// A decode block GEMM over `(weights, scales)`: [`gemm`] streaming each weight once for
+/// its `ep` rows.
+const fn gemv(weights: (DType, Option<DType>), ep: i64, hp: i64) -> Row {
+    Row {
+        decode: true,
+        ..gemm(weights, ep, hp)
+    }
+}
+
+/// [`gemv`] whose implementations may round the f32 activations to 16 bits.
+const fn gemv_a16(weights: (DType, Option<DType>), ep: i64, hp: i64) -> Row {
     Row {
         rounds_activations: true,
-        ..gemm(weights, ep, hp)
+        ..gemv(weights, ep, hp)
     }
 }
 
@@ -242,6 +260,15 @@ const fn int_gemm(weights: DType, ep: i64, hp: i64) -> Row {
             panel: PANEL as i64,
         },
         rounds_activations: false,
+        decode: false,
+    }
+}
+
+/// An int8-activation decode GEMM over `weights` (i8 or u4), block `ep x hp`.
+const fn int_gemv(weights: DType, ep: i64, hp: i64) -> Row {
+    Row {
+        decode: true,
+        ..int_gemm(weights, ep, hp)
     }
 }
 
@@ -250,6 +277,7 @@ const fn attention((kv, scales): (DType, Option<DType>)) -> Row {
     Row {
         kind: MicrokernelKind::Attention { kv, scales },
         rounds_activations: false,
+        decode: false,
     }
 }
 
@@ -279,6 +307,7 @@ macro_rules! microkernels {
                 name: $name,
                 kind: row.kind,
                 rounds_activations: row.rounds_activations,
+                decode: row.decode,
             }
         }),*];
     };
@@ -296,11 +325,11 @@ microkernels! {
     Sgemm6x16 = "sgemm_6x16": gemm(F32, 6, 16);
     /// f32 GEMV block of 1 row x 64 columns over 4 panels (decode): `a` is a contiguous
     /// vector of `kc` floats; streams through the 4 panels at once.
-    Sgemv1x64 = "sgemv_1x64": gemm(F32, 1, 64);
+    Sgemv1x64 = "sgemv_1x64": gemv(F32, 1, 64);
     /// [`Microkernel::Sgemm6x16`] over f16 weight panels.
     Sgemm6x16F16 = "sgemm_6x16_f16": gemm(F16, 6, 16);
     /// [`Microkernel::Sgemv1x64`] over f16 weight panels.
-    Sgemv1x64F16 = "sgemv_1x64_f16": gemm(F16, 1, 64);
+    Sgemv1x64F16 = "sgemv_1x64_f16": gemv(F16, 1, 64);
     /// f32 GEMM block of 12 rows x 32 columns over 2 panels (prefill on AVX-512: 24 zmm
     /// accumulators; per k, 2 panel loads and 12 broadcasts feed 24 FMAs).
     Sgemm12x32 = "sgemm_12x32": gemm(F32, 12, 32);
@@ -311,21 +340,22 @@ microkernels! {
     /// [`Microkernel::Sgemm6x16`] over int8 weight panels with f32 group scales.
     Sgemm6x16Q8 = "sgemm_6x16_q8": gemm(Q8, 6, 16);
     /// [`Microkernel::Sgemv1x64`] over int8 weight panels.
-    Sgemv1x64Q8 = "sgemv_1x64_q8": gemm(Q8, 1, 64);
+    Sgemv1x64Q8 = "sgemv_1x64_q8": gemv(Q8, 1, 64);
     /// [`Microkernel::Sgemm12x32`] over int8 weight panels.
     Sgemm12x32Q8 = "sgemm_12x32_q8": gemm(Q8, 12, 32);
     /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f32 group scales.
     Sgemm6x16Q4 = "sgemm_6x16_q4": gemm(Q4, 6, 16);
-    /// The decode GEMV over 4-bit weight panels, 1 row x [`U4_GEMV_COLS`] columns: its x86
-    /// sides round the activations once per call, for all 16 panels, and read the panels
-    /// one after the other; the others run 64 columns at a time.
-    Sgemv1x256Q4 = "sgemv_1x256_q4": gemm_a16(Q4, 1, U4_GEMV_COLS as i64);
+    /// The decode GEMV over 4-bit weight panels, up to [`U4_GEMV_ROWS`] rows x
+    /// [`U4_GEMV_COLS`] columns: its x86 sides round the activations once per call, for
+    /// all 16 panels, read the panels one after the other and widen each weight once for
+    /// every row; the others run one row and 64 columns at a time.
+    Sgemv8x256Q4 = "sgemv_8x256_q4": gemv_a16(Q4, U4_GEMV_ROWS as i64, U4_GEMV_COLS as i64);
     /// [`Microkernel::Sgemm12x32`] over 4-bit weight panels.
     Sgemm12x32Q4 = "sgemm_12x32_q4": gemm(Q4, 12, 32);
     /// [`Microkernel::Sgemm6x16`] over 4-bit weight panels with f16 group scales.
     Sgemm6x16Q4F16 = "sgemm_6x16_q4f16": gemm(Q4F16, 6, 16);
-    /// [`Microkernel::Sgemv1x256Q4`] with f16 scales.
-    Sgemv1x256Q4F16 = "sgemv_1x256_q4f16": gemm_a16(Q4F16, 1, U4_GEMV_COLS as i64);
+    /// [`Microkernel::Sgemv8x256Q4`] with f16 scales.
+    Sgemv8x256Q4F16 = "sgemv_8x256_q4f16": gemv_a16(Q4F16, U4_GEMV_ROWS as i64, U4_GEMV_COLS as i64);
     /// [`Microkernel::Sgemm12x32`] over 4-bit weights, f16 scales.
     Sgemm12x32Q4F16 = "sgemm_12x32_q4f16": gemm(Q4F16, 12, 32);
     /// int8-activation GEMM block of 6 rows x 32 columns over 2 int8 weight panels
@@ -340,9 +370,9 @@ microkernels! {
     Qgemm4x16W4 = "qgemm_4x16_w4": int_gemm(DType::U4, 4, 16);
     /// int8-activation GEMV block of 1 row x 64 columns over 4 int8 weight panels
     /// (decode: streams the 4 panels one after the other).
-    Qgemv1x64W8 = "qgemv_1x64_w8": int_gemm(DType::I8, 1, 64);
+    Qgemv1x64W8 = "qgemv_1x64_w8": int_gemv(DType::I8, 1, 64);
     /// [`Microkernel::Qgemv1x64W8`] over 4-bit weight panels.
-    Qgemv1x64W4 = "qgemv_1x64_w4": int_gemm(DType::U4, 1, 64);
+    Qgemv1x64W4 = "qgemv_1x64_w4": int_gemv(DType::U4, 1, 64);
     /// [`Microkernel::AttentionF32`] over f16 keys and values.
     AttentionF16Kv = "attention_f16kv": attention(F16);
     /// [`Microkernel::AttentionF32`] over int8 keys and values with one f32 scale per row.
@@ -437,13 +467,15 @@ impl MicrokernelSpec {
     /// The block GEMM with the rows and panels of GEMM `name` over weights of `weights`
     /// with group scales of `scales` (`sgemm_6x16` over f16 is `sgemm_6x16_f16`, over u4
     /// with f16 scales `sgemm_6x16_q4f16`). Its block may span a multiple of `name`'s
-    /// columns: the 4-bit GEMVs (`sgemv_1x64` over u4 is `sgemv_1x256_q4`) span 256, as
-    /// their x86 sides round the activations once per call, which then serves 16 panels.
+    /// columns, and a decode kernel's twin may take more rows: the 4-bit GEMVs
+    /// (`sgemv_1x64` over u4 is `sgemv_8x256_q4`) span 256 columns, as their x86 sides
+    /// round the activations once per call, which then serves 16 panels, and up to 8 rows.
     pub fn gemm_over(
         name: &str,
         (weights, scales): (DType, Option<DType>),
     ) -> Option<&'static MicrokernelSpec> {
-        let MicrokernelKind::Gemm { ep, hp, panel, .. } = Self::lookup(name)?.kind else {
+        let named = Self::lookup(name)?;
+        let MicrokernelKind::Gemm { ep, hp, panel, .. } = named.kind else {
             return None;
         };
         MICROKERNELS.iter().find(|k| match k.kind {
@@ -453,7 +485,10 @@ impl MicrokernelSpec {
                 ep: e,
                 hp: h,
                 panel: p,
-            } => (w, s, e, p) == (weights, scales, ep, panel) && h % hp == 0,
+            } => {
+                let rows = e == ep || (named.decode && e > ep);
+                (w, s, p, k.decode) == (weights, scales, panel, named.decode) && rows && h % hp == 0
+            }
             _ => false,
         })
     }

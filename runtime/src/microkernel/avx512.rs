@@ -56,12 +56,12 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4F16(sgemm_12x32_q4f16),
     ),
     row(
-        Microkernel::Sgemv1x256Q4,
-        MicrokernelFn::GemmQ4(sgemv_1x256_q4),
+        Microkernel::Sgemv8x256Q4,
+        MicrokernelFn::GemmQ4(sgemv_8x256_q4),
     ),
     row(
-        Microkernel::Sgemv1x256Q4F16,
-        MicrokernelFn::GemmQ4F16(sgemv_1x256_q4f16),
+        Microkernel::Sgemv8x256Q4F16,
+        MicrokernelFn::GemmQ4F16(sgemv_8x256_q4f16),
     ),
     row(
         Microkernel::AttentionF32,
@@ -177,13 +177,14 @@ gemm_entry!(
     sgemm_12x32_q4f16, Zmm, U4Pair scaled by f16, 12 x 2, "avx512f"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemv1x256Q4`] over 4-bit weights (partial sums scaled per group),
-    /// 64 columns at a time.
-    sgemv_1x256_q4, Zmm, U4Pair scaled by f32, each 1 x 4 part, "avx512f"
+    /// [`Microkernel::Sgemv8x256Q4`] over 4-bit weights (partial sums scaled per group), one
+    /// row and 64 columns at a time.
+    sgemv_8x256_q4, Zmm, U4Pair scaled by f32, each 1 x 4 part, "avx512f"
 );
 gemm_entry!(
-    /// [`Microkernel::Sgemv1x256Q4F16`]: 4-bit weights, f16 scales, 64 columns at a time.
-    sgemv_1x256_q4f16, Zmm, U4Pair scaled by f16, each 1 x 4 part, "avx512f"
+    /// [`Microkernel::Sgemv8x256Q4F16`]: 4-bit weights, f16 scales, one row and 64 columns
+    /// at a time.
+    sgemv_8x256_q4f16, Zmm, U4Pair scaled by f16, each 1 x 4 part, "avx512f"
 );
 gemm_entry!(
     /// [`Microkernel::Sgemm12x32`] over f32 weights (24 zmm accumulators).

@@ -47,7 +47,9 @@ mod x86_stream_prefetch;
 
 use attention::QueryRows;
 pub use attention::{AttentionF16KvFn, AttentionFn, AttentionQ8KvFn, RowScales};
-pub use oxrelax_abi::microkernel::{GemmBlock, Microkernel, PANEL, QUANT_GROUP, U4_GEMV_COLS};
+pub use oxrelax_abi::microkernel::{
+    GemmBlock, Microkernel, PANEL, QUANT_GROUP, U4_GEMV_COLS, U4_GEMV_ROWS,
+};
 use std::sync::OnceLock;
 
 /// A block-GEMM microkernel of block shape EP x HP (EP rows, HP columns) over packed
@@ -154,35 +156,43 @@ pub type GemmQ4F16Fn = GemmQuantFn<U4Pair, half::f16>;
 /// Columns of one part of a 4-bit GEMV call, for implementations with a 1 x 64 body.
 const U4_GEMV_PART_COLS: usize = 64;
 
-/// One part of a 4-bit GEMV call ([`u4_gemv_parts`]).
+/// One part of a 4-bit GEMV call ([`u4_gemv_parts`]): one row and up to 64 columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct U4GemvPart {
+    /// Floats from the call's `a` to the part's row.
+    a: usize,
     /// Pairs from the call's `b` to the part's first panel.
     b: usize,
     /// Scales from the call's `scales` to the part's first panel's.
     scales: usize,
-    /// The part's first column (its offset in `c`'s rows).
-    col: usize,
+    /// Floats from the call's `c` to the part's first output.
+    c: usize,
     /// The part's columns (1 to 64).
     cols: i64,
 }
 
-/// The parts, 64 columns each, of a 4-bit GEMV call over a reduction `lda` deep with `cols`
-/// columns (clamped to the call's 256), for implementations that run a 1 x 64 body on
-/// each.
-fn u4_gemv_parts(lda: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
+/// The parts, one row and 64 columns each, of a 4-bit GEMV call over a reduction `lda`
+/// deep (also the activations' row stride) with `rows` rows (clamped to the call's
+/// [`U4_GEMV_ROWS`]) and `cols` columns (clamped to its [`U4_GEMV_COLS`]), for
+/// implementations that run a 1 x 64 body on each.
+fn u4_gemv_parts(lda: i64, ldc: i64, rows: i64, cols: i64) -> impl Iterator<Item = U4GemvPart> {
     let lda = lda.max(0) as usize;
+    let ldc = ldc.max(0) as usize;
     let panel_pairs = lda.div_ceil(2) * PANEL;
     let panel_scales = lda.div_ceil(QUANT_GROUP) * PANEL;
+    let rows = rows.clamp(0, U4_GEMV_ROWS as i64) as usize;
     let cols = cols.clamp(0, U4_GEMV_COLS as i64) as usize;
-    (0..cols)
-        .step_by(U4_GEMV_PART_COLS)
-        .map(move |col| U4GemvPart {
-            b: col / PANEL * panel_pairs,
-            scales: col / PANEL * panel_scales,
-            col,
-            cols: (cols - col).min(U4_GEMV_PART_COLS) as i64,
-        })
+    (0..rows).flat_map(move |row| {
+        (0..cols)
+            .step_by(U4_GEMV_PART_COLS)
+            .map(move |col| U4GemvPart {
+                a: row * lda,
+                b: col / PANEL * panel_pairs,
+                scales: col / PANEL * panel_scales,
+                c: row * ldc + col,
+                cols: (cols - col).min(U4_GEMV_PART_COLS) as i64,
+            })
+    })
 }
 
 /// A block GEMM of dynamically quantized int8 activations by int8 or 4-bit weight panels

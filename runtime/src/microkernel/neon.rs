@@ -68,7 +68,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 1>),
     ),
     row(
-        Microkernel::Sgemv1x256Q4,
+        Microkernel::Sgemv8x256Q4,
         MicrokernelFn::GemmQ4(sgemv_q4::<f32>),
     ),
     row(
@@ -76,7 +76,7 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 1>),
     ),
     row(
-        Microkernel::Sgemv1x256Q4F16,
+        Microkernel::Sgemv8x256Q4F16,
         MicrokernelFn::GemmQ4F16(sgemv_q4::<f16>),
     ),
     row(
@@ -274,8 +274,8 @@ unsafe extern "C" fn sgemm_quant<W: Panel, S: Scale, const EP: usize, const NQ: 
     unsafe { call.block::<EP, NQ>() }
 }
 
-/// The 4-bit decode GEMV ([`Microkernel::Sgemv1x256Q4`] with scales of `S`): the `1 x 64`
-/// block on each 64-column part of the call.
+/// The 4-bit decode GEMV ([`Microkernel::Sgemv8x256Q4`] with scales of `S`): the `1 x 64`
+/// block on each 64-column part of each row of the call.
 ///
 /// # Safety
 /// As [`super::GemmQuantFn`] over 4-bit weights.
@@ -292,20 +292,13 @@ unsafe extern "C" fn sgemv_q4<S: Scale>(
     cols: i64,
     accumulate: i64,
 ) {
-    for part in u4_gemv_parts(lda, cols) {
+    for part in u4_gemv_parts(lda, ldc, rows, cols) {
         let operands = (
             b.wrapping_add(part.b),
             Some(scales.wrapping_add(part.scales)),
         );
-        let c = c.wrapping_add(part.col);
-        let call = Call::new(
-            a,
-            operands,
-            c,
-            (kc, lda, ldc),
-            (rows, part.cols),
-            accumulate,
-        );
+        let (a, c) = (a.wrapping_add(part.a), c.wrapping_add(part.c));
+        let call = Call::new(a, operands, c, (kc, lda, ldc), (1, part.cols), accumulate);
         // SAFETY: the part's panels, scales and columns are the call's, lent by the caller.
         unsafe { call.block::<1, 4>() }
     }

@@ -64,8 +64,10 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 6, 16, 16>),
     ),
     twin(
-        Microkernel::Sgemv1x256Q4,
-        MicrokernelFn::GemmQ4(sgemm_quant::<U4Pair, f32, 1, { super::U4_GEMV_COLS }, 16>),
+        Microkernel::Sgemv8x256Q4,
+        MicrokernelFn::GemmQ4(
+            sgemm_quant::<U4Pair, f32, { super::U4_GEMV_ROWS }, { super::U4_GEMV_COLS }, 16>,
+        ),
     ),
     twin(
         Microkernel::Sgemm12x32Q4,
@@ -76,8 +78,10 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 6, 16, 16>),
     ),
     twin(
-        Microkernel::Sgemv1x256Q4F16,
-        MicrokernelFn::GemmQ4F16(sgemm_quant::<U4Pair, f16, 1, { super::U4_GEMV_COLS }, 16>),
+        Microkernel::Sgemv8x256Q4F16,
+        MicrokernelFn::GemmQ4F16(
+            sgemm_quant::<U4Pair, f16, { super::U4_GEMV_ROWS }, { super::U4_GEMV_COLS }, 16>,
+        ),
     ),
     twin(
         Microkernel::Sgemm12x32Q4F16,

@@ -38,7 +38,7 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
         Microkernel::Sgemv1x64F16,
         Microkernel::Sgemm12x32F16,
         Microkernel::Sgemm6x16Q4F16,
-        Microkernel::Sgemv1x256Q4F16,
+        Microkernel::Sgemv8x256Q4F16,
         Microkernel::Sgemm12x32Q4F16,
         Microkernel::AttentionF16Kv,
         Microkernel::Qgemm4x16W8,
@@ -59,15 +59,15 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
     ];
     let vnni_only = [Microkernel::Qgemm6x32W8, Microkernel::Qgemm6x32W4];
     // The 4-bit GEMVs over f32 activations rounded to 16 bits (`vpdpwssd`).
-    let vnni_gemvs = [Microkernel::Sgemv1x256Q4, Microkernel::Sgemv1x256Q4F16];
+    let vnni_gemvs = [Microkernel::Sgemv8x256Q4, Microkernel::Sgemv8x256Q4F16];
     let avx512 = [
         Microkernel::Sgemm12x32,
         Microkernel::Sgemm12x32F16,
         Microkernel::Sgemm12x32Q8,
         Microkernel::Sgemm12x32Q4,
         Microkernel::Sgemm12x32Q4F16,
-        Microkernel::Sgemv1x256Q4,
-        Microkernel::Sgemv1x256Q4F16,
+        Microkernel::Sgemv8x256Q4,
+        Microkernel::Sgemv8x256Q4F16,
         Microkernel::AttentionF32,
         Microkernel::AttentionF16Kv,
         Microkernel::AttentionQ8Kv,
@@ -95,9 +95,9 @@ fn sets_pick_the_best_allowed_and_detected_isa() {
             Microkernel::Sgemm6x16Q8,
             Microkernel::Sgemv1x64Q8,
             Microkernel::Sgemm6x16Q4,
-            Microkernel::Sgemv1x256Q4,
+            Microkernel::Sgemv8x256Q4,
             Microkernel::Sgemm6x16Q4F16,
-            Microkernel::Sgemv1x256Q4F16,
+            Microkernel::Sgemv8x256Q4F16,
             Microkernel::AttentionF32,
             Microkernel::AttentionF16Kv,
             Microkernel::AttentionQ8Kv,
@@ -437,6 +437,21 @@ impl Case {
         }
     }
 
+    /// Row `i` of the case alone: a one-row case over the same weights and scales.
+    fn row(&self, i: usize) -> Case {
+        let row = self.a[1 + i * self.lda..][..self.lda].iter().copied();
+        let mut c = vec![GUARD; self.c.len()];
+        c[GUARD_LEN..][..self.ldc].copy_from_slice(&self.c[GUARD_LEN + i * self.ldc..][..self.ldc]);
+        Case {
+            rows: 1,
+            a: std::iter::once(self.a[0]).chain(row).collect(),
+            b: self.b.clone(),
+            c,
+            scales: self.scales.clone(),
+            ..*self
+        }
+    }
+
     fn in_block(&self, n: usize) -> bool {
         let Some(at) = n.checked_sub(GUARD_LEN) else {
             return false;
@@ -667,21 +682,51 @@ fn rounding_gemvs_match_the_twin_past_one_chunk_of_activations() {
     let rounding = implementations().filter(|imp| imp.kernel.rounds_activations());
     for imp in rounding.filter(|imp| imp.features.iter().all(|f| crate::host::has_feature(f))) {
         let twin = scalar_twin(imp.kernel).func;
-        for cols in [17, 64, 256] {
-            let case = Case::random(&mut rng, imp.kernel, kc, 1, cols, 1);
+        for (rows, cols) in [(1, 17), (1, 64), (1, 256), (3, 64), (8, 256)] {
+            let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, 1);
             let what = format!("{} ({}) {case:?}", imp.kernel.name(), imp.isa);
             let got = case.run(imp.func, &what);
             let want = case.run(twin, &what);
             case.check(&got, &want, &what);
             // The check's bound grows with the depth; a misplaced chunk is caught here.
-            let (got, want) = (&got[GUARD_LEN..][..cols], &want[GUARD_LEN..][..cols]);
-            let largest = want.iter().fold(0.0f32, |m, w| m.max(w.abs()));
-            let apart = got.iter().zip(want).map(|(g, w)| (g - w).abs());
-            let worst = apart.fold(0.0f32, f32::max);
-            assert!(
-                worst <= 1e-4 * largest,
-                "{what}: {worst} apart (largest {largest})"
-            );
+            for i in 0..rows {
+                let row = |c: &[f32]| c[GUARD_LEN + i * case.ldc..][..cols].to_vec();
+                let (got, want) = (row(&got), row(&want));
+                let largest = want.iter().fold(0.0f32, |m, w| m.max(w.abs()));
+                let apart = got.iter().zip(&want).map(|(g, w)| (g - w).abs());
+                let worst = apart.fold(0.0f32, f32::max);
+                assert!(
+                    worst <= 1e-4 * largest,
+                    "{what}: row {i}: {worst} apart (largest {largest})"
+                );
+            }
+        }
+    }
+}
+
+/// A row of a 4-bit decode GEMV call gets the same bits among others as alone, in every
+/// implementation: a batched decode step computes what each sequence decoded alone does.
+#[test]
+fn a_gemv_row_computes_the_same_alone_and_among_others() {
+    let mut rng = StdRng::seed_from_u64(0xA1_0AE);
+    let gemvs = [Microkernel::Sgemv8x256Q4, Microkernel::Sgemv8x256Q4F16];
+    let usable = |imp: &&Implementation| imp.features.iter().all(|f| crate::host::has_feature(f));
+    for imp in implementations()
+        .filter(|imp| gemvs.contains(&imp.kernel))
+        .filter(usable)
+    {
+        for (kc, rows, cols) in [(31, 2, 256), (64, 3, 17), (2061, 5, 256), (96, 8, 200)] {
+            let case = Case::random(&mut rng, imp.kernel, kc, rows, cols, 1);
+            let what = format!("{} ({}) {case:?}", imp.kernel.name(), imp.isa);
+            let together = case.run(imp.func, &what);
+            for i in 0..rows {
+                let alone = case.row(i).run(imp.func, &what);
+                let bits = |c: &[f32], row: usize| -> Vec<u32> {
+                    let start = GUARD_LEN + row * case.ldc;
+                    c[start..][..cols].iter().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&together, i), bits(&alone, 0), "{what}: row {i}");
+            }
         }
     }
 }
@@ -691,7 +736,7 @@ fn rounding_gemvs_match_the_twin_past_one_chunk_of_activations() {
 #[test]
 fn the_rounding_gemv_sides_agree_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(0xB17_F0B17);
-    for kernel in [Microkernel::Sgemv1x256Q4, Microkernel::Sgemv1x256Q4F16] {
+    for kernel in [Microkernel::Sgemv8x256Q4, Microkernel::Sgemv8x256Q4F16] {
         let sides: Vec<_> = implementations()
             .filter(|imp| imp.kernel == kernel)
             // The sides of `x86_gemv_a16` (AVX-512F widens the weights to f32 instead).

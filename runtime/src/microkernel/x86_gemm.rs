@@ -197,13 +197,13 @@ macro_rules! gemm_entry {
             cols: i64,
             accumulate: i64,
         ) {
-            for part in $crate::microkernel::u4_gemv_parts(lda, cols) {
-                // SAFETY: the part's panels, scales and columns are the call's, lent by
-                // the caller; the body's features are enabled here.
+            for part in $crate::microkernel::u4_gemv_parts(lda, ldc, rows, cols) {
+                // SAFETY: the part's row, panels, scales and columns are the call's, lent
+                // by the caller; the body's features are enabled here.
                 unsafe {
                     let operands = (b.add(part.b), scales.add(part.scales));
                     $crate::microkernel::x86_gemm::gemm_block::<$row, $crate::microkernel::U4Pair, $s, 1, 4>(
-                        a, operands, c.add(part.col), kc, lda, ldc, rows, part.cols, accumulate,
+                        a.add(part.a), operands, c.add(part.c), kc, lda, ldc, 1, part.cols, accumulate,
                     )
                 }
             }

@@ -44,8 +44,13 @@ fn specs_are_in_table_order_and_names_round_trip() {
 #[test]
 fn lookups_find_the_rows_of_a_kind() {
     let q4f16 = MicrokernelSpec::gemm_over("sgemv_1x64", Q4F16).unwrap();
-    assert_eq!(q4f16.kernel, Microkernel::Sgemv1x256Q4F16);
-    assert!(q4f16.rounds_activations);
+    assert_eq!(q4f16.kernel, Microkernel::Sgemv8x256Q4F16);
+    assert!(q4f16.rounds_activations && q4f16.decode);
+    assert_eq!(q4f16.kind.block(), Some((8, 256)));
+    let prefill = MicrokernelSpec::gemm_over("sgemm_12x32", Q4F16).unwrap();
+    assert_eq!(prefill.kernel, Microkernel::Sgemm12x32Q4F16);
+    let q8 = MicrokernelSpec::gemm_over("sgemv_1x64", Q8).unwrap();
+    assert_eq!(q8.kernel, Microkernel::Sgemv1x64Q8);
     let f16 = MicrokernelSpec::gemm_over("sgemm_12x32", F16).unwrap();
     assert_eq!(f16.kernel, Microkernel::Sgemm12x32F16);
     let int = MicrokernelSpec::int_gemm(6, 32, DType::U4).unwrap();

@@ -23,14 +23,14 @@ use std::arch::x86_64::{
 };
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4): 4-bit
+    /// [`Microkernel::Sgemv8x256Q4`](super::super::Microkernel::Sgemv8x256Q4): 4-bit
     /// weights, f32 scales.
-    sgemv_1x256_q4, Avx2, f32, "avx2,fma"
+    sgemv_8x256_q4, Avx2, f32, "avx2,fma"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16): 4-bit
+    /// [`Microkernel::Sgemv8x256Q4F16`](super::super::Microkernel::Sgemv8x256Q4F16): 4-bit
     /// weights, f16 scales.
-    sgemv_1x256_q4f16, Avx2, f16, "avx2,fma,f16c"
+    sgemv_8x256_q4f16, Avx2, f16, "avx2,fma,f16c"
 );
 
 /// The AVX2 side of the GEMV.
@@ -95,6 +95,9 @@ impl A16Isa for Avx2 {
 }
 
 impl PairIsa for Avx2 {
+    /// The columns' int16 pairs: columns 0-3 and 8-11, then 4-7 and 12-15.
+    type Pair = [__m256i; 2];
+
     #[inline(always)]
     unsafe fn zero_sums() -> [__m256i; 2] {
         // SAFETY: the features.
@@ -102,16 +105,24 @@ impl PairIsa for Avx2 {
     }
 
     #[inline(always)]
-    unsafe fn add_pair(sums: [__m256i; 2], pair: *const u8, codes: i32) -> [__m256i; 2] {
+    unsafe fn widen_pair(pair: *const u8) -> [__m256i; 2] {
         // SAFETY: the pair's 16 bytes are readable; the features.
         unsafe {
             let words = _mm256_cvtepu8_epi16(_mm_loadu_si128(pair.cast()));
             let lo = _mm256_and_si256(words, _mm256_set1_epi16(0x000F));
             let hi = _mm256_srli_epi16::<4>(words);
+            [_mm256_unpacklo_epi16(lo, hi), _mm256_unpackhi_epi16(lo, hi)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn add_pair(sums: [__m256i; 2], pair: [__m256i; 2], codes: i32) -> [__m256i; 2] {
+        // SAFETY: the features.
+        unsafe {
             let x = _mm256_set1_epi32(codes);
             [
-                _mm256_add_epi32(sums[0], _mm256_madd_epi16(_mm256_unpacklo_epi16(lo, hi), x)),
-                _mm256_add_epi32(sums[1], _mm256_madd_epi16(_mm256_unpackhi_epi16(lo, hi), x)),
+                _mm256_add_epi32(sums[0], _mm256_madd_epi16(pair[0], x)),
+                _mm256_add_epi32(sums[1], _mm256_madd_epi16(pair[1], x)),
             ]
         }
     }

@@ -98,9 +98,9 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4(sgemm_6x16_q4),
     ),
     row(
-        Microkernel::Sgemv1x256Q4,
+        Microkernel::Sgemv8x256Q4,
         false,
-        MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x256_q4),
+        MicrokernelFn::GemmQ4(gemv_a16::sgemv_8x256_q4),
     ),
     row(
         Microkernel::Sgemm12x32Q4,
@@ -113,9 +113,9 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::GemmQ4F16(sgemm_6x16_q4f16),
     ),
     row(
-        Microkernel::Sgemv1x256Q4F16,
+        Microkernel::Sgemv8x256Q4F16,
         true,
-        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x256_q4f16),
+        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_8x256_q4f16),
     ),
     row(
         Microkernel::Sgemm12x32Q4F16,

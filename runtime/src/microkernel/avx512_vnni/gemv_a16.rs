@@ -24,25 +24,25 @@ use std::arch::x86_64::{
 };
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4): 4-bit
+    /// [`Microkernel::Sgemv8x256Q4`](super::super::Microkernel::Sgemv8x256Q4): 4-bit
     /// weights, f32 scales.
-    sgemv_1x256_q4, Vnni, f32, "avx512f,avx512bw,avx512vnni"
+    sgemv_8x256_q4, Vnni, f32, "avx512f,avx512bw,avx512vnni"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16): 4-bit
+    /// [`Microkernel::Sgemv8x256Q4F16`](super::super::Microkernel::Sgemv8x256Q4F16): 4-bit
     /// weights, f16 scales.
-    sgemv_1x256_q4f16, Vnni, f16, "avx512f,avx512bw,avx512vnni"
+    sgemv_8x256_q4f16, Vnni, f16, "avx512f,avx512bw,avx512vnni"
 );
 
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4`](super::super::Microkernel::Sgemv1x256Q4) on VBMI: 4-bit
+    /// [`Microkernel::Sgemv8x256Q4`](super::super::Microkernel::Sgemv8x256Q4) on VBMI: 4-bit
     /// weights, f32 scales.
-    sgemv_1x256_q4_vbmi, Vbmi, f32, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+    sgemv_8x256_q4_vbmi, Vbmi, f32, "avx512f,avx512bw,avx512vnni,avx512vbmi"
 );
 gemv_a16_entry!(
-    /// [`Microkernel::Sgemv1x256Q4F16`](super::super::Microkernel::Sgemv1x256Q4F16) on VBMI:
+    /// [`Microkernel::Sgemv8x256Q4F16`](super::super::Microkernel::Sgemv8x256Q4F16) on VBMI:
     /// 4-bit weights, f16 scales.
-    sgemv_1x256_q4f16_vbmi, Vbmi, f16, "avx512f,avx512bw,avx512vnni,avx512vbmi"
+    sgemv_8x256_q4f16_vbmi, Vbmi, f16, "avx512f,avx512bw,avx512vnni,avx512vbmi"
 );
 
 /// The AVX-512 VNNI side of the GEMV.
@@ -82,6 +82,10 @@ impl A16Isa for Vnni {
 }
 
 impl PairIsa for Vnni {
+    /// A column's pair in each int32 lane: `w(k) + 8` in the low word, `w(k + 1) + 8` in
+    /// the high.
+    type Pair = __m512i;
+
     #[inline(always)]
     unsafe fn zero_sums() -> __m512i {
         // SAFETY: the features.
@@ -89,16 +93,21 @@ impl PairIsa for Vnni {
     }
 
     #[inline(always)]
-    unsafe fn add_pair(sums: __m512i, pair: *const u8, codes: i32) -> __m512i {
+    unsafe fn widen_pair(pair: *const u8) -> __m512i {
         // SAFETY: the pair's 16 bytes are readable; the features.
         unsafe {
             let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(pair.cast()));
             // 0xA8: (a | b) & c, the low nibble in the low word, the high in the high.
             let shifted = _mm512_slli_epi32::<12>(bytes);
             let nibbles = _mm512_set1_epi32(0x000F_000F);
-            let w = _mm512_ternarylogic_epi32::<0xA8>(bytes, shifted, nibbles);
-            _mm512_dpwssd_epi32(sums, w, _mm512_set1_epi32(codes))
+            _mm512_ternarylogic_epi32::<0xA8>(bytes, shifted, nibbles)
         }
+    }
+
+    #[inline(always)]
+    unsafe fn add_pair(sums: __m512i, pair: __m512i, codes: i32) -> __m512i {
+        // SAFETY: the features.
+        unsafe { _mm512_dpwssd_epi32(sums, pair, _mm512_set1_epi32(codes)) }
     }
 }
 
@@ -178,22 +187,20 @@ impl A16Isa for Vbmi {
 
 impl GroupSums for Vbmi {
     #[inline(always)]
-    unsafe fn group_sums(
+    unsafe fn group_sums<const R: usize>(
         panel: *const u8,
         pair0: usize,
         pairs: usize,
-        codes: &[i32; 16],
-    ) -> [__m512i; 2] {
+        codes: [&[i32; 16]; R],
+    ) -> [[__m512i; 2]; R] {
         // SAFETY: the features; every load reads only pairs below `pair0 + pairs`
         // of the panel (the last step through a byte mask), which are lent.
         unsafe {
-            let mut sum = [_mm512_setzero_si512(); 2];
+            let mut sums = [[_mm512_setzero_si512(); 2]; R];
             let transpose = _mm512_loadu_si512(TRANSPOSE.as_ptr().cast());
             let nibble = _mm512_set1_epi8(0x0F);
             for step in 0..pairs.min(QUANT_GROUP / 2).div_ceil(4) {
                 let rows = (pairs - 4 * step).min(4);
-                let [even_hi, even_lo, odd_hi, odd_lo] =
-                    std::array::from_fn(|t| _mm512_set1_epi32(codes[4 * step + t]));
                 let at = panel.add((pair0 + 4 * step) * HP);
                 let bytes = if rows == 4 {
                     _mm512_loadu_si512(at.cast())
@@ -203,12 +210,16 @@ impl GroupSums for Vbmi {
                 let w = _mm512_permutexvar_epi8(transpose, bytes);
                 let even = _mm512_and_si512(w, nibble);
                 let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(w), nibble);
-                sum[0] = _mm512_dpbusd_epi32(sum[0], even, even_hi);
-                sum[1] = _mm512_dpbusd_epi32(sum[1], even, even_lo);
-                sum[0] = _mm512_dpbusd_epi32(sum[0], odd, odd_hi);
-                sum[1] = _mm512_dpbusd_epi32(sum[1], odd, odd_lo);
+                for (sum, codes) in sums.iter_mut().zip(codes) {
+                    let [even_hi, even_lo, odd_hi, odd_lo] =
+                        std::array::from_fn(|t| _mm512_set1_epi32(codes[4 * step + t]));
+                    sum[0] = _mm512_dpbusd_epi32(sum[0], even, even_hi);
+                    sum[1] = _mm512_dpbusd_epi32(sum[1], even, even_lo);
+                    sum[0] = _mm512_dpbusd_epi32(sum[0], odd, odd_hi);
+                    sum[1] = _mm512_dpbusd_epi32(sum[1], odd, odd_lo);
+                }
             }
-            sum
+            sums
         }
     }
 }

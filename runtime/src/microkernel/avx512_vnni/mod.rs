@@ -80,24 +80,24 @@ pub(super) const IMPLEMENTATIONS: &[Implementation] = &[
         MicrokernelFn::QGemmW4(qgemv_1x64_w4),
     ),
     Implementation {
-        kernel: Microkernel::Sgemv1x256Q4,
+        kernel: Microkernel::Sgemv8x256Q4,
         isa: "avx512vbmi",
         features: VBMI_FEATURES,
-        func: MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x256_q4_vbmi),
+        func: MicrokernelFn::GemmQ4(gemv_a16::sgemv_8x256_q4_vbmi),
     },
     Implementation {
-        kernel: Microkernel::Sgemv1x256Q4F16,
+        kernel: Microkernel::Sgemv8x256Q4F16,
         isa: "avx512vbmi",
         features: VBMI_FEATURES,
-        func: MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x256_q4f16_vbmi),
+        func: MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_8x256_q4f16_vbmi),
     },
     row(
-        Microkernel::Sgemv1x256Q4,
-        MicrokernelFn::GemmQ4(gemv_a16::sgemv_1x256_q4),
+        Microkernel::Sgemv8x256Q4,
+        MicrokernelFn::GemmQ4(gemv_a16::sgemv_8x256_q4),
     ),
     row(
-        Microkernel::Sgemv1x256Q4F16,
-        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_1x256_q4f16),
+        Microkernel::Sgemv8x256Q4F16,
+        MicrokernelFn::GemmQ4F16(gemv_a16::sgemv_8x256_q4f16),
     ),
 ];
 

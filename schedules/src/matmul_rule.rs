@@ -173,12 +173,11 @@ impl ScheduleRule for GemvRule {
             _ => first_panel.clone() + index("k") * PrimExpr::index(group),
         };
         let rows = PrimExpr::from(&m.rows);
-        let (row_block, call_rows, a_offset) = if one_row {
-            let one = (PrimExpr::index(1), PrimExpr::index(0));
-            (None, one, PrimExpr::index(0))
+        let (call_rows, a_offset) = if one_row {
+            ((PrimExpr::index(1), PrimExpr::index(0)), PrimExpr::index(0))
         } else {
             let a_offset = index("e0") * PrimExpr::index(m.depth);
-            (Some(ep), (index("e_rows"), index("e0")), a_offset)
+            ((index("e_rows"), index("e0")), a_offset)
         };
         let call = m.call(
             (kernel, width),
@@ -195,15 +194,10 @@ impl ScheduleRule for GemvRule {
             for_loop("k", count, ForKind::Serial, call)
         };
         // Several rows: the kernel's blocks of `ep` rows, each over the task's panels.
-        let blocks = match row_block {
-            None => blocks,
-            Some(ep) => {
-                let per_rows = let_in("e0", index("eb") * PrimExpr::index(ep), {
-                    let e_rows = min(PrimExpr::index(ep), rows.clone() - index("e0"));
-                    let_in("e_rows", e_rows, blocks)
-                });
-                for_loop("eb", ceil_div(rows.clone(), ep), ForKind::Serial, per_rows)
-            }
+        let blocks = if one_row {
+            blocks
+        } else {
+            row_blocks(&rows, ep, blocks)
         };
         let tile_rows = (rows, PrimExpr::index(0));
         let body = match m.epilogue_tile(tile_rows, &first_panel, calls * width) {
@@ -255,7 +249,6 @@ impl ScheduleRule for MatmulRule {
         let groups = (m.panels + group - 1) / group;
         let l_blocks = (m.depth + l_block - 1) / l_block;
         let rows = PrimExpr::from(&m.rows);
-        let row_blocks = ceil_div(rows.clone(), ep);
         // Blocks of this group: `p = t * group + q * per_call` for the `q` that start
         // before `min(group, P - t * group)` panels.
         let panel_count = min(
@@ -295,11 +288,7 @@ impl ScheduleRule for MatmulRule {
             Some(epilogue) => Stmt::Seq(vec![panels_loop, epilogue]),
             None => panels_loop,
         };
-        let per_rows = let_in("e0", index("eb") * PrimExpr::index(ep), {
-            let e_rows = min(PrimExpr::index(ep), rows.clone() - index("e0"));
-            let_in("e_rows", e_rows, tile_body)
-        });
-        let rows_loop = for_loop("eb", row_blocks, ForKind::Serial, per_rows);
+        let rows_loop = row_blocks(&rows, ep, tile_body);
         let per_l = let_in("l0", index("lb") * PrimExpr::index(l_block), {
             let kc = min(
                 PrimExpr::index(l_block),
@@ -443,6 +432,16 @@ impl PackedMatmul<'_> {
             scalars: vec![kc, PrimExpr::index(self.depth), h, rows, cols, accumulate],
         })
     }
+}
+
+/// `body` once per block of `ep` of the `rows` rows, in order: `eb` the block, `e0` its
+/// first row and `e_rows` its rows (`ep`, or fewer in the last).
+fn row_blocks(rows: &PrimExpr, ep: i64, body: Stmt) -> Stmt {
+    let per_rows = let_in("e0", index("eb") * PrimExpr::index(ep), {
+        let e_rows = min(PrimExpr::index(ep), rows.clone() - index("e0"));
+        let_in("e_rows", e_rows, body)
+    });
+    for_loop("eb", ceil_div(rows.clone(), ep), ForKind::Serial, per_rows)
 }
 
 /// The least common multiple of two positive numbers.

@@ -30,8 +30,9 @@ pub struct ServeCommand {
     max_batch: Option<u32>,
     /// KV cache pages the requests share (default: room for --max-batch requests at the
     /// full context, or as many pages as --max-memory leaves besides the model when
-    /// fewer, as long as that holds one full context). A request waits until the pages its prompt and max_tokens may fill
-    /// are free; ended requests' pages are kept for their prefixes until needed.
+    /// fewer, as long as that holds one full context). A request waits until the pages
+    /// its prompt and max_tokens may fill are free; ended requests' pages are kept for
+    /// their prefixes until needed.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "kv_memory")]
     kv_pages: Option<u32>,
     /// The KV cache pages' memory instead of their number: bytes with an optional K, M,

@@ -160,8 +160,8 @@ fn batch_engine(
         kv_pages: pages.bytes(),
         ..memory
     };
-    let one_context = pages.page_positions * pages.pages < context;
-    if options.kv_pages.is_none() && one_context {
+    let below_one_context = pages.page_positions * pages.pages < context;
+    if options.kv_pages.is_none() && below_one_context {
         let needed = context.div_ceil(pages.page_positions) as u64 * pages.page_bytes as u64;
         return Err(ServeError::NoRoomForPages {
             limit: options.max_memory,

@@ -289,3 +289,54 @@ fn bench_batch_json_reports_aggregate_decode_speed_per_batch_size() {
         "{stderr}"
     );
 }
+
+/// `bench --batch`'s page pool counts against `--max-memory`: a limit leaving too few
+/// pages besides the model for the run's sequences is a typed error naming both, and a
+/// limit leaving enough runs (the pool is what the run fills, not full contexts).
+#[test]
+fn bench_batch_pages_fit_in_max_memory_with_the_model() {
+    let model = tiny_llama();
+    let bench = |limit: &str| {
+        let mut args = vec!["bench", model.to_str().unwrap(), "--prompt-len", "60"];
+        args.extend(["--gen", "4", "--runs", "1", "--batch", "1,8", "--json"]);
+        args.extend(["--max-memory", limit]);
+        oxrelax(&args)
+    };
+    // The model's own estimate, from a refusal: "... = X MiB (N bytes) exceeds". A folder's
+    // first estimate, before compiling, counts no arenas, so its refusal comes first.
+    let estimate = |limit: u64| {
+        let out = bench(&limit.to_string());
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let bytes = stderr
+            .split(" bytes) exceeds")
+            .next()
+            .and_then(|head| head.rsplit('(').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        (bytes, out)
+    };
+    let before_compiling = estimate(1024).0.expect("a refusal in bytes");
+    let (model_bytes, _) = estimate(before_compiling);
+    let model_bytes = model_bytes.expect("the compiled model's estimate");
+    let (none, tight) = estimate(model_bytes + 4096);
+    assert_eq!(none, None, "the model fits beside 4 KiB");
+    let stderr = String::from_utf8_lossy(&tight.stderr);
+    assert!(!tight.status.success(), "{stderr}");
+    for part in [
+        "--batch 8",
+        "KV pages",
+        "besides the model",
+        "room for 0 pages",
+    ] {
+        assert!(stderr.contains(part), "`{part}` missing: {stderr}");
+    }
+    // Eight sequences of 64 positions: far below eight full contexts of 2048.
+    let roomy = bench(&(model_bytes + (1 << 20)).to_string());
+    let stdout = String::from_utf8_lossy(&roomy.stdout);
+    assert!(
+        roomy.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&roomy.stderr)
+    );
+    let sizes = last_json(&stdout)["batches"].as_array().map(Vec::len);
+    assert_eq!(sizes, Some(2));
+}

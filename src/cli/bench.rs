@@ -8,6 +8,7 @@ use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
 use oxrelax_runtime::engine::{BatchEngine, Engine, GenerateOptions, GenerationStats, Step};
 use oxrelax_runtime::kv_cache::PoolSize;
+use oxrelax_runtime::memory::{format_bytes, MemoryEstimate};
 use oxrelax_runtime::sampler::{Sampler, SamplingConfig};
 use oxrelax_runtime::trace::Timeline;
 use oxrelax_runtime::trace::OFFLOAD_LANE;
@@ -248,6 +249,46 @@ fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+/// The engine for `bench --batch` up to `largest` sequences: a page pool of that many full
+/// contexts (resident only as they fill), or of what `--max-memory` leaves besides the
+/// model (`memory`) when less. Refused when the run's sequences (prompt plus generated
+/// positions each) would not fit in that pool.
+fn batch_engine(
+    engine: Engine,
+    memory: MemoryEstimate,
+    args: &BenchArgs,
+    largest: usize,
+) -> CliResult<BatchEngine> {
+    let limit = args.load.max_memory();
+    let left = limit.saturating_sub(memory.total());
+    let size = PoolSize::ContextsWithin {
+        contexts: largest,
+        bytes: left,
+    };
+    let batched = BatchEngine::with_pool(engine, Some(size))?;
+    let pages = batched.page_stats();
+    let positions = args.prompt_len.saturating_add(args.gen);
+    let needed = positions
+        .div_ceil(pages.page_positions)
+        .saturating_mul(largest);
+    if needed > pages.pages {
+        let page = pages.page_bytes as u64;
+        return Err(format!(
+            "--batch {largest} with --prompt-len {} and --gen {} needs {needed} KV pages \
+             ({}), but the memory limit of {} leaves {} besides the model ({memory}), \
+             room for {} pages",
+            args.prompt_len,
+            args.gen,
+            format_bytes(page.saturating_mul(needed as u64)),
+            format_bytes(limit),
+            format_bytes(left),
+            pages.pages,
+        )
+        .into());
+    }
+    Ok(batched)
+}
+
 /// Runs `oxrelax bench`.
 pub fn run(args: &BenchArgs) -> CliResult<()> {
     // Checked before loading, against the largest window there can be.
@@ -271,10 +312,8 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
         runs: args.runs,
     };
     if let Some(Batches(batches)) = &args.batch {
-        // Room for the largest batch's sequences at full context (the pages are resident
-        // only as they fill).
         let largest = batches.iter().copied().max().unwrap_or(1);
-        let mut batched = BatchEngine::with_pool(engine, Some(PoolSize::Contexts(largest)))?;
+        let mut batched = batch_engine(engine, memory, args, largest)?;
         let batches = bench_batch::measure(&mut batched, &prompt, args.gen, (batches, args.runs))?;
         let report = BatchReport {
             plan,

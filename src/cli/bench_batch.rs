@@ -42,7 +42,8 @@ fn one_run(
     let start = Instant::now();
     let mut steps: Vec<(SequenceId, u32)> = Vec::with_capacity(batch);
     for _ in 0..batch {
-        let id = engine.add_sequence()?;
+        // Promised only the positions the run fills (no prompt given: no prefix shared).
+        let (id, _) = engine.add_sequence_for(&[], prompt.len() + gen)?;
         let logits = engine.prefill(id, prompt)?;
         steps.push((id, argmax(&logits)));
     }

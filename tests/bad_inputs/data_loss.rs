@@ -240,6 +240,24 @@ fn a_runaway_chat_template_is_an_error_not_an_abort() {
 }
 
 #[test]
+fn a_chat_template_that_doubles_a_string_forty_times_is_an_error_not_an_abort() {
+    let doubling = "{% set s = namespace(v=messages[0]['content']) %}{% for i in range(40) %}\
+                    {% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v | length }}";
+    let dir = rehashed_json("tokenizer_config.json", |config| {
+        config["chat_template"] = json!(doubling)
+    });
+    let run = oxrelax(&[
+        "generate",
+        "--model",
+        dir.path().to_str().unwrap(),
+        "--chat",
+        "--prompt",
+        "hi",
+    ]);
+    assert_error(&run, &["chat template", "fuel"]);
+}
+
+#[test]
 fn devices_and_fifos_are_refused_as_configs_and_texts() {
     let model = super::copy_of("tiny-llama");
     let config = model.path().join("config.json");

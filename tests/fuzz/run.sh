@@ -17,13 +17,14 @@ root=$(cd "$fuzz_dir/../.." && pwd)
 runs=${1:-1000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors gguf config ir_text manifest tokenizer chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors gguf config ir_text manifest tokenizer chat_template npu_net)
 max_time=${MAX_TIME:-3600}
 
 # Largest input per target: room for the seeds, small enough to keep iterations fast.
 max_len() {
     case $1 in
         ir_text) echo 8192 ;;
+        npu_net) echo 40960 ;;
         *) echo 4096 ;;
     esac
 }

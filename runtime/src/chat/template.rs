@@ -9,11 +9,10 @@
 //! never escaped (minijinja would JSON-escape a template named `*.json`), and booleans and
 //! none print as Python prints them (`True`, `False`, `None`). Python string,
 //! list and dict methods (`.strip()`, `.startswith()`, `.title()`, `.items()`, ...) come
-//! from minijinja-contrib's pycompat layer. A render runs at most [`TEMPLATE_FUEL`]
-//! instructions (minijinja also bounds recursion, ranges and repeated strings), so no
-//! template hangs, and writes at most [`TEMPLATE_OUTPUT_LIMIT`] bytes. Values a template
-//! builds and never prints are bounded by the fuel alone: a template is code of the
-//! model's author, shipped in the artifact like its kernels.
+//! from minijinja-contrib's pycompat layer. A render spends at most [`TEMPLATE_FUEL`]: one
+//! fuel per instruction and one per 64 bytes of data the template creates (printed or
+//! not), so no template hangs or builds more than about 64 MB, and it writes at most
+//! [`TEMPLATE_OUTPUT_LIMIT`] bytes.
 
 use super::error::ChatError;
 use minijinja::syntax::SyntaxConfig;
@@ -98,9 +97,10 @@ fn python_formatter(
     out.write_str(python).map_err(minijinja::Error::from)
 }
 
-/// The most instructions one render may run: a template that loops for ever (or for
-/// longer than any real conversation needs) is a render error, never a hang. Real chat
-/// templates run a few hundred instructions per message.
+/// The fuel of one render (minijinja charges one per instruction and one per 64 bytes a
+/// template creates): a template that loops for ever, or builds strings past about
+/// 64 MB, is a render error, never a hang or a runaway allocation. Real chat templates
+/// spend a few hundred per message.
 pub const TEMPLATE_FUEL: u64 = 1_000_000;
 
 /// The most bytes one render may write: a template whose output grows past it (by

@@ -132,6 +132,22 @@ fn a_template_that_runs_for_ever_is_a_render_error_not_a_hang() {
 }
 
 #[test]
+fn a_template_that_builds_a_huge_string_it_never_prints_is_a_render_error() {
+    // Forty doublings would build a terabyte in a few hundred instructions; the fuel
+    // pays for the bytes a template creates, so it runs out first.
+    let doubling = "{% set s = namespace(v='x') %}{% for i in range(40) %}\
+                    {% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v | length }}";
+    let template = ChatTemplate::new("t", doubling, tokens(None)).unwrap();
+    let err = template.render(&[], false).unwrap_err();
+    assert!(matches!(err, ChatError::TemplateRender { .. }), "{err}");
+    assert!(err.to_string().contains("fuel"), "{err}");
+    let repeated = "{% set s = 'x' * 100000000 %}{{ s | length }}";
+    let template = ChatTemplate::new("t", repeated, tokens(None)).unwrap();
+    let err = template.render(&[], false).unwrap_err();
+    assert!(err.to_string().contains("fuel"), "{err}");
+}
+
+#[test]
 fn a_template_whose_output_runs_away_is_an_error_not_an_allocation() {
     let source = "{% for i in range(60000) %}{{ messages[0].content }}{% endfor %}";
     let template = ChatTemplate::new("t", source, tokens(None)).unwrap();

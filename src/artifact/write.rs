@@ -14,11 +14,13 @@ use crate::passes::Instrument;
 use oxrelax_dsl::IRModule;
 use oxrelax_models::{ExportOptions, KvDtype};
 use oxrelax_runtime::artifact::{
-    sha256_file, Manifest, NpuRecord, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE, VM_FILE,
+    sha256_file, HashingFile, Manifest, NpuRecord, FORMAT_VERSION, MODULE_FILE, PARAMS_FILE,
+    VM_FILE,
 };
 use oxrelax_runtime::weights::stored_as;
 use oxrelax_runtime::Registry;
 use oxrelax_runtime::{Tensor, Value};
+use safetensors::tensor::{Metadata, TensorInfo, TensorView};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -102,8 +104,12 @@ pub enum CompileStep {
     /// Building the model's exported functions and compiling them (passes, bytecode,
     /// kernels).
     Compile,
-    /// Converting and writing the weights.
-    Weights,
+    /// Reading the checkpoint's weights and checking them.
+    LoadWeights,
+    /// Running the weight transforms (quantizing, packing).
+    TransformWeights,
+    /// Writing the converted weights.
+    WriteWeights,
     /// Writing the module, the executable and the tokenizer files.
     Files,
     /// Compiling the kernels for the target and linking them.
@@ -114,9 +120,11 @@ pub enum CompileStep {
 
 impl CompileStep {
     /// Every step, in order.
-    pub const ALL: [CompileStep; 5] = [
+    pub const ALL: [CompileStep; 7] = [
         CompileStep::Compile,
-        CompileStep::Weights,
+        CompileStep::LoadWeights,
+        CompileStep::TransformWeights,
+        CompileStep::WriteWeights,
         CompileStep::Files,
         CompileStep::Kernels,
         CompileStep::Manifest,
@@ -126,7 +134,9 @@ impl CompileStep {
     pub fn describe(self) -> &'static str {
         match self {
             CompileStep::Compile => "compiling the model",
-            CompileStep::Weights => "converting the weights",
+            CompileStep::LoadWeights => "reading the weights",
+            CompileStep::TransformWeights => "quantizing and packing the weights",
+            CompileStep::WriteWeights => "writing the weights",
             CompileStep::Files => "writing the module, bytecode and tokenizer",
             CompileStep::Kernels => "compiling and linking the kernels for the target",
             CompileStep::Manifest => "hashing files and writing the manifest",
@@ -219,16 +229,18 @@ fn write_artifact(
     let mut built = build_checked(module, instrument, &options.target.target, &builtins, check)
         .map_err(Box::new)?;
 
-    progress(CompileStep::Weights);
+    progress(CompileStep::LoadWeights);
     create_dir(&out.join(PARAMS_FILE).with_file_name(""))?;
     let raw = store.load_expected_finite(&declared)?;
+    progress(CompileStep::TransformWeights);
     let weights = transform_weights(&mut built, raw.into_iter().map(Value::Tensor).collect())?;
+    progress(CompileStep::WriteWeights);
     let expected = compiled_weights(&built.module).unwrap_or_default();
     let tensors = expected.iter().zip(&weights).filter_map(|(e, w)| match w {
         Value::Tensor(t) => Some((e.name.clone(), t)),
         _ => None,
     });
-    write_weights(&out.join(PARAMS_FILE), tensors)?;
+    let params_hash = write_weights(&out.join(PARAMS_FILE), tensors)?;
 
     progress(CompileStep::Files);
     let module_text = oxrelax_dsl::text::print_module(&built.module);
@@ -265,8 +277,13 @@ fn write_artifact(
         .chain(tokenizer_files.iter().cloned())
         .chain(generation)
         .chain(npu_record.iter().flat_map(|r| r.files.clone()));
+    // The weights were hashed as they were written; the other files are small.
+    let hash = |file: &str| match file {
+        PARAMS_FILE => Ok(params_hash.clone()),
+        _ => sha256_file(&out.join(file)),
+    };
     let files = listed
-        .map(|file| Ok((file.clone(), sha256_file(&out.join(&file))?)))
+        .map(|file| Ok((file.clone(), hash(&file)?)))
         .collect::<Result<BTreeMap<_, _>, oxrelax_runtime::artifact::ArtifactError>>()?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
@@ -287,16 +304,19 @@ fn write_artifact(
     Ok(manifest)
 }
 
-/// Writes `tensors` (name, tensor) as one safetensors file ([`stored_as`] their dtype).
+/// Writes `tensors` (name, tensor) as one safetensors file ([`stored_as`] their dtype)
+/// and returns its SHA-256, hashed as it is written. The header is the safetensors
+/// crate's metadata; the tensors are laid out as the crate lays them out (by dtype
+/// alignment, then name), so every tensor's data is aligned to its dtype.
 fn write_weights<'a>(
     path: &Path,
     tensors: impl Iterator<Item = (String, &'a Tensor)>,
-) -> Result<(), ArtifactError> {
+) -> Result<String, ArtifactError> {
     let failed = |reason: String| ArtifactError::WriteWeights {
         path: path.to_path_buf(),
         reason,
     };
-    let views = tensors
+    let mut stored = tensors
         .map(|(name, tensor)| {
             let bytes = tensor
                 .as_bytes()
@@ -308,33 +328,36 @@ fn write_weights<'a>(
                     tensor.shape()
                 ))
             })?;
-            let shape = shape.iter().map(|&d| d as usize).collect();
-            safetensors::tensor::TensorView::new(dtype, shape, bytes)
-                .map(|view| (name.clone(), view))
-                .map_err(|e| failed(format!("`{name}`: {e}")))
+            let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+            // Checks the bytes against the shape and dtype.
+            TensorView::new(dtype, shape.clone(), bytes)
+                .map_err(|e| failed(format!("`{name}`: {e}")))?;
+            Ok((name, dtype, shape, bytes))
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    safetensors::serialize_to_file(views, None, path).map_err(|e| failed(e.to_string()))?;
-    give_default_mode(path)
-}
-
-/// Gives the file at `path` the mode a newly created file gets (`0o666` less the umask):
-/// the mode of its freshly created folder less the execute bits. `serialize_to_file`
-/// writes through a private (`0o600`) temporary file, which other users could not read.
-fn give_default_mode(path: &Path) -> Result<(), ArtifactError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let io = |source| ArtifactError::Io {
-            path: path.to_path_buf(),
-            source,
+        .collect::<Result<Vec<_>, ArtifactError>>()?;
+    stored.sort_by(|(a, a_dtype, ..), (b, b_dtype, ..)| b_dtype.cmp(a_dtype).then(a.cmp(b)));
+    let mut offset = 0;
+    let infos = stored.iter().map(|(name, dtype, shape, bytes)| {
+        let data_offsets = (offset, offset + bytes.len());
+        offset += bytes.len();
+        let (dtype, shape) = (*dtype, shape.clone());
+        let info = TensorInfo {
+            dtype,
+            shape,
+            data_offsets,
         };
-        let folder = path.parent().unwrap_or(Path::new("."));
-        let folder_mode = std::fs::metadata(folder).map_err(io)?.permissions().mode();
-        let mode = std::fs::Permissions::from_mode(folder_mode & 0o666);
-        std::fs::set_permissions(path, mode).map_err(io)?;
+        (name.clone(), info)
+    });
+    let metadata = Metadata::new(None, infos.collect()).map_err(|e| failed(e.to_string()))?;
+    let mut header = serde_json::to_vec(&metadata).map_err(|e| failed(e.to_string()))?;
+    header.resize(header.len().next_multiple_of(8), b' ');
+    let mut file = HashingFile::create(path)?;
+    file.write(&(header.len() as u64).to_le_bytes())?;
+    file.write(&header)?;
+    for (.., bytes) in &stored {
+        file.write(bytes)?;
     }
-    Ok(())
+    Ok(file.finish()?)
 }
 
 /// Copies those of `names` that exist in `src` into `out` (as new writable files, not

@@ -12,6 +12,7 @@ use oxrelax::memory::artifact_estimate;
 use oxrelax::model::Quantization;
 use oxrelax_models::KvDtype;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Arguments of `oxrelax compile`.
 #[derive(clap::Args)]
@@ -107,11 +108,21 @@ pub fn run(args: &CompileArgs) -> Result<(), Box<dyn std::error::Error>> {
             .progress_chars("=> "),
     );
     let mut started = 0;
+    // With --verbose, each step's wall time as the next one starts.
+    let mut running: Option<(CompileStep, Instant)> = None;
+    let report_time = |running: Option<(CompileStep, Instant)>| {
+        if let (true, Some((step, since))) = (args.verbose, running) {
+            let seconds = since.elapsed().as_secs_f64();
+            bar.suspend(|| eprintln!("{seconds:7.2} s  {}", step.describe()));
+        }
+    };
     let result = compile_artifact(&args.model, &output, &options, |step| {
+        report_time(running.replace((step, Instant::now())));
         bar.set_position(started);
         bar.set_message(step.describe());
         started += 1;
     });
+    report_time(running);
     bar.finish_and_clear();
     let manifest = result?;
     #[cfg(feature = "npu")]

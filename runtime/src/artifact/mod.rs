@@ -39,7 +39,7 @@ mod open;
 mod tests;
 
 pub use error::ArtifactError;
-pub use hash::sha256_file;
+pub use hash::{sha256_file, HashingFile};
 pub use manifest::{
     FunctionSignature, Manifest, NpuRecord, Target, FORMAT_VERSION, KERNELS_AOT, MANIFEST_FILE,
     MODULE_FILE, NPU_DIR, PARAMS_FILE, VM_FILE,

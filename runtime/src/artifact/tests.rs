@@ -19,6 +19,48 @@ fn a_missing_file_is_an_io_error_naming_it() {
     assert!(err.to_string().contains("/nonexistent/x.bin"), "{err}");
 }
 
+/// A file written through [`HashingFile`] in pieces of odd sizes, across whole chunks and
+/// a partial last one, holds exactly those bytes, and the hash it gives is the file's: on
+/// the temporary folder's file system and, where there is one, on a tmpfs (which refuses
+/// direct I/O).
+#[test]
+fn a_hashing_file_holds_what_was_written_and_gives_its_hash() {
+    let mut dirs = vec![tempfile::tempdir().unwrap()];
+    dirs.extend(tempfile::tempdir_in("/dev/shm").ok());
+    let bytes: Vec<u8> = (0..(17u64 << 20) + 12_345)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let files = [("empty", 0), ("small", 1000), ("large", bytes.len())];
+    for (dir, (name, len)) in dirs.iter().flat_map(|d| files.map(|f| (d, f))) {
+        let path = dir.path().join(name);
+        let mut file = HashingFile::create(&path).unwrap();
+        let mut rest = &bytes[..len];
+        for piece in [7, 4096, 1 << 20, 3, 9 << 20].iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (head, tail) = rest.split_at((*piece).min(rest.len()));
+            file.write(head).unwrap();
+            rest = tail;
+        }
+        let hash = file.finish().unwrap();
+        assert!(std::fs::read(&path).unwrap() == bytes[..len], "{name}");
+        assert_eq!(hash, sha256_file(&path).unwrap(), "{name}");
+    }
+}
+
+/// A file that cannot be created is an I/O error naming it.
+#[test]
+fn a_hashing_file_in_a_missing_folder_is_an_io_error_naming_it() {
+    let Err(err) = HashingFile::create(Path::new("/nonexistent/w.safetensors")) else {
+        panic!("created a file in a missing folder");
+    };
+    assert!(
+        err.to_string().contains("/nonexistent/w.safetensors"),
+        "{err}"
+    );
+}
+
 #[test]
 fn kernels_using_a_feature_this_cpu_lacks_are_refused_by_name() {
     let foreign = if cfg!(target_arch = "x86_64") {

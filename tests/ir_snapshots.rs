@@ -202,3 +202,49 @@ fn legalized_op_families() {
         snapshot(name, &module);
     }
 }
+
+/// Each target's schedule rules, in order, as they describe themselves: the tile table's
+/// rows give the x86 targets different lists; aarch64 (NEON, dotprod, i8mm) shares the
+/// portable row (its microkernels differ inside the runtime, not in the schedule).
+#[test]
+fn schedule_rules_per_target() {
+    // Every feature the tile tables and microkernels know for `arch` (AVX-512 with VNNI
+    // and VBMI on x86-64).
+    let known = |arch: &str| {
+        let mut known = oxrelax_dsl::target::KNOWN_FEATURES.iter();
+        known.find(|(a, _)| *a == arch).map_or(&[][..], |(_, f)| *f)
+    };
+    let targets: [(&str, &str, &[&str]); 7] = [
+        ("x86-64-sse", "x86_64-unknown-linux-gnu", &[]),
+        ("x86-64-avx2", "x86_64-unknown-linux-gnu", &["avx2", "fma"]),
+        (
+            "x86-64-avx2-f16c",
+            "x86_64-unknown-linux-gnu",
+            &["avx2", "fma", "f16c"],
+        ),
+        (
+            "x86-64-avx512",
+            "x86_64-unknown-linux-gnu",
+            &["avx2", "fma", "f16c", "avx512f"],
+        ),
+        (
+            "x86-64-every-feature",
+            "x86_64-unknown-linux-gnu",
+            known("x86_64"),
+        ),
+        ("aarch64-neon", "aarch64-unknown-linux-gnu", &["neon"]),
+        (
+            "aarch64-dotprod-i8mm",
+            "aarch64-unknown-linux-gnu",
+            &["neon", "dotprod", "i8mm"],
+        ),
+    ];
+    for (name, triple, features) in targets {
+        let target = oxrelax_dsl::Target::named(triple, features).unwrap();
+        let rules = oxrelax_schedules::rules_for(&target);
+        let lines: Vec<String> = rules.iter().map(|r| r.describe()).collect();
+        insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!(format!("rules-{name}"), lines.join("\n"));
+        });
+    }
+}

@@ -19,7 +19,7 @@ use oxrelax_dsl::tir::{
     BinOp, Buffer, BufferRegion, ForKind, MicrokernelCall, MicrokernelSpec, PrimExpr, PrimFunc,
     Stmt,
 };
-use oxrelax_dsl::{AttrValue, DType, SymExpr, Target};
+use oxrelax_dsl::{AttrValue, DType, SymExpr};
 
 /// Parallelize when the calls do at least this many multiply-adds (at the dims' upper
 /// bounds).
@@ -180,7 +180,11 @@ impl ScheduleRule for AttentionRule {
         "attention"
     }
 
-    fn apply(&self, func: &PrimFunc, _target: &Target) -> Option<PrimFunc> {
+    fn describe(&self) -> String {
+        "attention: attention_f32/_f16kv/_q8kv per query row and kv head".to_string()
+    }
+
+    fn apply(&self, func: &PrimFunc) -> Option<PrimFunc> {
         let a = recognize(func)?;
         let (n, t) = (PrimExpr::from(&a.q.shape[0]), PrimExpr::from(&a.k.shape[0]));
         // Positions before the first query (`m` in a model: the cache before this call).

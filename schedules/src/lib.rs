@@ -2,11 +2,10 @@
 //!
 //! [`Schedule`] holds a primitive function and applies loop primitives to loops named by
 //! their loop variable (`split`, `fuse`, `vectorize`, `parallel`, `unroll`). Rules decide
-//! what to do with a function: [`rules_for`] lists them in order, the same list for every
-//! target (the matmul rules tensorizing packed matmuls onto microkernels, the attention
-//! rule tensorizing fused attention onto its row microkernel, then the
-//! [`default_schedule`] fallback; the target matters inside the matmul rules, through its
-//! tile tables) and [`schedule_for`] applies the first that accepts.
+//! what to do with a function: [`rules_for`] builds a target's list in order (the matmul
+//! rules tensorizing packed matmuls onto the microkernels of the target's tile tables,
+//! the attention rule tensorizing fused attention onto its row microkernel, then the
+//! [`default_schedule`] fallback) and [`schedule_for`] applies the first that accepts.
 
 mod accumulate;
 mod attention_rule;

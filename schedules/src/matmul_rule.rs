@@ -137,20 +137,66 @@ fn recognize<'a>(func: &'a PrimFunc, tiles: &MatmulTiles) -> Option<PackedMatmul
 
 /// Decode: `E = 1`, one microkernel call per group of panels; or the few rows of a batched
 /// decode step, where the target runs them on a decode kernel taking several.
-pub struct GemvRule;
+#[derive(Clone, Copy, Debug)]
+pub struct GemvRule {
+    /// The target's tiles (its decode kernel, panel width and batched-decode rows).
+    pub tiles: MatmulTiles,
+    /// The target's int8-activation decode block (rows, columns).
+    pub int_block: (i64, i64),
+}
 
 /// Prefill: `E` rows, packed `EP`-row blocks, panel groups per task.
-pub struct MatmulRule;
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulRule {
+    /// The target's tiles (its prefill kernel and block, panel width, L block, panels
+    /// per task).
+    pub tiles: MatmulTiles,
+    /// The target's int8-activation prefill block (rows, columns).
+    pub int_block: (i64, i64),
+}
+
+impl GemvRule {
+    /// The rule with `target`'s tile tables.
+    pub fn for_target(target: &Target) -> GemvRule {
+        GemvRule {
+            tiles: target.matmul_tiles(),
+            int_block: target.int_matmul_tiles().gemv,
+        }
+    }
+}
+
+impl MatmulRule {
+    /// The rule with `target`'s tile tables.
+    pub fn for_target(target: &Target) -> MatmulRule {
+        MatmulRule {
+            tiles: target.matmul_tiles(),
+            int_block: target.int_matmul_tiles().gemm,
+        }
+    }
+}
 
 impl ScheduleRule for GemvRule {
     fn name(&self) -> &'static str {
         "gemv"
     }
 
-    fn apply(&self, func: &PrimFunc, target: &Target) -> Option<PrimFunc> {
-        let tiles = target.matmul_tiles();
+    fn describe(&self) -> String {
+        let t = &self.tiles;
+        let (rows, cols) = self.int_block;
+        let batched = match t.gemv_rows {
+            1 => "one row".to_string(),
+            n => format!("one row, or up to {n} on decode kernels taking several"),
+        };
+        format!(
+            "gemv: {} over {}-wide panels ({batched}); int8 activations {rows}x{cols}",
+            t.gemv_kernel, t.hp
+        )
+    }
+
+    fn apply(&self, func: &PrimFunc) -> Option<PrimFunc> {
+        let tiles = self.tiles;
         let m = recognize(func, &tiles)?;
-        let kernel = m.kernel(tiles.gemv_kernel, target.int_matmul_tiles().gemv)?;
+        let kernel = m.kernel(tiles.gemv_kernel, self.int_block)?;
         let ep = MicrokernelSpec::lookup(kernel)?.kind.block()?.0;
         let one_row = m.rows.as_const() == Some(1);
         let max_rows = m.rows.max_value().unwrap_or(i64::MAX);
@@ -227,13 +273,23 @@ impl ScheduleRule for MatmulRule {
         "matmul"
     }
 
-    fn apply(&self, func: &PrimFunc, target: &Target) -> Option<PrimFunc> {
-        let tiles = target.matmul_tiles();
+    fn describe(&self) -> String {
+        let t = &self.tiles;
+        let (rows, cols) = self.int_block;
+        format!(
+            "matmul: {} over {}-wide panels, L blocks of {}, up to {} panels a task; \
+             int8 activations {rows}x{cols}",
+            t.gemm_kernel, t.hp, t.l_block, t.panels_per_task
+        )
+    }
+
+    fn apply(&self, func: &PrimFunc) -> Option<PrimFunc> {
+        let tiles = self.tiles;
         let m = recognize(func, &tiles)?;
         if m.rows.as_const() == Some(1) {
             return None;
         }
-        let kernel = m.kernel(tiles.gemm_kernel, target.int_matmul_tiles().gemm)?;
+        let kernel = m.kernel(tiles.gemm_kernel, self.int_block)?;
         let width = block_width(kernel, tiles.hp)?;
         let ep = MicrokernelSpec::lookup(kernel)?.kind.block()?.0;
         // An int8 call covers the whole reduction.

@@ -202,9 +202,7 @@ fn the_attention_rule_computes_what_the_legalized_function_does() {
                 unreachable!("op constructors build calls")
             };
             let func = legalize_call(&call).unwrap().func;
-            let scheduled = AttentionRule
-                .apply(&func, &Target::host())
-                .expect("the rule applies");
+            let scheduled = AttentionRule.apply(&func).expect("the rule applies");
             let kernel = match kv_dtype {
                 DType::F16 => "attention_f16kv",
                 DType::I8 => "attention_q8kv",
@@ -294,17 +292,14 @@ fn matmul_rules_match_on(target: &Target) {
             unreachable!("op constructors build calls")
         };
         let func = legalize_call(&call).unwrap().func;
-        let rule: &dyn ScheduleRule = if rows.is_some() {
-            &GemvRule
-        } else {
-            &MatmulRule
-        };
+        let (gemv, matmul) = (GemvRule::for_target(target), MatmulRule::for_target(target));
+        let rule: &dyn ScheduleRule = if rows.is_some() { &gemv } else { &matmul };
         let what = format!(
             "{} {} {weights}/{scales:?} rows {rows:?} L {depth} H {features}",
             target.matmul_tiles().gemm_kernel,
             rule.name()
         );
-        assert_rule_keeps_results(rule, &func, target, &mut rng, &what);
+        assert_rule_keeps_results(rule, &func, &mut rng, &what);
     }
 }
 
@@ -336,17 +331,14 @@ fn the_matmul_rules_compute_what_the_legalized_int8_matmul_does() {
             let scales = tensor("s", scales, DType::F16);
             let product = op::packed_matmul_int((&xq, &xs), (&packed, &scales), features);
             let func = legalized(product.unwrap());
-            let rule: &dyn ScheduleRule = if rows.is_some() {
-                &GemvRule
-            } else {
-                &MatmulRule
-            };
+            let (gemv, matmul) = (GemvRule::for_target(target), MatmulRule::for_target(target));
+            let rule: &dyn ScheduleRule = if rows.is_some() { &gemv } else { &matmul };
             let what = format!(
                 "int8 {} w{bits} rows {rows:?} L {depth} H {features}",
                 rule.name()
             );
             let checked = (&mut rng, 2e-3);
-            assert_rule_keeps_results_within(rule, &func, target, checked, &what);
+            assert_rule_keeps_results_within(rule, &func, checked, &what);
         }
     }
 }
@@ -403,38 +395,37 @@ fn fused_epilogues_match_on(target: &Target) {
                 let consumer = legalize_call(call).unwrap().func;
                 fused = oxrelax_dsl::fuse::fuse_elementwise(&fused, &consumer, operand).unwrap();
             }
+            let (gemv, matmul) = (GemvRule::for_target(target), MatmulRule::for_target(target));
             let rule: &dyn ScheduleRule = match SymExpr::product(&batch).as_const() {
-                Some(1) => &GemvRule,
-                _ => &MatmulRule,
+                Some(1) => &gemv,
+                _ => &matmul,
             };
             let kernel = target.matmul_tiles().gemm_kernel;
             let what = format!("{kernel} {name}: batch {batch:?} L {depth} H {features}");
-            assert_rule_keeps_results(rule, &fused, target, &mut rng, &what);
+            assert_rule_keeps_results(rule, &fused, &mut rng, &what);
         }
     }
 }
 
-/// `rule` applies to `func` on `target`, and the scheduled function computes what `func`
-/// does (within f32 rounding) on random inputs, `n` odd and even.
+/// `rule` (built for a target) applies to `func`, and the scheduled function computes what
+/// `func` does (within f32 rounding) on random inputs, `n` odd and even.
 fn assert_rule_keeps_results(
     rule: &dyn ScheduleRule,
     func: &oxrelax_dsl::tir::PrimFunc,
-    target: &Target,
     rng: &mut StdRng,
     what: &str,
 ) {
-    assert_rule_keeps_results_within(rule, func, target, (rng, 1e-4), what);
+    assert_rule_keeps_results_within(rule, func, (rng, 1e-4), what);
 }
 
 /// [`assert_rule_keeps_results`] with a relative `tolerance`.
 fn assert_rule_keeps_results_within(
     rule: &dyn ScheduleRule,
     func: &oxrelax_dsl::tir::PrimFunc,
-    target: &Target,
     (rng, tolerance): (&mut StdRng, f64),
     what: &str,
 ) {
-    let scheduled = rule.apply(func, target).expect("the rule applies");
+    let scheduled = rule.apply(func).expect("the rule applies");
     for value in [1, 7, 13, 15] {
         let dims = SymBindings::from([("n".to_string(), value)]);
         let inputs = random_inputs(func, &dims, rng);
@@ -507,13 +498,14 @@ fn windowed_epilogues_match_on(target: &Target) {
         let rope = rotary(&batch, heads, dim);
         for producer in [matmul.clone(), biased] {
             let fused = oxrelax_dsl::fuse::fuse_windowed(&producer, &rope, 0).unwrap();
+            let (gemv, matmul) = (GemvRule::for_target(target), MatmulRule::for_target(target));
             let rule: &dyn ScheduleRule = match rows {
-                Some(_) => &GemvRule,
-                None => &MatmulRule,
+                Some(_) => &gemv,
+                None => &matmul,
             };
             let kernel = target.matmul_tiles().gemm_kernel;
             let what = format!("{kernel} rows {rows:?} L {depth} heads {heads}x{dim}");
-            assert_rule_keeps_results(rule, &fused, target, &mut rng, &what);
+            assert_rule_keeps_results(rule, &fused, &mut rng, &what);
         }
     }
 }
@@ -538,8 +530,8 @@ fn a_parallel_gemv_narrower_than_its_block_is_split_in_two_calls() {
     ];
     let scales = tensor("s", scales, DType::F16);
     let product = op::packed_matmul_quant(&x, &packed, &scales, features);
-    let scheduled = GemvRule
-        .apply(&legalized(product.unwrap()), &target)
+    let scheduled = GemvRule::for_target(&target)
+        .apply(&legalized(product.unwrap()))
         .unwrap();
     let text = oxrelax_dsl::text::print_prim_func("gemv", &scheduled);
     assert!(text.contains("parallel(2)"), "{text}");
@@ -572,18 +564,19 @@ fn a_batched_decode_step_runs_on_the_4_bit_gemv_in_blocks_of_its_rows() {
         let scales = vec![((features + hp - 1) / hp).into(), groups.into(), hp.into()];
         let scales = tensor("s", scales, DType::F16);
         let func = legalized(op::packed_matmul_quant(&x, &packed, &scales, features).unwrap());
-        assert!(GemvRule.apply(&func, &avx512).is_none());
+        let (on_avx512, on_vnni) = (GemvRule::for_target(&avx512), GemvRule::for_target(&vnni));
+        assert!(on_avx512.apply(&func).is_none());
         if weights != DType::U4 {
-            assert!(GemvRule.apply(&func, &vnni).is_none(), "{weights}");
+            assert!(on_vnni.apply(&func).is_none(), "{weights}");
             continue;
         }
-        let scheduled = GemvRule.apply(&func, &vnni).unwrap();
+        let scheduled = on_vnni.apply(&func).unwrap();
         let text = oxrelax_dsl::text::print_prim_func("batched", &scheduled);
         assert!(
             text.contains("sgemv_8x256_q4f16") && text.contains("for eb in"),
             "{text}"
         );
         let what = format!("batched gemv L {depth} H {features}");
-        assert_rule_keeps_results(&GemvRule, &func, &vnni, &mut rng, &what);
+        assert_rule_keeps_results(&on_vnni, &func, &mut rng, &what);
     }
 }

@@ -50,7 +50,7 @@ impl BenchKernel {
             source: Box::new(source),
         })?;
         let target = Target::host();
-        let func = schedule_for(&legalized.func, &target, &rules_for(&target));
+        let func = schedule_for(&legalized.func, &rules_for(&target));
         let codegen_error = |source| BenchError::Codegen {
             kernel: spec.name(),
             shape: spec.shape(),

@@ -1,6 +1,6 @@
-//! `ScheduleKernels`: schedules every primitive function for the target with the ordered
-//! rule list ([`rules_for`], the same list for every target; the first rule that accepts
-//! a function schedules it; the matmul rules read the target's tile tables).
+//! `ScheduleKernels`: schedules every primitive function with the target's ordered rule
+//! list ([`rules_for`]: the matmul rules built from its tile tables; the first rule that
+//! accepts a function schedules it).
 
 use super::{Pass, PassError};
 use oxrelax_dsl::{IRModule, Target};
@@ -20,7 +20,7 @@ impl Pass for ScheduleKernels {
     fn run(&self, mut module: IRModule) -> Result<IRModule, PassError> {
         let rules = rules_for(&self.target);
         for func in module.prim_funcs.values_mut() {
-            *func = schedule_for(func, &self.target, &rules);
+            *func = schedule_for(func, &rules);
         }
         Ok(module)
     }

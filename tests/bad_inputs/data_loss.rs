@@ -222,20 +222,19 @@ fn a_huge_register_count_is_refused_without_allocating() {
     );
 }
 
+/// `generate --chat` on a copy of the artifact whose chat template is `template`.
+fn chat_with_template(template: &str) -> Run {
+    let dir = rehashed_json("tokenizer_config.json", |config| {
+        config["chat_template"] = json!(template)
+    });
+    let model = dir.path().to_str().unwrap();
+    oxrelax(&["generate", "--model", model, "--chat", "--prompt", "hi"])
+}
+
 #[test]
 fn a_runaway_chat_template_is_an_error_not_an_abort() {
     let runaway = "{% for i in range(20000) %}{{ messages[0]['content'] * 1000 }}{% endfor %}";
-    let dir = rehashed_json("tokenizer_config.json", |config| {
-        config["chat_template"] = json!(runaway)
-    });
-    let run = oxrelax(&[
-        "generate",
-        "--model",
-        dir.path().to_str().unwrap(),
-        "--chat",
-        "--prompt",
-        "hi",
-    ]);
+    let run = chat_with_template(runaway);
     assert_error(&run, &["rendered more than 16777216 bytes"]);
 }
 
@@ -243,17 +242,7 @@ fn a_runaway_chat_template_is_an_error_not_an_abort() {
 fn a_chat_template_that_doubles_a_string_forty_times_is_an_error_not_an_abort() {
     let doubling = "{% set s = namespace(v=messages[0]['content']) %}{% for i in range(40) %}\
                     {% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v | length }}";
-    let dir = rehashed_json("tokenizer_config.json", |config| {
-        config["chat_template"] = json!(doubling)
-    });
-    let run = oxrelax(&[
-        "generate",
-        "--model",
-        dir.path().to_str().unwrap(),
-        "--chat",
-        "--prompt",
-        "hi",
-    ]);
+    let run = chat_with_template(doubling);
     assert_error(&run, &["chat template", "fuel"]);
 }
 

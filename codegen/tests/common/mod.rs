@@ -144,7 +144,7 @@ pub fn compile_for(call: &Expr, target: &Target) -> Kernel {
         panic!("not a call: {call:?}")
     };
     let legalized = legalize_call(call).unwrap();
-    let func = schedule_for(&legalized.func, target, &rules_for(target));
+    let func = schedule_for(&legalized.func, &rules_for(target));
     let name = legalized.name_hint;
     let library = JitLibrary::compile(std::iter::once((&name, &func))).unwrap();
     let features: Vec<&str> = target.features.iter().map(String::as_str).collect();

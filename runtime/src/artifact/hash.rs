@@ -37,11 +37,10 @@ const CHUNK: usize = 8 << 20;
 /// size in use).
 const ALIGN: usize = 4096;
 
-/// A new file written in [`CHUNK`]s and hashed as it is written: each chunk is hashed on
+/// A new file written in 8 MiB chunks and hashed as it is written: each chunk is hashed on
 /// a second thread while this one writes it. On Linux the file is opened for direct I/O
-/// where the file system allows it (the chunks bypass the page cache, which on large
-/// weight files is several times slower than the disk); elsewhere, and for the last
-/// partial chunk, it is written as any file is.
+/// where the file system allows it (the chunks bypass the page cache and go to the disk
+/// as they are); elsewhere, and for the last partial chunk, it is written as any file is.
 pub struct HashingFile {
     path: PathBuf,
     file: File,

@@ -6,6 +6,7 @@ use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 /// The SHA-256 of the file at `path`, as lowercase hex.
 pub fn sha256_file(path: &Path) -> Result<String, ArtifactError> {
@@ -106,13 +107,19 @@ impl HashingFile {
         Ok(hex(&self.hasher.finalize()))
     }
 
-    /// Hashes and writes the staged bytes (a second thread hashes while this one writes).
+    /// Hashes and writes the staged bytes (a second thread hashes while this one writes;
+    /// this one, after writing, where no thread can be started).
     fn flush_chunk(&mut self) -> Result<(), ArtifactError> {
         let chunk = &self.staging[self.start..self.start + self.filled];
-        let (file, hasher) = (&self.file, &mut self.hasher);
+        let hasher = Mutex::new(std::mem::take(&mut self.hasher));
+        let hash = || {
+            let mut hasher = hasher.lock().unwrap_or_else(PoisonError::into_inner);
+            hasher.update(chunk);
+        };
+        let file = &self.file;
         let written = std::thread::scope(|scope| {
-            scope.spawn(|| hasher.update(chunk));
-            match write_all_at(file, chunk, self.written) {
+            let hashing = std::thread::Builder::new().spawn_scoped(scope, hash);
+            let written = match write_all_at(file, chunk, self.written) {
                 // A file system that opens files for direct I/O but refuses its writes:
                 // the chunk again, through an ordinary handle.
                 Err(e) if self.direct && e.kind() == std::io::ErrorKind::InvalidInput => {
@@ -120,8 +127,13 @@ impl HashingFile {
                     write_all_at(&file, chunk, self.written).map(|()| Some(file))
                 }
                 other => other.map(|()| None),
+            };
+            if hashing.is_err() {
+                hash();
             }
+            written
         });
+        self.hasher = hasher.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(buffered) = written.map_err(io_at(&self.path))? {
             self.file = buffered;
             self.direct = false;

@@ -340,3 +340,28 @@ fn bench_batch_pages_fit_in_max_memory_with_the_model() {
     let sizes = last_json(&stdout)["batches"].as_array().map(Vec::len);
     assert_eq!(sizes, Some(2));
 }
+
+/// `bench --batch --shared-prompt`: the sequences after the first take the prompt's KV
+/// pages (shared pages reported, none without the flag), and the flag needs --batch.
+#[test]
+fn bench_batch_shared_prompt_shares_the_prompts_pages() {
+    let shared_pages = |extra: &[&str]| {
+        let mut args = vec!["--batch", "1,3", "--json"];
+        args.extend(extra);
+        let json = last_json(&bench_tiny("40", "2", "64", &args));
+        let shared = json["shared_prompt"].as_bool();
+        let pages = json["batches"].as_array().expect("batches").iter();
+        let pages: Vec<u64> = pages.map(|b| b["shared_pages"].as_u64().unwrap()).collect();
+        (shared, pages)
+    };
+    let (shared, pages) = shared_pages(&["--shared-prompt"]);
+    assert_eq!(shared, Some(true));
+    assert!(pages[0] == 0 && pages[1] >= 1, "{pages:?}");
+    assert_eq!(shared_pages(&[]), (Some(false), vec![0, 0]));
+    let alone = oxrelax(&["bench", tiny_llama().to_str().unwrap(), "--shared-prompt"]);
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        !alone.status.success() && stderr.contains("--batch"),
+        "{stderr}"
+    );
+}

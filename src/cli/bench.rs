@@ -2,7 +2,7 @@
 //! bytes of its weights, KV cache and VM arenas. `--json` adds one JSON object as the
 //! last line of stdout (see [`BenchReport`]).
 
-use crate::cli::bench_batch::{self, BatchFigures};
+use crate::cli::bench_batch::{self, BatchFigures, BatchRun};
 use crate::cli::generate::{open_engine_on, ModelArgs};
 use clap::Args;
 use oxrelax_runtime::artifact::LoadedEngine;
@@ -53,6 +53,11 @@ pub struct BenchArgs {
     /// aggregate tokens per second (needs a model compiled with `batch_decode`).
     #[arg(long, value_name = "SIZES", value_parser = parse_batches)]
     batch: Option<Batches>,
+    /// With --batch: the sequences share the prompt (a system prompt, say): the first
+    /// computes it, the others take its KV pages for all but its last token (as
+    /// llama-batched-bench's -pps).
+    #[arg(long, requires = "batch")]
+    shared_prompt: bool,
     #[command(flatten)]
     load: ModelArgs,
 }
@@ -90,6 +95,8 @@ pub struct BatchReport {
     /// The plan.
     #[serde(flatten)]
     pub plan: BenchPlan,
+    /// Whether the sequences shared the prompt (`--shared-prompt`).
+    pub shared_prompt: bool,
     /// Per batch size, medians over the runs.
     pub batches: Vec<BatchFigures>,
     /// Peak resident set (VmHWM) in MiB; `null` where the OS does not report it.
@@ -314,9 +321,15 @@ pub fn run(args: &BenchArgs) -> CliResult<()> {
     if let Some(Batches(batches)) = &args.batch {
         let largest = batches.iter().copied().max().unwrap_or(1);
         let mut batched = batch_engine(engine, memory, args, largest)?;
-        let batches = bench_batch::measure(&mut batched, &prompt, args.gen, (batches, args.runs))?;
+        let run = BatchRun {
+            prompt: &prompt,
+            gen: args.gen,
+            shared: args.shared_prompt,
+        };
+        let batches = bench_batch::measure(&mut batched, run, (batches, args.runs))?;
         let report = BatchReport {
             plan,
+            shared_prompt: args.shared_prompt,
             batches,
             peak_rss_mib: peak_rss_kib().map(|kib| kib as f64 / 1024.0),
         };

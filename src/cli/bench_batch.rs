@@ -14,12 +14,28 @@ type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 pub struct BatchFigures {
     /// Sequences decoded together.
     pub batch: usize,
-    /// Prompt tokens prefilled per second over all sequences (each prefills alone).
+    /// Prompt tokens per second over all sequences (every sequence's prompt counted,
+    /// shared or not; the sequences prefill one after another).
     pub prefill_tok_s: f64,
     /// Tokens decoded per second over all sequences.
     pub decode_tok_s: f64,
     /// Milliseconds of one batched decode step.
     pub step_ms: f64,
+    /// KV pages more than one sequence held after the prompts (a shared prompt's).
+    pub shared_pages: usize,
+}
+
+/// What each run of a batch size does: every sequence prefills `prompt` (`shared`: the
+/// first computes it, the others take its pages for all but its last token), then all
+/// decode `gen` tokens together.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchRun<'a> {
+    /// The prompt of every sequence.
+    pub prompt: &'a [u32],
+    /// Tokens each sequence decodes.
+    pub gen: usize,
+    /// Whether the sequences share the prompt's KV pages.
+    pub shared: bool,
 }
 
 /// Parses `1,2,4,8`: positive sizes.
@@ -32,22 +48,21 @@ pub fn parse_batches(text: &str) -> CliResult<Vec<usize>> {
         .collect()
 }
 
-/// One run of `batch` sequences: `(prefill seconds, decode seconds)`.
-fn one_run(
-    engine: &mut BatchEngine,
-    prompt: &[u32],
-    gen: usize,
-    batch: usize,
-) -> CliResult<(f64, f64)> {
+/// One run of `batch` sequences: `(prefill seconds, decode seconds, shared pages)`.
+fn one_run(engine: &mut BatchEngine, run: BatchRun, batch: usize) -> CliResult<(f64, f64, usize)> {
+    let BatchRun { prompt, gen, .. } = run;
     let start = Instant::now();
     let mut steps: Vec<(SequenceId, u32)> = Vec::with_capacity(batch);
     for _ in 0..batch {
-        // Promised only the positions the run fills (no prompt given: no prefix shared).
-        let (id, _) = engine.add_sequence_for(&[], prompt.len() + gen)?;
-        let logits = engine.prefill(id, prompt)?;
+        // Promised only the positions the run fills; without a shared prompt none is
+        // given, so no prefix is taken from another sequence.
+        let held_by_others: &[u32] = if run.shared { prompt } else { &[] };
+        let (id, reused) = engine.add_sequence_for(held_by_others, prompt.len() + gen)?;
+        let logits = engine.prefill(id, &prompt[reused..])?;
         steps.push((id, argmax(&logits)));
     }
     let prefill = start.elapsed().as_secs_f64();
+    let shared_pages = engine.page_stats().shared;
     let start = Instant::now();
     for _ in 0..gen {
         let logits = engine.decode(&steps)?;
@@ -59,7 +74,7 @@ fn one_run(
     for (id, _) in steps {
         engine.remove_sequence(id);
     }
-    Ok((prefill, decode))
+    Ok((prefill, decode, shared_pages))
 }
 
 fn argmax(logits: &[f32]) -> u32 {
@@ -76,32 +91,34 @@ fn argmax(logits: &[f32]) -> u32 {
 /// printing a line per size.
 pub fn measure(
     engine: &mut BatchEngine,
-    prompt: &[u32],
-    gen: usize,
+    run: BatchRun,
     (batches, runs): (&[usize], usize),
 ) -> CliResult<Vec<BatchFigures>> {
     let mut figures = Vec::with_capacity(batches.len());
-    println!("batch  prefill tok/s  decode tok/s  step ms");
+    println!("batch  prefill tok/s  decode tok/s  step ms  shared pages");
     for &batch in batches {
-        one_run(engine, prompt, gen, batch)?;
+        one_run(engine, run, batch)?;
         let mut prefill = Vec::with_capacity(runs);
         let mut decode = Vec::with_capacity(runs);
+        let mut shared_pages = 0;
         for _ in 0..runs {
-            let (p, d) = one_run(engine, prompt, gen, batch)?;
+            let (p, d, shared) = one_run(engine, run, batch)?;
             prefill.push(p);
             decode.push(d);
+            shared_pages = shared;
         }
         let (p, d) = (super::bench::median(prefill), super::bench::median(decode));
         let tokens = batch as f64;
         let line = BatchFigures {
             batch,
-            prefill_tok_s: tokens * prompt.len() as f64 / p,
-            decode_tok_s: tokens * gen as f64 / d,
-            step_ms: d * 1e3 / gen as f64,
+            prefill_tok_s: tokens * run.prompt.len() as f64 / p,
+            decode_tok_s: tokens * run.gen as f64 / d,
+            step_ms: d * 1e3 / run.gen as f64,
+            shared_pages,
         };
         println!(
-            "{:>5}  {:>13.1}  {:>12.1}  {:>7.2}",
-            line.batch, line.prefill_tok_s, line.decode_tok_s, line.step_ms
+            "{:>5}  {:>13.1}  {:>12.1}  {:>7.2}  {:>12}",
+            line.batch, line.prefill_tok_s, line.decode_tok_s, line.step_ms, line.shared_pages
         );
         figures.push(line);
     }

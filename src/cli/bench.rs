@@ -275,9 +275,7 @@ fn batch_engine(
     let batched = BatchEngine::with_pool(engine, Some(size))?;
     let pages = batched.page_stats();
     let positions = args.prompt_len.saturating_add(args.gen);
-    let needed = positions
-        .div_ceil(pages.page_positions)
-        .saturating_mul(largest);
+    let needed = pages.pages_for(positions).saturating_mul(largest);
     if needed > pages.pages {
         let page = pages.page_bytes as u64;
         return Err(format!(

@@ -160,9 +160,9 @@ fn batch_engine(
         kv_pages: pages.bytes(),
         ..memory
     };
-    let below_one_context = pages.page_positions * pages.pages < context;
-    if options.kv_pages.is_none() && below_one_context {
-        let needed = context.div_ceil(pages.page_positions) as u64 * pages.page_bytes as u64;
+    let context_pages = pages.pages_for(context);
+    if options.kv_pages.is_none() && pages.pages < context_pages {
+        let needed = context_pages as u64 * pages.page_bytes as u64;
         return Err(ServeError::NoRoomForPages {
             limit: options.max_memory,
             model: memory,

@@ -96,10 +96,7 @@ impl HashingFile {
             if self.direct {
                 // A partial chunk is not a whole number of blocks: written through an
                 // ordinary handle at its offset.
-                self.file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&self.path)
-                    .map_err(io_at(&self.path))?;
+                self.file = ordinary_handle(&self.path).map_err(io_at(&self.path))?;
                 self.direct = false;
             }
             self.flush_chunk()?;
@@ -123,7 +120,7 @@ impl HashingFile {
                 // A file system that opens files for direct I/O but refuses its writes:
                 // the chunk again, through an ordinary handle.
                 Err(e) if self.direct && e.kind() == std::io::ErrorKind::InvalidInput => {
-                    let file = std::fs::OpenOptions::new().write(true).open(&self.path)?;
+                    let file = ordinary_handle(&self.path)?;
                     write_all_at(&file, chunk, self.written).map(|()| Some(file))
                 }
                 other => other.map(|()| None),
@@ -149,6 +146,11 @@ fn io_at(path: &Path) -> impl Fn(std::io::Error) -> ArtifactError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// The existing file at `path` opened for writing without direct I/O.
+fn ordinary_handle(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new().write(true).open(path)
 }
 
 /// Writes `bytes` at `offset` (positioned writes, so a handle reopened for the last

@@ -97,6 +97,11 @@ pub struct PageStats {
 }
 
 impl PageStats {
+    /// Pages a sequence of `positions` positions takes.
+    pub fn pages_for(&self, positions: usize) -> usize {
+        positions.div_ceil(self.page_positions)
+    }
+
     /// Bytes of the pool's pages.
     pub fn bytes(&self) -> u64 {
         (self.pages as u64).saturating_mul(self.page_bytes as u64)
